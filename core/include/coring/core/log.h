@@ -1,0 +1,69 @@
+/*
+ * Logging with levels, to stderr, one line per call.
+ *
+ * Lines look like `2026-11-29T23:11:11.123Z INFO  [t0] message`. The level
+ * is process-wide and set once at start-up. Calls below the level cost one
+ * comparison. Request data must be passed through cr_log_escape() before it
+ * reaches a log line.
+ */
+#ifndef CORING_CORE_LOG_H
+#define CORING_CORE_LOG_H
+
+#include <stddef.h>
+
+#include "coring/core/error.h"
+
+typedef enum cr_log_level {
+    CR_LOG_DEBUG = 0,
+    CR_LOG_INFO = 1,
+    CR_LOG_WARN = 2,
+    CR_LOG_ERROR = 3,
+    CR_LOG_OFF = 4,
+} cr_log_level;
+
+extern cr_log_level cr_log_threshold;
+
+/*
+ * cr_log_set_level - set the process-wide threshold. Call before threads
+ * start. Returns nothing.
+ */
+void cr_log_set_level(cr_log_level level);
+
+/*
+ * cr_log_parse_level - "debug", "info", "warn", "error" or "off" to a level.
+ * Returns the level, or -EINVAL for any other string.
+ */
+int cr_log_parse_level(const char *name);
+
+/*
+ * cr_log_set_thread_name - a short tag (up to 15 bytes) shown in every line
+ * this thread logs, e.g. "t0" for worker 0. Copies @name.
+ */
+void cr_log_set_thread_name(const char *name);
+
+/*
+ * cr_log_write - write one line at @level (printf format). Thread-safe: a
+ * line is formatted in a thread-local buffer and written with one write(2),
+ * so lines of different threads never interleave. Lines over 1 KiB are cut.
+ */
+void cr_log_write(cr_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * cr_log_escape - copy @len bytes of untrusted @src into @dst as printable
+ * ASCII: bytes outside 0x20..0x7e and the backslash become \xHH.
+ * @dst_size: bytes available at @dst, including the NUL; the output is cut
+ *            to fit. Returns @dst.
+ */
+char *cr_log_escape(char *dst, size_t dst_size, const char *src, size_t len);
+
+#define cr_log_debug(...) \
+    do { if (cr_log_threshold <= CR_LOG_DEBUG) cr_log_write(CR_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define cr_log_info(...) \
+    do { if (cr_log_threshold <= CR_LOG_INFO) cr_log_write(CR_LOG_INFO, __VA_ARGS__); } while (0)
+#define cr_log_warn(...) \
+    do { if (cr_log_threshold <= CR_LOG_WARN) cr_log_write(CR_LOG_WARN, __VA_ARGS__); } while (0)
+#define cr_log_error(...) \
+    do { if (cr_log_threshold <= CR_LOG_ERROR) cr_log_write(CR_LOG_ERROR, __VA_ARGS__); } while (0)
+
+#endif
