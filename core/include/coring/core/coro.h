@@ -1,0 +1,104 @@
+/*
+ * Stackful coroutines with a user-space context switch.
+ *
+ * A coroutine runs a function on its own stack. cr_coro_resume() switches
+ * into it; cr_coro_yield() switches back to whoever resumed it. The switch
+ * saves only the callee-saved registers the ABI requires (on x86-64 also
+ * MXCSR and the x87 control word; on aarch64 d8-d15), with no system call,
+ * unlike swapcontext(3), which calls sigprocmask each time.
+ *
+ * Stacks come from a per-thread pool: each is mmap'd with a PROT_NONE guard
+ * page below it, so an overflow faults (SIGSEGV) instead of corrupting
+ * memory. A coroutine runs only on the thread that created it.
+ *
+ * Each coroutine owns an arena (coring/core/arena.h) freed when it is
+ * destroyed, so a handler's temporary memory cannot leak.
+ */
+#ifndef CORING_CORE_CORO_H
+#define CORING_CORE_CORO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "coring/core/arena.h"
+
+typedef struct cr_stack_pool cr_stack_pool;
+typedef struct cr_coro cr_coro;
+typedef void (*cr_coro_fn)(void *arg);
+
+/* Default stack size: 64 KiB (usable bytes, the guard page is extra). */
+#define CR_CORO_DEFAULT_STACK_SIZE (64u * 1024u)
+
+/*
+ * cr_stack_pool_create - a pool of coroutine stacks for the calling thread.
+ * @stack_size: usable bytes per stack, rounded up to the page size; 0 means
+ *              CR_CORO_DEFAULT_STACK_SIZE. A guard page is added below.
+ * @max_cached: how many free stacks (and coroutine records) to keep for
+ *              reuse; more are unmapped when released.
+ * Returns the pool, or NULL with errno = ENOMEM. One thread only.
+ */
+cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached);
+
+/*
+ * cr_stack_pool_destroy - unmap every cached stack. All coroutines created
+ * from the pool must have been destroyed first.
+ */
+void cr_stack_pool_destroy(cr_stack_pool *pool);
+
+/*
+ * cr_coro_create - a coroutine that will run @fn(@arg) when first resumed.
+ * @pool: the calling thread's pool; the coroutine belongs to this thread.
+ * Returns the coroutine, or NULL with errno = ENOMEM (mmap failed) or
+ * EINVAL (@pool or @fn is NULL). With a stack cached in @pool it makes no
+ * system call and no allocation.
+ */
+cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg);
+
+/*
+ * cr_coro_resume - switch into @co until it yields or its function returns.
+ * Called from the thread's scheduler or from another coroutine (nesting is
+ * allowed: a yield returns to the resumer). @co must not be finished nor
+ * currently running.
+ */
+void cr_coro_resume(cr_coro *co);
+
+/*
+ * cr_coro_yield - from inside a coroutine: switch back to the context that
+ * last resumed it. Returns when the coroutine is resumed again. Calling it
+ * outside a coroutine is a programming error.
+ */
+void cr_coro_yield(void);
+
+/* cr_coro_current - the coroutine running on this thread, or NULL. */
+cr_coro *cr_coro_current(void);
+
+/* cr_coro_finished - true once @co's function has returned. */
+bool cr_coro_finished(const cr_coro *co);
+
+/*
+ * cr_coro_destroy - free @co: its arena is freed and its stack returned to
+ * the pool. @co must be finished or never resumed, and not running. A stack
+ * kept by the pool keeps one arena chunk for the next coroutine (see
+ * cr_arena_reset); cr_stack_pool_destroy frees it.
+ */
+void cr_coro_destroy(cr_coro *co);
+
+/* cr_coro_arena - @co's arena, freed when @co is destroyed. */
+cr_arena *cr_coro_arena(cr_coro *co);
+
+/*
+ * cr_coro_set_data / cr_coro_data - one pointer of user data per coroutine
+ * (the runtime stores its per-coroutine state there).
+ */
+void cr_coro_set_data(cr_coro *co, void *data);
+void *cr_coro_data(const cr_coro *co);
+
+/*
+ * cr_coro_stack_bounds - the usable stack of @co: bytes [*@lo, *@hi). The
+ * guard page is the page just below *@lo; an access there raises SIGSEGV.
+ * For tests, debuggers and stack-usage checks. Returns 0, or -EINVAL when
+ * an argument is NULL.
+ */
+int cr_coro_stack_bounds(const cr_coro *co, void **lo, void **hi);
+
+#endif
