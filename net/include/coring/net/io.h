@@ -1,0 +1,130 @@
+/*
+ * Coroutine I/O on the calling thread's ring.
+ *
+ * Each call submits SQEs whose user_data names the waiting operation,
+ * yields, and returns the CQE's result when the loop resumes the coroutine:
+ * code reads like blocking I/O. Call only from a coroutine running on a
+ * worker thread (inside net_hooks.on_connection, or a coroutine spawned
+ * with net_spawn).
+ *
+ * Timeouts are relative, in nanoseconds; 0 means none. A timed-out
+ * operation returns -ETIMEDOUT (implemented with a linked timeout SQE,
+ * IORING_OP_LINK_TIMEOUT). An operation cancelled through net_task_cancel
+ * or by shutdown returns -ECANCELED. Other errors are the negative errno of
+ * the underlying system call (see recv(2), send(2), connect(2), poll(2)).
+ */
+#ifndef CORING_NET_IO_H
+#define CORING_NET_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* A coroutine known to the loop (one per connection, or spawned). */
+typedef struct net_task net_task;
+
+/*
+ * A received buffer. When `provided` is true the bytes live in a buffer of
+ * the thread's provided-buffer ring (io_uring "provided buffers"), chosen
+ * by the kernel when data arrived, and must be given back with
+ * net_rbuf_release() once parsed. The bytes may be modified in place.
+ */
+typedef struct net_rbuf {
+    char *data;
+    size_t len;
+    uint16_t bid;   /* buffer id in the ring */
+    bool provided;
+} net_rbuf;
+
+/*
+ * net_recv_provided - receive into a provided buffer (IOSQE_BUFFER_SELECT):
+ * an idle connection holds no buffer memory. If the ring has run dry
+ * (-ENOBUFS) it falls back to @fallback (at least @fallback_len bytes),
+ * and out->provided is false.
+ * Returns the byte count (0 at EOF), -ETIMEDOUT, -ECANCELED or -errno.
+ */
+ssize_t net_recv_provided(int fd, net_rbuf *out, char *fallback, size_t fallback_len,
+                          uint64_t timeout_ns);
+
+/* net_rbuf_release - give a provided buffer back to the ring (no-op when
+ * not provided). The data must not be used after. */
+void net_rbuf_release(net_rbuf *b);
+
+/* net_recv - recv(2) into @buf. Returns bytes, 0 at EOF, or -errno. */
+ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns);
+
+/*
+ * net_send_all - send all @len bytes (repeating after short sends).
+ * Returns @len, or -errno (-EPIPE, -ECONNRESET, -ETIMEDOUT, -ECANCELED...).
+ * One send at a time per socket: the caller must not have another send in
+ * flight on @fd (two can reorder bytes).
+ */
+ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns);
+
+/* net_writev - writev(2) once (may be short). Returns bytes or -errno. */
+ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns);
+
+/* net_connect - connect(2) a socket (non-blocking or not). 0 or -errno. */
+int net_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, uint64_t timeout_ns);
+
+/* net_poll - wait until @fd is ready for @events (POLLIN, POLLOUT...), for
+ * a descriptor owned by someone else (libpq, libcurl). Returns the ready
+ * events mask, -ETIMEDOUT or -ECANCELED. */
+int net_poll(int fd, unsigned events, uint64_t timeout_ns);
+
+/* net_sleep - suspend the coroutine for @ns. 0, or -ECANCELED. */
+int net_sleep(uint64_t ns);
+
+/* net_close - close(2) through the ring. 0 or -errno. */
+int net_close(int fd);
+
+/*
+ * net_spawn - start @fn(@arg) in a new coroutine on this thread; it runs
+ * until its first wait before net_spawn returns. Loop thread only.
+ * Returns 0 or -ENOMEM.
+ */
+int net_spawn(void (*fn)(void *arg), void *arg);
+
+/* net_task_current - the task running now, or NULL outside one. */
+net_task *net_task_current(void);
+
+/*
+ * net_task_set_idle - mark the current task as idle (waiting between
+ * requests) or busy. Shutdown cancels idle tasks' operations at once and
+ * lets busy ones finish.
+ */
+void net_task_set_idle(bool idle);
+
+/* net_task_cancel - cancel @task's in-flight operation (it returns
+ * -ECANCELED), and every later one until the task ends. Same thread only. */
+void net_task_cancel(net_task *task);
+
+/*
+ * Cross-core messages (IORING_OP_MSG_RING).
+ *
+ * A net_msg is embedded in a caller's struct. net_call() sends it to worker
+ * @target, where @fn runs on that thread's loop (outside any coroutine: it
+ * must not block nor yield), then the message comes back and the calling
+ * coroutine resumes. The message, and anything it points to, must stay
+ * valid until net_call returns; while it is away the target owns it.
+ * Calling with @target == net_thread_index() runs @fn directly.
+ * Returns 0, or -EINVAL for a bad target.
+ */
+typedef struct net_msg net_msg;
+typedef void (*net_msg_fn)(net_msg *msg);
+struct net_msg {
+    net_msg_fn fn;        /* runs on the target thread */
+    /* Internal to the runtime: */
+    net_task *waiter;     /* the coroutine waiting for the reply */
+    net_msg *next_retry;  /* queue of messages whose MSG_RING must be re-posted */
+    int origin;           /* the sender's thread index */
+    int target;           /* the receiver's thread index */
+    int phase;            /* request or reply */
+};
+
+int net_call(unsigned target, net_msg *msg);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * The per-core runtime: N worker threads, each pinned to one CPU and owning
+ * one io_uring, one SO_REUSEPORT listener with multishot accept, a pool of
+ * coroutine stacks and a provided-buffer ring. Every accepted connection
+ * runs in a coroutine of its own on the thread that accepted it.
+ *
+ * Lifecycle: net_run() starts the workers and blocks the calling (main)
+ * thread until SIGINT or SIGTERM, then drains: listeners close (new
+ * connections are refused), connections waiting idle between requests are
+ * cancelled, in-flight requests run to completion, and after
+ * shutdown_timeout_ns whatever is left is cancelled. net_run() then joins
+ * the workers and returns.
+ *
+ * Nothing here knows HTTP: the connection handler is a hook.
+ */
+#ifndef CORING_NET_RUNTIME_H
+#define CORING_NET_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct net_loop net_loop;
+
+typedef struct net_config {
+    unsigned threads;             /* 0: one per CPU in the affinity mask */
+    const char *host;             /* numeric IPv4 or IPv6 address to bind */
+    uint16_t port;                /* 0: the kernel picks one (shared by all threads) */
+    int backlog;                  /* listen(2) backlog */
+    size_t stack_size;            /* coroutine stack, bytes */
+    unsigned ring_entries;        /* SQ entries per ring (CQ is 4x) */
+    unsigned provided_buffers;    /* buffers in each thread's provided-buffer ring (power of 2) */
+    unsigned provided_buffer_size;/* bytes per provided buffer */
+    unsigned max_connections;     /* per process; 0: from RLIMIT_NOFILE */
+    uint64_t shutdown_timeout_ns; /* drain deadline after SIGINT/SIGTERM */
+} net_config;
+
+typedef struct net_hooks {
+    /* On each worker thread, after its ring exists and before it accepts.
+     * Returns 0, or a negative errno to abort start-up. */
+    int (*thread_init)(void *user);
+    /* On each worker thread after it stopped serving. */
+    void (*thread_fini)(void *user);
+    /* Runs in a new coroutine for each accepted connection. Owns @fd and
+     * must close it (net_close) before returning. */
+    void (*on_connection)(int fd, void *user);
+    /* Once the listeners are bound, on the main thread, with the bound port
+     * and the thread count (the start-up log line goes here). */
+    void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
+    void *user;
+} net_hooks;
+
+/* net_config_default - the defaults: threads 0, host 0.0.0.0, port 8080,
+ * backlog 4096, 64 KiB stacks, 1024 SQ entries, 512 provided buffers of
+ * 16 KiB, max_connections 0, shutdown timeout 10 s. */
+net_config net_config_default(void);
+
+/*
+ * net_run - serve until SIGINT/SIGTERM, then drain and return.
+ * Call once, from the main thread, before any other thread exists: it
+ * blocks SIGINT, SIGTERM and SIGPIPE in every thread and takes them with
+ * sigwait. SIGHUP is ignored.
+ * Returns 0 after a clean shutdown, or a negative errno if start-up failed
+ * (-EADDRINUSE, -EACCES, -EINVAL for a bad host, -ENOMEM, -ENOSYS when
+ * io_uring is unavailable); the failure is logged.
+ */
+int net_run(const net_config *cfg, const net_hooks *hooks);
+
+/* net_thread_index - 0..net_thread_count()-1 on a worker thread; -1 elsewhere. */
+int net_thread_index(void);
+
+/* net_thread_count - the number of worker threads (valid once net_run started). */
+unsigned net_thread_count(void);
+
+/* net_draining - true on a worker once shutdown has begun: finish the
+ * current request, then close the connection. */
+bool net_draining(void);
+
+/* net_affinity_cpus - how many CPUs sched_getaffinity(2) allows this
+ * process (taskset, cpusets). At least 1. */
+unsigned net_affinity_cpus(void);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * Coroutine I/O: each call prepares its SQE (and a linked timeout when one
+ * is asked for), yields, and returns the CQE's result. See coring/net/io.h.
+ */
+#include "loop.h"
+
+#include "coring/core/clock.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+/* Common path: @sqe was prepared for @op; add a linked timeout if asked,
+ * wait, and map a fired timeout to -ETIMEDOUT. */
+static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
+                           uint64_t timeout_ns, struct __kernel_timespec *ts)
+{
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | NET_TAG_OP);
+    if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
+        task->deadline_ns = task->loop->now_ns + timeout_ns;
+    } else if (timeout_ns) {
+        sqe->flags |= IOSQE_IO_LINK;
+        ts->tv_sec = (long long)(timeout_ns / CR_NS_PER_S);
+        ts->tv_nsec = (long long)(timeout_ns % CR_NS_PER_S);
+        struct io_uring_sqe *t = net_loop_sqe(task->loop);
+        io_uring_prep_link_timeout(t, ts, 0);
+        io_uring_sqe_set_data64(t, 0);
+    }
+    int res = net_loop_wait(task, op);
+    task->deadline_ns = 0;
+    if (task->timed_out) {
+        /* The tick cancelled it; a result that won the race stands. */
+        task->timed_out = false;
+        if (res == -ECANCELED || res == -EINTR)
+            res = -ETIMEDOUT;
+    }
+    if (res == -ECANCELED && timeout_ns && !task->cancelled)
+        return -ETIMEDOUT;
+    return res;
+}
+
+/* Start an operation: the current task, or NULL when it must not run
+ * (not on a worker coroutine, or cancelled). */
+static net_task *begin(unsigned sqes_needed)
+{
+    net_task *task = net_task_current();
+    if (!task || task->cancelled)
+        return NULL;
+    net_loop_reserve(task->loop, sqes_needed);
+    return task;
+}
+
+#define BEGIN_OR_FAIL(n)                                                                           \
+    net_task *task = begin(n);                                                                     \
+    if (!task)                                                                                     \
+        return net_task_current() ? -ECANCELED : -EPERM;                                          \
+    net_op op = {.task = task};                                                                    \
+    struct __kernel_timespec ts;                                                                   \
+    struct io_uring_sqe *sqe = net_loop_sqe(task->loop)
+
+ssize_t net_recv_provided(int fd, net_rbuf *out, char *fallback, size_t fallback_len,
+                          uint64_t timeout_ns)
+{
+    BEGIN_OR_FAIL(2);
+    net_buf_ring *bufs = &task->loop->bufs;
+    io_uring_prep_recv(sqe, fd, NULL, bufs->buf_size, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = bufs->bgid;
+    int res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+    if (op.flags & IORING_CQE_F_BUFFER) {
+        uint16_t bid = (uint16_t)(op.flags >> IORING_CQE_BUFFER_SHIFT);
+        net_buf_ring_taken(bufs, bid);
+        if (res > 0) {
+            *out = (net_rbuf){.data = net_buf_ring_buffer(bufs, bid),
+                              .len = (size_t)res,
+                              .bid = bid,
+                              .provided = true};
+            return res;
+        }
+        net_buf_ring_recycle(bufs, bid);
+    }
+    if (res == -ENOBUFS) {
+        /* Every provided buffer is in use: read into the caller's own. */
+        res = (int)net_recv(fd, fallback, fallback_len, timeout_ns);
+        if (res > 0)
+            *out = (net_rbuf){.data = fallback, .len = (size_t)res, .provided = false};
+    }
+    return res;
+}
+
+void net_rbuf_release(net_rbuf *b)
+{
+    if (b->provided) {
+        net_loop *loop = net_loop_current();
+        net_buf_ring_recycle(&loop->bufs, b->bid);
+        b->provided = false;
+    }
+    b->data = NULL;
+    b->len = 0;
+}
+
+ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns)
+{
+    BEGIN_OR_FAIL(2);
+    io_uring_prep_recv(sqe, fd, buf, len, 0);
+    return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+}
+
+ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns)
+{
+    const char *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        BEGIN_OR_FAIL(2);
+        io_uring_prep_send(sqe, fd, p + done, len - done, MSG_NOSIGNAL);
+        int res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+        if (res < 0)
+            return res;
+        if (res == 0)
+            return -EPIPE;
+        done += (size_t)res;
+    }
+    return (ssize_t)len;
+}
+
+ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns)
+{
+    BEGIN_OR_FAIL(2);
+    io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, 0);
+    return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+}
+
+int net_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, uint64_t timeout_ns)
+{
+    BEGIN_OR_FAIL(2);
+    io_uring_prep_connect(sqe, fd, addr, addrlen);
+    return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+}
+
+int net_poll(int fd, unsigned events, uint64_t timeout_ns)
+{
+    BEGIN_OR_FAIL(2);
+    io_uring_prep_poll_add(sqe, fd, events);
+    return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+}
+
+int net_sleep(uint64_t ns)
+{
+    BEGIN_OR_FAIL(1);
+    ts.tv_sec = (long long)(ns / CR_NS_PER_S);
+    ts.tv_nsec = (long long)(ns % CR_NS_PER_S);
+    io_uring_prep_timeout(sqe, &ts, 0, 0);
+    int res = submit_and_wait(task, &op, sqe, 0, NULL);
+    return res == -ETIME ? 0 : res;
+}
+
+int net_close(int fd)
+{
+    net_task *task = net_task_current();
+    if (!task)
+        return close(fd) < 0 ? -errno : 0;
+    /* Close even when the task was cancelled: never leak the descriptor. */
+    net_loop_reserve(task->loop, 1);
+    net_op op = {.task = task};
+    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
+    io_uring_prep_close(sqe, fd);
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&op | NET_TAG_OP);
+    return net_loop_wait(task, &op);
+}

@@ -1,0 +1,804 @@
+/*
+ * The per-core event loop: one io_uring per worker thread, a multishot
+ * accept on the thread's SO_REUSEPORT listener, and a coroutine per
+ * connection. Every completion's user_data says what it completes:
+ *
+ *   0                  nothing waits for it (linked timeouts, cancels)
+ *   pointer | TAG_OP   a net_op on a waiting coroutine's stack: resume it
+ *   TAG_ACCEPT         the multishot accept: a new connection, or an error
+ *   pointer | TAG_MSG  a cross-core message arriving (request or reply)
+ *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted: retry
+ *   cmd << 3 | TAG_CTRL       a control event (shutdown, timers)
+ *
+ * Pointers are 8-byte aligned, which frees the low 3 bits for the tag.
+ * See coring/net/runtime.h and coring/net/io.h for the contracts.
+ */
+#include "loop.h"
+
+#include "coring/core/clock.h"
+#include "coring/core/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* Process-wide runtime state: written by the main thread before workers
+ * start (and ring_fds by each worker before the start barrier), read-only
+ * afterwards. */
+static struct {
+    net_config cfg;
+    net_hooks hooks;
+    unsigned threads;
+    unsigned max_conn_per_thread;
+    int *cpus;             /* CPU of each worker */
+    int *listen_fds;       /* listener of each worker */
+    int *ring_fds;         /* ring fd of each worker, for MSG_RING */
+    net_loop **loops;
+    pthread_barrier_t started;
+    atomic_int init_failed;
+    atomic_uint running;
+} rt;
+
+static _Thread_local net_loop *tl_loop;
+
+static void loop_resume(net_loop *loop, net_task *task);
+
+/* --- SQEs ------------------------------------------------------------- */
+
+struct io_uring_sqe *net_loop_sqe(net_loop *loop)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&loop->ring);
+    while (cr_unlikely(!sqe)) {
+        io_uring_submit(&loop->ring);
+        sqe = io_uring_get_sqe(&loop->ring);
+    }
+    return sqe;
+}
+
+void net_loop_reserve(net_loop *loop, unsigned n)
+{
+    if (io_uring_sq_space_left(&loop->ring) < n)
+        io_uring_submit(&loop->ring);
+}
+
+static void submit_ctrl_timeout(net_loop *loop, struct __kernel_timespec *ts, uint64_t ns,
+                                unsigned cmd)
+{
+    ts->tv_sec = (long long)(ns / CR_NS_PER_S);
+    ts->tv_nsec = (long long)(ns % CR_NS_PER_S);
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_timeout(sqe, ts, 0, 0);
+    io_uring_sqe_set_data64(sqe, NET_CTRL(cmd));
+}
+
+/* --- tasks ------------------------------------------------------------ */
+
+struct task_start {
+    net_loop *loop;
+    void (*fn)(void *arg);
+    void *arg;
+    int fd;       /* >= 0: a connection for hooks.on_connection */
+};
+
+static void task_main(void *p)
+{
+    struct task_start *s = p;
+    net_task task = {.coro = cr_coro_current(), .loop = s->loop};
+    void (*fn)(void *) = s->fn;
+    void *arg = s->arg;
+    int fd = s->fd;
+    net_loop *loop = s->loop;
+
+    cr_coro_set_data(task.coro, &task);
+    task.next = loop->tasks;
+    if (loop->tasks)
+        loop->tasks->prev = &task;
+    loop->tasks = &task;
+    loop->task_count++;
+    if (fd >= 0)
+        loop->connections++;
+
+    if (fd >= 0)
+        rt.hooks.on_connection(fd, rt.hooks.user);
+    else
+        fn(arg);
+
+    if (fd >= 0)
+        loop->connections--;
+    loop->task_count--;
+    if (task.prev)
+        task.prev->next = task.next;
+    else
+        loop->tasks = task.next;
+    if (task.next)
+        task.next->prev = task.prev;
+}
+
+static int task_start(net_loop *loop, struct task_start *s)
+{
+    cr_coro *co = cr_coro_create(loop->stacks, task_main, s);
+    if (!co)
+        return -ENOMEM;
+    cr_coro_resume(co);
+    if (cr_coro_finished(co))
+        cr_coro_destroy(co);
+    return 0;
+}
+
+static void loop_resume(net_loop *loop, net_task *task)
+{
+    (void)loop;
+    cr_coro *co = task->coro; /* task lives on co's stack: read it first */
+    cr_coro_resume(co);
+    if (cr_coro_finished(co))
+        cr_coro_destroy(co);
+}
+
+int net_spawn(void (*fn)(void *arg), void *arg)
+{
+    net_loop *loop = tl_loop;
+    if (!loop)
+        return -EINVAL;
+    struct task_start s = {.loop = loop, .fn = fn, .arg = arg, .fd = -1};
+    return task_start(loop, &s);
+}
+
+net_task *net_task_current(void)
+{
+    cr_coro *co = cr_coro_current();
+    return co ? cr_coro_data(co) : NULL;
+}
+
+void net_task_cancel(net_task *task)
+{
+    if (task->cancelled)
+        return;
+    task->cancelled = true;
+    if (task->op) {
+        struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
+        io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
+        io_uring_sqe_set_data64(sqe, 0);
+    }
+}
+
+void net_task_set_idle(bool idle)
+{
+    net_task *task = net_task_current();
+    if (!task)
+        return;
+    task->idle = idle;
+    if (idle && task->loop->draining)
+        task->cancelled = true;
+}
+
+int net_loop_wait(net_task *task, net_op *op)
+{
+    task->op = op;
+    cr_coro_yield();
+    task->op = NULL;
+    return op->res;
+}
+
+/* --- cross-core messages ------------------------------------------------ */
+
+static void msg_post(net_loop *loop, net_msg *msg, unsigned target)
+{
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_msg_ring(sqe, rt.ring_fds[target], 0, (uint64_t)(uintptr_t)msg | NET_TAG_MSG, 0);
+    /* Only a failure (e.g. -EOVERFLOW: the target's CQ is full) posts a
+     * CQE here; it is then retried from the loop. */
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)msg | NET_TAG_MSG_FAILED);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
+int net_call(unsigned target, net_msg *msg)
+{
+    net_loop *loop = tl_loop;
+    if (!loop || target >= rt.threads)
+        return -EINVAL;
+    if ((int)target == loop->index) {
+        msg->fn(msg);
+        return 0;
+    }
+    msg->waiter = net_task_current();
+    msg->origin = loop->index;
+    msg->phase = NET_MSG_REQUEST;
+    msg->target = (int)target;
+    msg_post(loop, msg, target);
+    cr_coro_yield();
+    return 0;
+}
+
+static void msg_arrived(net_loop *loop, net_msg *msg)
+{
+    if (msg->phase == NET_MSG_REQUEST) {
+        msg->fn(msg);
+        msg->phase = NET_MSG_REPLY;
+        msg_post(loop, msg, (unsigned)msg->origin);
+    } else {
+        loop_resume(loop, msg->waiter);
+    }
+}
+
+static void msg_failed(net_loop *loop, net_msg *msg, int res)
+{
+    /* Retry shortly; a full CQ on the target drains as it runs. */
+    cr_log_debug("MSG_RING failed (%s), retrying", cr_strerror(res));
+    msg->next_retry = loop->retry;
+    loop->retry = msg;
+    if (!loop->retry_armed) {
+        loop->retry_armed = true;
+        submit_ctrl_timeout(loop, &loop->retry_ts, CR_NS_PER_MS, NET_CTRL_RETRY);
+    }
+}
+
+static void msg_retry(net_loop *loop)
+{
+    net_msg *m = loop->retry;
+    loop->retry = NULL;
+    loop->retry_armed = false;
+    while (m) {
+        net_msg *next = m->next_retry;
+        msg_post(loop, m, m->phase == NET_MSG_REQUEST ? (unsigned)m->target : (unsigned)m->origin);
+        m = next;
+    }
+}
+
+/* --- accept and shutdown ---------------------------------------------- */
+
+static void arm_accept(net_loop *loop)
+{
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
+    loop->accept_armed = true;
+}
+
+static void accepted(net_loop *loop, int res, uint32_t flags)
+{
+    if (!(flags & IORING_CQE_F_MORE))
+        loop->accept_armed = false;
+    if (res >= 0) {
+        int fd = res;
+        if (loop->draining || loop->connections >= rt.max_conn_per_thread) {
+            uint64_t now = cr_clock_now_ns();
+            if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
+                cr_log_warn("connection limit reached (%u on this thread): closing new "
+                            "connections",
+                            rt.max_conn_per_thread);
+                loop->last_limit_log = now;
+            }
+            close(fd);
+        } else {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            struct task_start s = {.loop = loop, .fd = fd};
+            if (task_start(loop, &s) < 0) {
+                cr_log_warn("out of memory for a connection coroutine: closing it");
+                close(fd);
+            }
+        }
+    } else if (res != -ECANCELED) {
+        uint64_t now = cr_clock_now_ns();
+        if (now - loop->last_accept_log > CR_NS_PER_S) {
+            cr_log_warn("accept: %s", cr_strerror(res));
+            loop->last_accept_log = now;
+        }
+        /* EMFILE, ENFILE, ENOMEM: back off instead of spinning on accept. */
+        if (!(flags & IORING_CQE_F_MORE) && !loop->draining) {
+            submit_ctrl_timeout(loop, &loop->accept_ts, 10 * CR_NS_PER_MS, NET_CTRL_ACCEPT);
+            return;
+        }
+    }
+    if (!loop->accept_armed && !loop->draining)
+        arm_accept(loop);
+}
+
+static void start_drain(net_loop *loop)
+{
+    if (loop->draining)
+        return;
+    loop->draining = true;
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_cancel64(sqe, NET_TAG_ACCEPT, 0);
+    io_uring_sqe_set_data64(sqe, 0);
+    io_uring_submit(&loop->ring);
+    close(loop->listen_fd);
+    loop->listen_fd = -1;
+    for (net_task *t = loop->tasks; t; t = t->next)
+        if (t->idle)
+            net_task_cancel(t);
+    submit_ctrl_timeout(loop, &loop->drain_ts, rt.cfg.shutdown_timeout_ns, NET_CTRL_DEADLINE);
+}
+
+static void drain_deadline(net_loop *loop)
+{
+    if (loop->task_count)
+        cr_log_warn("shutdown deadline passed: cancelling %u unfinished connection(s)",
+                    loop->task_count);
+    for (net_task *t = loop->tasks; t; t = t->next)
+        net_task_cancel(t);
+}
+
+/* Cancel the operations whose coarse deadline has passed, and re-arm. */
+static void tick(net_loop *loop)
+{
+    uint64_t now = cr_clock_now_ns();
+    for (net_task *t = loop->tasks; t; t = t->next) {
+        if (t->deadline_ns && now >= t->deadline_ns && t->op) {
+            t->deadline_ns = 0;
+            t->timed_out = true;
+            struct io_uring_sqe *sqe = net_loop_sqe(loop);
+            io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)t->op | NET_TAG_OP, 0);
+            io_uring_sqe_set_data64(sqe, 0);
+        }
+    }
+    if (!loop->draining || loop->task_count)
+        submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
+}
+
+static void ctrl(net_loop *loop, unsigned cmd)
+{
+    switch (cmd) {
+    case NET_CTRL_SHUTDOWN:
+        start_drain(loop);
+        break;
+    case NET_CTRL_DEADLINE:
+        drain_deadline(loop);
+        break;
+    case NET_CTRL_ACCEPT:
+        if (!loop->draining && !loop->accept_armed)
+            arm_accept(loop);
+        break;
+    case NET_CTRL_RETRY:
+        msg_retry(loop);
+        break;
+    case NET_CTRL_TICK:
+        tick(loop);
+        break;
+    }
+}
+
+/* --- the loop ---------------------------------------------------------- */
+
+static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
+{
+    switch (data & NET_TAG_MASK) {
+    case NET_TAG_OP: {
+        if (!data)
+            return;
+        net_op *op = (net_op *)(uintptr_t)data;
+        op->res = res;
+        op->flags = flags;
+        loop_resume(loop, op->task);
+        return;
+    }
+    case NET_TAG_ACCEPT:
+        accepted(loop, res, flags);
+        return;
+    case NET_TAG_MSG:
+        msg_arrived(loop, (net_msg *)(uintptr_t)(data & ~(uint64_t)NET_TAG_MASK));
+        return;
+    case NET_TAG_MSG_FAILED:
+        msg_failed(loop, (net_msg *)(uintptr_t)(data & ~(uint64_t)NET_TAG_MASK), res);
+        return;
+    case NET_TAG_CTRL:
+        ctrl(loop, (unsigned)(data >> 3));
+        return;
+    }
+}
+
+static void loop_run(net_loop *loop)
+{
+    struct io_uring_cqe *cqes[64];
+    struct {
+        uint64_t data;
+        int res;
+        uint32_t flags;
+    } batch[64];
+
+    arm_accept(loop);
+    loop->now_ns = cr_clock_now_ns();
+    submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
+    for (;;) {
+        if (loop->draining && loop->task_count == 0)
+            break;
+        int ret = io_uring_submit_and_wait(&loop->ring, 1);
+        if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
+            cr_log_error("io_uring_submit_and_wait: %s", cr_strerror(ret));
+            break;
+        }
+        loop->now_ns = cr_clock_now_ns();
+        unsigned n;
+        while ((n = io_uring_peek_batch_cqe(&loop->ring, cqes, 64)) > 0) {
+            for (unsigned i = 0; i < n; i++) {
+                batch[i].data = cqes[i]->user_data;
+                batch[i].res = cqes[i]->res;
+                batch[i].flags = cqes[i]->flags;
+            }
+            io_uring_cq_advance(&loop->ring, n);
+            for (unsigned i = 0; i < n; i++)
+                dispatch(loop, batch[i].data, batch[i].res, batch[i].flags);
+        }
+    }
+}
+
+/* Set up this worker's ring, trying the newest flags first (kernel 6.1+:
+ * DEFER_TASKRUN with SINGLE_ISSUER; 5.19+: COOP_TASKRUN). */
+static int ring_init(net_loop *loop)
+{
+    static const unsigned flag_sets[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL,
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
+        0,
+    };
+    int ret = -EINVAL;
+    for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
+        struct io_uring_params p = {0};
+        p.flags = flag_sets[i] | IORING_SETUP_CQSIZE;
+        p.cq_entries = rt.cfg.ring_entries * 4;
+        ret = io_uring_queue_init_params(rt.cfg.ring_entries, &loop->ring, &p);
+        if (ret == 0) {
+            loop->ring_flags = p.flags;
+            if (i > 0 && loop->index == 0)
+                cr_log_info("io_uring: newest set-up flags unsupported, using fallback %zu", i);
+            return 0;
+        }
+        if (ret != -EINVAL)
+            break;
+    }
+    return ret;
+}
+
+static void *worker_main(void *p)
+{
+    net_loop *loop = p;
+    char name[16];
+    snprintf(name, sizeof(name), "t%d", loop->index);
+    cr_log_set_thread_name(name);
+    tl_loop = loop;
+
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(rt.cpus[loop->index], &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+        cr_log_warn("could not pin to CPU %d", rt.cpus[loop->index]);
+
+    int ret = ring_init(loop);
+    if (ret < 0) {
+        cr_log_error("io_uring set-up failed: %s", cr_strerror(ret));
+    } else {
+        rt.ring_fds[loop->index] = loop->ring.ring_fd;
+        ret = net_buf_ring_setup(&loop->ring, &loop->bufs, rt.cfg.provided_buffers,
+                                 rt.cfg.provided_buffer_size, 0);
+        if (ret < 0)
+            cr_log_error("provided-buffer ring set-up failed: %s", cr_strerror(ret));
+    }
+    if (ret == 0) {
+        loop->stacks = cr_stack_pool_create(rt.cfg.stack_size, 1024);
+        if (!loop->stacks)
+            ret = -ENOMEM;
+    }
+    if (ret == 0 && rt.hooks.thread_init)
+        ret = rt.hooks.thread_init(rt.hooks.user);
+    if (ret < 0)
+        atomic_store(&rt.init_failed, ret);
+
+    pthread_barrier_wait(&rt.started);
+    /* Second barrier: the main thread has checked init_failed. */
+    pthread_barrier_wait(&rt.started);
+
+    if (atomic_load(&rt.init_failed) == 0)
+        loop_run(loop);
+
+    if (loop->listen_fd >= 0)
+        close(loop->listen_fd);
+    if (loop->stacks && rt.hooks.thread_fini)
+        rt.hooks.thread_fini(rt.hooks.user);
+    if (loop->stacks)
+        cr_stack_pool_destroy(loop->stacks);
+    if (rt.ring_fds[loop->index] >= 0) {
+        net_buf_ring_free(&loop->ring, &loop->bufs);
+        io_uring_queue_exit(&loop->ring);
+    }
+    atomic_fetch_sub(&rt.running, 1);
+    return NULL;
+}
+
+/* --- start-up ------------------------------------------------------------ */
+
+unsigned net_affinity_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                      socklen_t *len)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        *len = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        *len = sizeof(*in6);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* Bind one SO_REUSEPORT listener per worker. With port 0 the first bind
+ * picks the port and the others reuse it. */
+static int bind_listeners(uint16_t *port_out)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    uint16_t port = rt.cfg.port;
+    if (parse_host(rt.cfg.host, port, &ss, &len) < 0) {
+        cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", rt.cfg.host);
+        return -EINVAL;
+    }
+    for (unsigned i = 0; i < rt.threads; i++) {
+        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -errno;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+        if (ss.ss_family == AF_INET)
+            ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+        else
+            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+        if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, rt.cfg.backlog) < 0) {
+            int err = -errno;
+            close(fd);
+            cr_log_error("cannot listen on %s port %u: %s", rt.cfg.host, port, cr_strerror(err));
+            return err;
+        }
+        if (port == 0) {
+            struct sockaddr_storage bound;
+            socklen_t blen = sizeof(bound);
+            getsockname(fd, (struct sockaddr *)&bound, &blen);
+            port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
+                                                    : ((struct sockaddr_in6 *)&bound)->sin6_port);
+        }
+        rt.listen_fds[i] = fd;
+    }
+    *port_out = port;
+    return 0;
+}
+
+static void pick_cpus(void)
+{
+    cpu_set_t set;
+    int allowed[CPU_SETSIZE];
+    int n = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set))
+                allowed[n++] = c;
+    if (n == 0)
+        allowed[n++] = 0;
+    for (unsigned i = 0; i < rt.threads; i++)
+        rt.cpus[i] = allowed[i % (unsigned)n];
+}
+
+static unsigned max_connections(void)
+{
+    if (rt.cfg.max_connections)
+        return rt.cfg.max_connections;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        /* Keep some descriptors for listeners, rings, databases, logs. */
+        rlim_t reserve = 32 + 4 * (rlim_t)rt.threads;
+        return rl.rlim_cur > reserve * 2 ? (unsigned)(rl.rlim_cur - reserve) : (unsigned)rl.rlim_cur / 2;
+    }
+    return 1u << 20;
+}
+
+net_config net_config_default(void)
+{
+    return (net_config){
+        .threads = 0,
+        .host = "0.0.0.0",
+        .port = 8080,
+        .backlog = 4096,
+        .stack_size = 64 * 1024,
+        .ring_entries = 1024,
+        .provided_buffers = 512,
+        .provided_buffer_size = 16 * 1024,
+        .max_connections = 0,
+        .shutdown_timeout_ns = 10 * CR_NS_PER_S,
+    };
+}
+
+int net_thread_index(void)
+{
+    return tl_loop ? tl_loop->index : -1;
+}
+
+unsigned net_thread_count(void)
+{
+    return rt.threads;
+}
+
+bool net_draining(void)
+{
+    return tl_loop && tl_loop->draining;
+}
+
+static void raise_nofile_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Tell every worker to drain, through a small ring of the main thread's. */
+static void broadcast_shutdown(void)
+{
+    struct io_uring ring;
+    if (io_uring_queue_init(8, &ring, 0) < 0) {
+        cr_log_error("cannot create the control ring: exiting without draining");
+        exit(1);
+    }
+    for (unsigned i = 0; i < rt.threads; i++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        io_uring_prep_msg_ring(sqe, rt.ring_fds[i], 0, NET_CTRL(NET_CTRL_SHUTDOWN), 0);
+        io_uring_sqe_set_data64(sqe, i);
+        io_uring_submit(&ring);
+        struct io_uring_cqe *cqe;
+        for (int tries = 0; tries < 100; tries++) {
+            if (io_uring_wait_cqe(&ring, &cqe) < 0)
+                break;
+            int res = cqe->res;
+            io_uring_cqe_seen(&ring, cqe);
+            if (res >= 0)
+                break;
+            usleep(1000); /* target CQ overflowing: try again */
+            sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_msg_ring(sqe, rt.ring_fds[i], 0, NET_CTRL(NET_CTRL_SHUTDOWN), 0);
+            io_uring_submit(&ring);
+        }
+    }
+    io_uring_queue_exit(&ring);
+}
+
+int net_run(const net_config *cfg, const net_hooks *hooks)
+{
+    rt.cfg = *cfg;
+    rt.hooks = *hooks;
+    atomic_store(&rt.init_failed, 0);
+    rt.threads = cfg->threads ? cfg->threads : net_affinity_cpus();
+    raise_nofile_limit();
+    rt.max_conn_per_thread = max_connections() / rt.threads;
+    if (rt.max_conn_per_thread == 0)
+        rt.max_conn_per_thread = 1;
+
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    rt.cpus = calloc(rt.threads, sizeof(int));
+    rt.listen_fds = calloc(rt.threads, sizeof(int));
+    rt.ring_fds = calloc(rt.threads, sizeof(int));
+    rt.loops = calloc(rt.threads, sizeof(net_loop *));
+    pthread_t *tids = calloc(rt.threads, sizeof(pthread_t));
+    if (!rt.cpus || !rt.listen_fds || !rt.ring_fds || !rt.loops || !tids)
+        return -ENOMEM;
+    for (unsigned i = 0; i < rt.threads; i++)
+        rt.listen_fds[i] = rt.ring_fds[i] = -1;
+    pick_cpus();
+
+    uint16_t port = 0;
+    int ret = bind_listeners(&port);
+    if (ret < 0)
+        goto out_close;
+
+    pthread_barrier_init(&rt.started, NULL, rt.threads + 1);
+    atomic_store(&rt.running, rt.threads);
+    unsigned started = 0;
+    for (; started < rt.threads; started++) {
+        net_loop *loop = calloc(1, sizeof(*loop));
+        if (!loop) {
+            ret = -ENOMEM;
+            break;
+        }
+        loop->index = (int)started;
+        loop->listen_fd = rt.listen_fds[started];
+        rt.listen_fds[started] = -1;
+        rt.loops[started] = loop;
+        if (pthread_create(&tids[started], NULL, worker_main, loop) != 0) {
+            free(loop);
+            rt.loops[started] = NULL;
+            ret = -EAGAIN;
+            break;
+        }
+    }
+    if (started < rt.threads) {
+        /* The barrier counts every thread: release the started ones. */
+        atomic_store(&rt.init_failed, ret);
+        cr_log_error("cannot start worker threads: %s", cr_strerror(ret));
+        exit(1);
+    }
+    pthread_barrier_wait(&rt.started);
+    ret = atomic_load(&rt.init_failed);
+    pthread_barrier_wait(&rt.started);
+    if (ret < 0) {
+        for (unsigned i = 0; i < rt.threads; i++)
+            pthread_join(tids[i], NULL);
+        goto out_free;
+    }
+
+    if (rt.hooks.on_listening)
+        rt.hooks.on_listening(rt.cfg.host, port, rt.threads, rt.hooks.user);
+
+    /* Wait for SIGINT/SIGTERM; notice workers that died on their own. */
+    for (;;) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+        siginfo_t si;
+        int sig = sigtimedwait(&sigs, &si, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            cr_log_info("received %s: draining (deadline %.1f s)",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM",
+                        (double)rt.cfg.shutdown_timeout_ns / 1e9);
+            break;
+        }
+        if (atomic_load(&rt.running) < rt.threads) {
+            cr_log_error("a worker thread stopped unexpectedly: shutting down");
+            ret = -EIO;
+            break;
+        }
+    }
+    broadcast_shutdown();
+    for (unsigned i = 0; i < rt.threads; i++)
+        pthread_join(tids[i], NULL);
+    if (ret == 0)
+        cr_log_info("stopped");
+
+out_free:
+    for (unsigned i = 0; i < rt.threads; i++)
+        free(rt.loops[i]);
+out_close:
+    for (unsigned i = 0; i < rt.threads; i++)
+        if (rt.listen_fds[i] >= 0)
+            close(rt.listen_fds[i]);
+    free(tids);
+    free(rt.cpus);
+    free(rt.listen_fds);
+    free(rt.ring_fds);
+    free(rt.loops);
+    return ret;
+}
+
+net_loop *net_loop_current(void)
+{
+    return tl_loop;
+}

@@ -1,0 +1,90 @@
+/*
+ * Internal to net/: the per-thread loop and the pieces io.c shares with
+ * loop.c. Not a public header.
+ */
+#ifndef CORING_NET_LOOP_H
+#define CORING_NET_LOOP_H
+
+#include "coring/core/coro.h"
+#include "coring/net/buf_ring.h"
+#include "coring/net/io.h"
+#include "coring/net/runtime.h"
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum {
+    NET_TAG_OP = 0,
+    NET_TAG_ACCEPT = 1,
+    NET_TAG_MSG = 2,
+    NET_TAG_MSG_FAILED = 3,
+    NET_TAG_CTRL = 4,
+    NET_TAG_MASK = 7,
+};
+
+enum { NET_CTRL_SHUTDOWN = 1, NET_CTRL_DEADLINE, NET_CTRL_ACCEPT, NET_CTRL_RETRY, NET_CTRL_TICK };
+
+/*
+ * Timeouts of at least NET_COARSE_TIMEOUT_NS (keep-alive, header and body
+ * reads, sends) are not linked timeout SQEs, which would arm and cancel a
+ * kernel timer around every recv: the task records a deadline and the
+ * loop's tick, every NET_TICK_NS, cancels operations past theirs. Such a
+ * timeout fires up to one tick late. Shorter ones are linked timeouts.
+ */
+#define NET_COARSE_TIMEOUT_NS (1000ull * 1000 * 1000)
+#define NET_TICK_NS (100ull * 1000 * 1000)
+#define NET_CTRL(cmd) (((uint64_t)(cmd) << 3) | NET_TAG_CTRL)
+
+enum { NET_MSG_REQUEST = 1, NET_MSG_REPLY = 2 };
+
+/* One operation a coroutine waits for; lives on the coroutine's stack. */
+typedef struct net_op {
+    net_task *task;
+    int res;
+    uint32_t flags;
+} net_op;
+
+struct net_task {
+    cr_coro *coro;
+    net_loop *loop;
+    net_op *op;          /* in flight, or NULL */
+    bool idle;           /* between requests: shutdown may cancel it */
+    bool cancelled;      /* every operation returns -ECANCELED from now on */
+    bool timed_out;      /* the tick cancelled the operation: -ETIMEDOUT */
+    uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
+    net_task *prev, *next;
+};
+
+struct net_loop {
+    struct io_uring ring;
+    unsigned ring_flags;
+    int index;
+    int listen_fd;
+    net_buf_ring bufs;
+    cr_stack_pool *stacks;
+    net_task *tasks;     /* every live task of this thread */
+    unsigned task_count;
+    unsigned connections;
+    bool draining;
+    bool accept_armed;
+    bool retry_armed;
+    net_msg *retry;      /* messages to re-post */
+    uint64_t last_accept_log, last_limit_log;
+    uint64_t now_ns;     /* monotonic time, updated after each wait */
+    struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
+};
+
+/* An SQE from @loop's ring, submitting first if the SQ is full. */
+struct io_uring_sqe *net_loop_sqe(net_loop *loop);
+
+/* Make sure @n SQEs can be taken without a submit in between (links). */
+void net_loop_reserve(net_loop *loop, unsigned n);
+
+/* Yield until @op completes; returns op->res. */
+int net_loop_wait(net_task *task, net_op *op);
+
+/* The calling thread's loop, or NULL off the worker threads. */
+net_loop *net_loop_current(void);
+
+#endif

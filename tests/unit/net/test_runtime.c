@@ -1,0 +1,157 @@
+/*
+ * The runtime end to end without HTTP: worker threads, coroutine I/O with
+ * timeouts, cancellation, cross-core messages over IORING_OP_MSG_RING, and
+ * shutdown on SIGTERM. Each Criterion test runs in its own process, so
+ * net_run() may take the process's signals.
+ */
+#include "coring/core/clock.h"
+#include "coring/net/io.h"
+#include "coring/net/runtime.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct {
+    uint64_t slept_ns;
+    ssize_t recv_timeout_res;
+    uint64_t recv_timeout_ns;
+    ssize_t recv_data_res;
+    char data[8];
+    int ran_on;
+    int calls_done;
+    int spawn_err;
+} result;
+
+static int sv[2];
+
+typedef struct echo_msg {
+    net_msg base;
+    int ran_on;
+    int value;
+} echo_msg;
+
+static void on_target(net_msg *m)
+{
+    echo_msg *msg = (echo_msg *)m;
+    msg->ran_on = net_thread_index();
+    msg->value *= 2;
+}
+
+static void scenario(void *arg)
+{
+    (void)arg;
+    uint64_t t0 = cr_clock_now_ns();
+    net_sleep(20 * CR_NS_PER_MS);
+    result.slept_ns = cr_clock_now_ns() - t0;
+
+    char buf[8];
+    t0 = cr_clock_now_ns();
+    result.recv_timeout_res = net_recv(sv[1], buf, sizeof(buf), 50 * CR_NS_PER_MS);
+    result.recv_timeout_ns = cr_clock_now_ns() - t0;
+
+    if (write(sv[0], "ping", 4) != 4)
+        return;
+    result.recv_data_res = net_recv(sv[1], result.data, sizeof(result.data), CR_NS_PER_S);
+
+    for (int i = 0; i < 100; i++) {
+        echo_msg msg = {.base.fn = on_target, .value = i};
+        net_call(1, &msg.base);
+        if (msg.value == 2 * i)
+            result.calls_done++;
+        result.ran_on = msg.ran_on;
+    }
+    kill(getpid(), SIGTERM);
+}
+
+static int thread_init(void *user)
+{
+    (void)user;
+    if (net_thread_index() == 0)
+        result.spawn_err = net_spawn(scenario, NULL);
+    return 0;
+}
+
+static void never_connected(int fd, void *user)
+{
+    (void)user;
+    net_close(fd);
+}
+
+Test(runtime, io_timeouts_messages_and_shutdown, .timeout = 20)
+{
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    net_config cfg = net_config_default();
+    cfg.threads = 2;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.provided_buffers = 8;
+    cfg.shutdown_timeout_ns = 2 * CR_NS_PER_S;
+    net_hooks hooks = {.thread_init = thread_init, .on_connection = never_connected};
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+
+    cr_expect_eq(result.spawn_err, 0);
+    cr_expect_geq(result.slept_ns, 20 * CR_NS_PER_MS, "net_sleep returned early");
+    cr_expect_eq(result.recv_timeout_res, -ETIMEDOUT);
+    cr_expect_geq(result.recv_timeout_ns, 50 * CR_NS_PER_MS);
+    cr_expect_lt(result.recv_timeout_ns, 2 * CR_NS_PER_S);
+    cr_expect_eq(result.recv_data_res, 4);
+    cr_expect_eq(memcmp(result.data, "ping", 4), 0);
+    cr_expect_eq(result.calls_done, 100, "cross-core calls answered: %d", result.calls_done);
+    cr_expect_eq(result.ran_on, 1, "message ran on thread %d", result.ran_on);
+}
+
+static atomic_int cancelled_res;
+
+static void idle_waiter(void *arg)
+{
+    (void)arg;
+    char buf[4];
+    net_task_set_idle(true);
+    /* Nothing ever arrives: only shutdown can end this wait. */
+    atomic_store(&cancelled_res, (int)net_recv(sv[1], buf, sizeof(buf), 0));
+}
+
+static void send_term(void *arg)
+{
+    (void)arg;
+    net_sleep(50 * CR_NS_PER_MS);
+    kill(getpid(), SIGTERM);
+}
+
+static int thread_init_idle(void *user)
+{
+    (void)user;
+    net_spawn(idle_waiter, NULL);
+    if (net_thread_index() == 0)
+        net_spawn(send_term, NULL);
+    return 0;
+}
+
+Test(runtime, shutdown_cancels_idle_tasks, .timeout = 20)
+{
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    net_config cfg = net_config_default();
+    cfg.threads = 1;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.provided_buffers = 8;
+    cfg.shutdown_timeout_ns = 5 * CR_NS_PER_S;
+    net_hooks hooks = {.thread_init = thread_init_idle, .on_connection = never_connected};
+    uint64_t t0 = cr_clock_now_ns();
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    cr_expect_lt(cr_clock_now_ns() - t0, 2 * CR_NS_PER_S, "an idle task delayed shutdown");
+    cr_expect_eq(atomic_load(&cancelled_res), -ECANCELED);
+}
+
+Test(runtime, bind_failure_is_reported)
+{
+    net_config cfg = net_config_default();
+    cfg.threads = 1;
+    cfg.host = "not-an-address";
+    net_hooks hooks = {.on_connection = never_connected};
+    cr_expect_eq(net_run(&cfg, &hooks), -EINVAL);
+}
