@@ -1,0 +1,74 @@
+/*
+ * Router: maps (method, path) to a handler, with path parameters.
+ *
+ * Patterns are absolute paths whose segments are literals or `{name}`
+ * parameters, which match one non-empty segment: `/todos/{id}`. Literal
+ * segments win over parameters at the same position. Routes are added at
+ * start-up (not thread-safe); lookups are read-only and any thread may make
+ * them concurrently.
+ *
+ * A lookup answers: the handler and parameters; or "no route for that path"
+ * (404); or "path known, method not" (405) with the Allow header value.
+ * HEAD is served by the GET route when no HEAD route is registered.
+ */
+#ifndef CORING_HTTP_ROUTER_H
+#define CORING_HTTP_ROUTER_H
+
+#include <stddef.h>
+
+#include "coring/http/parser.h"
+
+#define HTTP_ROUTER_MAX_PARAMS 8
+
+typedef struct http_router http_router;
+
+/* The request context a handler receives; defined in coring/http/server.h. */
+typedef struct http_ctx http_ctx;
+
+/* A request handler. @user is the pointer given to http_router_add. */
+typedef void (*http_handler_fn)(http_ctx *ctx, void *user);
+
+typedef struct http_route_params {
+    size_t count;
+    http_str names[HTTP_ROUTER_MAX_PARAMS];   /* point into the pattern */
+    http_str values[HTTP_ROUTER_MAX_PARAMS];  /* point into the request path */
+} http_route_params;
+
+typedef enum http_route_status {
+    HTTP_ROUTE_FOUND = 0,
+    HTTP_ROUTE_NOT_FOUND = 404,
+    HTTP_ROUTE_METHOD_NOT_ALLOWED = 405,
+} http_route_status;
+
+typedef struct http_route_match {
+    http_route_status status;
+    http_handler_fn handler;    /* as registered, when FOUND */
+    void *user;                 /* as registered, when FOUND */
+    http_route_params params;
+    char allow[96];             /* "GET, HEAD, POST" when METHOD_NOT_ALLOWED */
+} http_route_match;
+
+/* http_router_create - an empty router. NULL with errno ENOMEM. */
+http_router *http_router_create(void);
+void http_router_destroy(http_router *r);
+
+/*
+ * http_router_add - route @method requests for @pattern to @handler.
+ * @pattern: copied; must start with '/'. @handler, @user: stored as given.
+ * Returns 0, -EINVAL (bad pattern, or over HTTP_ROUTER_MAX_PARAMS
+ * parameters), -EEXIST (same method and pattern twice) or -ENOMEM.
+ */
+int http_router_add(http_router *r, http_method method, const char *pattern, http_handler_fn handler,
+                    void *user);
+
+/*
+ * http_router_match - look up @method and @path (origin-form path, without
+ * the query). Fills @m. Returns m->status.
+ */
+http_route_status http_router_match(const http_router *r, http_method method, http_str path,
+                                    http_route_match *m);
+
+/* http_route_param - the value of parameter @name in @p, or NULL. */
+const http_str *http_route_param(const http_route_params *p, const char *name);
+
+#endif

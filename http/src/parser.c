@@ -1,0 +1,906 @@
+/*
+ * HTTP/1.1 request parser and chunked decoder (RFC 9112). See
+ * coring/http/parser.h.
+ *
+ * Every request a connection serves goes through http_parse_request(), so it
+ * works in place on the receive buffer, never allocates and reads each byte
+ * about twice: once to find the end of the header section (so that a request
+ * trickling in costs a memchr per call, not a parse) and once to parse it.
+ * It is strict where leniency has led to request smuggling in other servers:
+ * framing headers, bare CR, obs-fold and whitespace before a colon are
+ * rejected rather than guessed at.
+ */
+#include "coring/http/parser.h"
+
+#include <limits.h>
+#include <string.h>
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* A method longer than this is answered 501 (RFC 9112 section 3: a server
+ * that receives a method longer than any it implements SHOULD send 501). */
+#define METHOD_MAX_LEN 32
+
+/* Bounds of a chunk-size line (with its extensions) and of the trailer
+ * section: they are read and thrown away, so they need a limit of their own. */
+#define CHUNK_SIZE_LINE_MAX 4096u
+#define CHUNK_TRAILER_MAX (8u * 1024u)
+
+/* tchar (RFC 9110 section 5.6.2): the bytes of a method and a field name. */
+static const unsigned char tchar_table[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1,         ['&'] = 1,         ['\''] = 1,
+    ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1,         ['^'] = 1,         ['_'] = 1,
+    ['`'] = 1, ['|'] = 1, ['~'] = 1, ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
+};
+
+/* field-vchar, SP and HTAB (RFC 9110 section 5.5): the bytes of a field value,
+ * obs-text included. NUL, the other controls and DEL are not. */
+static const unsigned char value_table[256] = {
+    ['\t'] = 1,
+    [0x20 ... 0x7e] = 1,
+    [0x80 ... 0xff] = 1,
+};
+
+/* The bytes of a request-target: visible ASCII, no space (RFC 9112 section
+ * 3.2 and RFC 3986 section 2; a server rejects anything else with 400). */
+static const unsigned char target_table[256] = {
+    [0x21 ... 0x7e] = 1,
+};
+
+static inline bool is_tchar(char c)
+{
+    return tchar_table[(unsigned char)c];
+}
+
+static inline bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static inline unsigned char ascii_lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+/* Case-insensitive comparison of @n bytes at @s with the lower-case @lit. */
+static bool equal_lower(const char *s, const char *lit, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ascii_lower((unsigned char)s[i]) != (unsigned char)lit[i])
+            return false;
+    return true;
+}
+
+bool http_str_equal_ci(http_str s, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (s.len != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (ascii_lower((unsigned char)s.ptr[i]) != ascii_lower((unsigned char)lit[i]))
+            return false;
+    return true;
+}
+
+const http_str *http_request_header(const http_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_equal_ci(req->headers[i].name, name))
+            return &req->headers[i].value;
+    return NULL;
+}
+
+http_limits http_limits_default(void)
+{
+    return (http_limits){
+        .max_header_bytes = HTTP_MAX_HEADER_BYTES_DEFAULT,
+        .max_headers = HTTP_MAX_HEADERS_DEFAULT,
+        .max_body_bytes = HTTP_MAX_BODY_BYTES_DEFAULT,
+    };
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scanning                                                                  */
+
+/* The first byte in [p, end) that may not appear in a request-target. */
+static const char *scan_target(const char *p, const char *end)
+{
+#ifdef __SSE2__
+    const __m128i low = _mm_set1_epi8(0x21);
+    const __m128i del = _mm_set1_epi8(0x7f);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* Signed compare: 0x80-0xff are negative, so below 0x21 as well. */
+        __m128i bad = _mm_or_si128(_mm_cmplt_epi8(x, low), _mm_cmpeq_epi8(x, del));
+        int mask = _mm_movemask_epi8(bad);
+        if (mask)
+            return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && target_table[(unsigned char)*p])
+        p++;
+    return p;
+}
+
+/* The first byte in [p, end) that may not appear in a field value. */
+static const char *scan_value(const char *p, const char *end)
+{
+#ifdef __SSE2__
+    const __m128i space = _mm_set1_epi8(0x20);
+    const __m128i minus_one = _mm_set1_epi8(-1);
+    const __m128i tab = _mm_set1_epi8('\t');
+    const __m128i del = _mm_set1_epi8(0x7f);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* Controls are 0x00-0x1f: non-negative and below SP; HTAB is allowed. */
+        __m128i ctl = _mm_and_si128(_mm_cmplt_epi8(x, space), _mm_cmpgt_epi8(x, minus_one));
+        ctl = _mm_andnot_si128(_mm_cmpeq_epi8(x, tab), ctl);
+        int mask = _mm_movemask_epi8(_mm_or_si128(ctl, _mm_cmpeq_epi8(x, del)));
+        if (mask)
+            return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && value_table[(unsigned char)*p])
+        p++;
+    return p;
+}
+
+/*
+ * The end of the header section that starts at @p: just past the first empty
+ * line (CRLF CRLF, or LF LF since a bare LF may end a line, RFC 9112 section
+ * 2.2), or NULL when [p, end) holds none yet. A line that starts with a bare
+ * CR can never be completed: then @end is returned, for the parser to find
+ * that error (or an earlier one) in what there is.
+ */
+static const char *find_header_end(const char *p, const char *end)
+{
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        p++;
+        if (p == end)
+            return NULL;
+        if (*p == '\n')
+            return p + 1;
+        if (*p == '\r') {
+            if (p + 1 == end)
+                return NULL;
+            return p[1] == '\n' ? p + 2 : end;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Request line and header section                                           */
+
+/* Framing state gathered from the header fields, checked at the end. */
+struct framing {
+    size_t hosts;           /* Host fields seen */
+    bool content_length;    /* a Content-Length field seen */
+    bool transfer_encoding; /* a Transfer-Encoding field seen */
+    bool te_chunked;        /* `chunked` among the codings */
+    bool te_chunked_twice;  /* ... more than once */
+    bool te_chunked_last;   /* ... and last so far */
+    bool te_other;          /* a coding other than chunked */
+    bool conn_close;        /* Connection: close */
+    bool conn_keep_alive;   /* Connection: keep-alive */
+    bool expect_continue;   /* Expect: 100-continue */
+};
+
+/* Sets the error in @req; returns HTTP_PARSE_ERROR. */
+static int reject(http_request *req, int status, const char *why)
+{
+    req->error_status = status;
+    req->error = why;
+    return HTTP_PARSE_ERROR;
+}
+
+/* reject() for the functions that return a position: NULL, with *ret set. */
+static const char *fail(http_request *req, int *ret, int status, const char *why)
+{
+    *ret = reject(req, status, why);
+    return NULL;
+}
+
+static const char *need_more(int *ret)
+{
+    *ret = HTTP_PARSE_INCOMPLETE;
+    return NULL;
+}
+
+/* After a CR at @p: the byte past its LF, or NULL (bare CR, or more needed). */
+static const char *expect_lf(const char *p, const char *end, http_request *req, int *ret)
+{
+    if (p == end)
+        return need_more(ret);
+    if (*p != '\n') /* RFC 9112 section 2.2: a bare CR is invalid */
+        return fail(req, ret, 400, "bare CR");
+    return p + 1;
+}
+
+/* RFC 9112 section 2.2: a server SHOULD ignore at least one empty line
+ * received before the request-line. */
+static const char *skip_empty_lines(const char *p, const char *end, http_request *req, int *ret)
+{
+    while (p < end) {
+        if (*p == '\n') {
+            p++;
+        } else if (*p == '\r') {
+            p = expect_lf(p + 1, end, req, ret);
+            if (!p)
+                return NULL;
+        } else {
+            return p;
+        }
+    }
+    return need_more(ret);
+}
+
+static http_method method_from_token(const char *m, size_t n)
+{
+    /* RFC 9110 section 9.1: methods are case-sensitive. */
+    switch (n) {
+    case 3:
+        if (memcmp(m, "GET", 3) == 0)
+            return HTTP_GET;
+        if (memcmp(m, "PUT", 3) == 0)
+            return HTTP_PUT;
+        break;
+    case 4:
+        if (memcmp(m, "HEAD", 4) == 0)
+            return HTTP_HEAD;
+        if (memcmp(m, "POST", 4) == 0)
+            return HTTP_POST;
+        break;
+    case 5:
+        if (memcmp(m, "PATCH", 5) == 0)
+            return HTTP_PATCH;
+        if (memcmp(m, "TRACE", 5) == 0)
+            return HTTP_TRACE;
+        break;
+    case 6:
+        if (memcmp(m, "DELETE", 6) == 0)
+            return HTTP_DELETE;
+        break;
+    case 7:
+        if (memcmp(m, "OPTIONS", 7) == 0)
+            return HTTP_OPTIONS;
+        if (memcmp(m, "CONNECT", 7) == 0)
+            return HTTP_CONNECT;
+        break;
+    }
+    return HTTP_METHOD_OTHER;
+}
+
+/* request-line = method SP request-target SP HTTP-version (RFC 9112 section
+ * 3). Returns the byte after its line end, or NULL with *ret set. */
+static const char *parse_request_line(const char *p, const char *end, http_request *req, int *ret)
+{
+    /* method = token (RFC 9110 section 9.1) */
+    const char *start = p;
+    const char *limit = (size_t)(end - p) > METHOD_MAX_LEN ? p + METHOD_MAX_LEN + 1 : end;
+    while (p < limit && is_tchar(*p))
+        p++;
+    if (p - start > METHOD_MAX_LEN)
+        return fail(req, ret, 501, "method too long");
+    if (p == end)
+        return need_more(ret);
+    if (p == start || *p != ' ')
+        return fail(req, ret, 400, "invalid method");
+    req->method_str = (http_str){start, (size_t)(p - start)};
+    req->method = method_from_token(start, (size_t)(p - start));
+    p++;
+
+    /* request-target (RFC 9112 section 3.2): its form is checked later. */
+    start = p;
+    p = scan_target(p, end);
+    if (p == end)
+        return need_more(ret);
+    if (p == start || *p != ' ')
+        return fail(req, ret, 400, "invalid request-target");
+    req->target = (http_str){start, (size_t)(p - start)};
+    p++;
+
+    /* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112
+     * section 2.3). */
+    static const char version[] = "HTTP/#.#";
+    for (size_t i = 0; i < sizeof(version) - 1; i++) {
+        if (p + i == end)
+            return need_more(ret);
+        char c = p[i];
+        if (version[i] == '#' ? (c < '0' || c > '9') : c != version[i])
+            return fail(req, ret, 400, "invalid HTTP-version");
+    }
+    if (p[5] != '1' || p[7] > '1') /* RFC 9110 section 15.6.6 */
+        return fail(req, ret, 505, "HTTP version not supported");
+    req->minor_version = p[7] - '0';
+    p += sizeof(version) - 1;
+
+    if (p == end)
+        return need_more(ret);
+    if (*p == '\r')
+        return expect_lf(p + 1, end, req, ret);
+    if (*p != '\n')
+        return fail(req, ret, 400, "invalid request line");
+    return p + 1;
+}
+
+/* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 section 3.1) */
+static bool is_scheme_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '-' || c == '.';
+}
+
+/* Sets path and query from the request-target by its form (RFC 9112
+ * section 3.2). Returns 0 or -1 with the error set in @req. */
+static int split_target(http_request *req)
+{
+    const char *t = req->target.ptr;
+    const char *end = t + req->target.len;
+
+    if (t[0] == '/') { /* origin-form, 3.2.1: absolute-path [ "?" query ] */
+        const char *q = memchr(t, '?', req->target.len);
+        if (q) {
+            req->path = (http_str){t, (size_t)(q - t)};
+            req->query = (http_str){q + 1, (size_t)(end - q - 1)};
+        } else {
+            req->path = req->target;
+        }
+        return 0;
+    }
+    if (req->method == HTTP_CONNECT) { /* authority-form, 3.2.3 */
+        req->path = req->target;
+        return 0;
+    }
+    if (req->target.len == 1 && t[0] == '*') { /* asterisk-form, 3.2.4 */
+        if (req->method != HTTP_OPTIONS)
+            goto bad;
+        req->path = req->target;
+        return 0;
+    }
+
+    /* absolute-form, 3.2.2: scheme "://" authority path-abempty [ "?" query ]
+     * (RFC 3986 section 3). The path is what a router needs; the authority
+     * overrides Host, which the server reads from the target if it cares. */
+    if (!((t[0] >= 'a' && t[0] <= 'z') || (t[0] >= 'A' && t[0] <= 'Z')))
+        goto bad;
+    const char *colon = memchr(t, ':', req->target.len);
+    if (!colon || end - colon < 3 || colon[1] != '/' || colon[2] != '/')
+        goto bad;
+    for (const char *s = t + 1; s < colon; s++)
+        if (!is_scheme_char(*s))
+            goto bad;
+    const char *authority = colon + 3;
+    const char *p = authority;
+    while (p < end && *p != '/' && *p != '?')
+        p++;
+    if (p == authority) /* RFC 9110 section 4.2.1: an empty host is invalid */
+        goto bad;
+    const char *path = p;
+    while (p < end && *p != '?')
+        p++;
+    if (p == path)
+        req->path = (http_str){"/", 1}; /* RFC 9110 section 4.2.3 */
+    else
+        req->path = (http_str){path, (size_t)(p - path)};
+    if (p < end)
+        req->query = (http_str){p + 1, (size_t)(end - p - 1)};
+    return 0;
+bad:
+    reject(req, 400, "invalid request-target");
+    return -1;
+}
+
+/*
+ * The next element of a comma-separated list (RFC 9110 section 5.6.1) from
+ * *p to @end, OWS trimmed, possibly empty; *p moves past it, to NULL after
+ * the last. Returns false when the list is exhausted.
+ */
+static bool next_list_element(const char **p, const char *end, http_str *elem)
+{
+    const char *s = *p;
+    if (!s)
+        return false;
+    const char *comma = memchr(s, ',', (size_t)(end - s));
+    const char *e = comma ? comma : end;
+    *p = comma ? comma + 1 : NULL;
+    while (s < e && is_ows(*s))
+        s++;
+    while (e > s && is_ows(e[-1]))
+        e--;
+    *elem = (http_str){s, (size_t)(e - s)};
+    return true;
+}
+
+/* Content-Length = 1*DIGIT (RFC 9110 section 8.6). A list of equal values
+ * (from one field or several) may be taken as one; anything else is a
+ * framing error (RFC 9112 section 6.3, point 5). */
+static int on_content_length(http_request *req, struct framing *f, http_str v)
+{
+    const char *p = v.ptr;
+    const char *end = v.ptr + v.len;
+    http_str elem;
+    while (next_list_element(&p, end, &elem)) {
+        if (elem.len == 0)
+            return -1;
+        uint64_t n = 0;
+        for (size_t i = 0; i < elem.len; i++) {
+            unsigned d = (unsigned char)elem.ptr[i] - '0';
+            if (d > 9 || n > (UINT64_MAX - d) / 10)
+                return -1;
+            n = n * 10 + d;
+        }
+        if (f->content_length && n != req->content_length)
+            return -1;
+        f->content_length = true;
+        req->content_length = n;
+    }
+    return 0;
+}
+
+/* transfer-coding = token *( OWS ";" OWS transfer-parameter ) (RFC 9112
+ * section 7). Returns 0 or -1 for a malformed element. */
+static int on_transfer_encoding(struct framing *f, http_str v)
+{
+    const char *p = v.ptr;
+    const char *end = v.ptr + v.len;
+    http_str elem;
+    f->transfer_encoding = true;
+    while (next_list_element(&p, end, &elem)) {
+        if (elem.len == 0) /* RFC 9110 section 5.6.1: empty elements are ignored */
+            continue;
+        size_t n = 0;
+        while (n < elem.len && is_tchar(elem.ptr[n]))
+            n++;
+        if (n == 0)
+            return -1;
+        size_t rest = n;
+        while (rest < elem.len && is_ows(elem.ptr[rest]))
+            rest++;
+        bool params = rest < elem.len;
+        if (params && elem.ptr[rest] != ';')
+            return -1;
+        if (n == 7 && equal_lower(elem.ptr, "chunked", 7)) {
+            if (params) /* chunked takes no parameters (RFC 9112 section 7.1) */
+                return -1;
+            f->te_chunked_twice |= f->te_chunked;
+            f->te_chunked = true;
+            f->te_chunked_last = true;
+        } else {
+            f->te_other = true;
+            f->te_chunked_last = false;
+        }
+    }
+    return 0;
+}
+
+/* Connection = #connection-option (RFC 9110 section 7.6.1), options are
+ * case-insensitive. */
+static void on_connection(struct framing *f, http_str v)
+{
+    const char *p = v.ptr;
+    const char *end = v.ptr + v.len;
+    http_str elem;
+    while (next_list_element(&p, end, &elem)) {
+        if (elem.len == 5 && equal_lower(elem.ptr, "close", 5))
+            f->conn_close = true;
+        else if (elem.len == 10 && equal_lower(elem.ptr, "keep-alive", 10))
+            f->conn_keep_alive = true;
+    }
+}
+
+/* Looks at the fields that frame the message or the connection. Returns 0,
+ * or -1 with the error set in @req. */
+static int on_field(http_request *req, struct framing *f, http_str name, http_str value)
+{
+    switch (name.len) {
+    case 4:
+        if (equal_lower(name.ptr, "host", 4)) {
+            /* RFC 9112 section 3.2: 400 for more than one Host field */
+            if (++f->hosts > 1) {
+                reject(req, 400, "more than one Host");
+                return -1;
+            }
+        }
+        break;
+    case 6:
+        if (equal_lower(name.ptr, "expect", 6) && value.len == 12 &&
+            equal_lower(value.ptr, "100-continue", 12))
+            f->expect_continue = true;
+        break;
+    case 10:
+        if (equal_lower(name.ptr, "connection", 10))
+            on_connection(f, value);
+        break;
+    case 14:
+        if (equal_lower(name.ptr, "content-length", 14) && on_content_length(req, f, value) < 0) {
+            reject(req, 400, "invalid Content-Length");
+            return -1;
+        }
+        break;
+    case 17:
+        if (equal_lower(name.ptr, "transfer-encoding", 17) && on_transfer_encoding(f, value) < 0) {
+            reject(req, 400, "invalid Transfer-Encoding");
+            return -1;
+        }
+        break;
+    }
+    return 0;
+}
+
+/* field-line = field-name ":" OWS field-value OWS (RFC 9112 section 5), each
+ * ended by CRLF or LF, up to the empty line. Returns the byte after the empty
+ * line, or NULL with *ret set. */
+static const char *parse_fields(const char *p, const char *end, http_request *req,
+                                const http_limits *lim, struct framing *f, int *ret)
+{
+    for (;;) {
+        if (p == end)
+            return need_more(ret);
+        if (*p == '\r')
+            return expect_lf(p + 1, end, req, ret);
+        if (*p == '\n')
+            return p + 1;
+        /* RFC 9112 section 5.2: obs-fold is rejected; section 2.2: so is
+         * whitespace between the start-line and the first field. */
+        if (is_ows(*p))
+            return fail(req, ret, 400, "obs-fold or leading whitespace");
+
+        const char *name = p;
+        while (p < end && is_tchar(*p))
+            p++;
+        if (p == end)
+            return need_more(ret);
+        /* RFC 9112 section 5.1: no whitespace between name and colon. */
+        if (p == name || *p != ':')
+            return fail(req, ret, 400, "invalid field name");
+        size_t name_len = (size_t)(p - name);
+        p++;
+
+        while (p < end && is_ows(*p))
+            p++;
+        const char *value = p;
+        p = scan_value(p, end);
+        if (p == end)
+            return need_more(ret);
+        const char *value_end = p;
+        if (*p == '\r') {
+            p = expect_lf(p + 1, end, req, ret);
+            if (!p)
+                return NULL;
+        } else if (*p == '\n') {
+            p++;
+        } else { /* RFC 9110 section 5.5: NUL, CTL and DEL are invalid */
+            return fail(req, ret, 400, "invalid character in field value");
+        }
+        while (value_end > value && is_ows(value_end[-1]))
+            value_end--;
+
+        if (req->num_headers >= lim->max_headers) /* RFC 6585 section 5 */
+            return fail(req, ret, 431, "too many header fields");
+        http_header *h = &req->headers[req->num_headers++];
+        h->name = (http_str){name, name_len};
+        h->value = (http_str){value, (size_t)(value_end - value)};
+        if (on_field(req, f, h->name, h->value) < 0) {
+            *ret = HTTP_PARSE_ERROR;
+            return NULL;
+        }
+    }
+}
+
+/* The checks that need the whole header section. Returns 0 or
+ * HTTP_PARSE_ERROR with the error set in @req. */
+static int check_framing(http_request *req, const http_limits *lim, const struct framing *f)
+{
+    /* RFC 9112 section 3.2: 400 for an HTTP/1.1 request without Host. */
+    if (req->minor_version == 1 && f->hosts == 0)
+        return reject(req, 400, "missing Host");
+    req->has_host = f->hosts != 0;
+
+    if (f->transfer_encoding) {
+        /* RFC 9112 section 6.1: Transfer-Encoding in HTTP/1.0 is faulty
+         * framing; with Content-Length it is a smuggling attempt. */
+        if (req->minor_version == 0)
+            return reject(req, 400, "Transfer-Encoding in HTTP/1.0");
+        if (f->content_length)
+            return reject(req, 400, "Transfer-Encoding with Content-Length");
+        /* RFC 9112 section 6.3, point 4: chunked must be the final coding,
+         * and applied once (section 6.1). */
+        if (f->te_chunked_twice || (f->te_chunked && !f->te_chunked_last))
+            return reject(req, 400, "chunked is not the final coding");
+        /* RFC 9112 section 6.1: 501 for a coding the server does not know. */
+        if (f->te_other)
+            return reject(req, 501, "transfer coding not implemented");
+        if (!f->te_chunked)
+            return reject(req, 400, "empty Transfer-Encoding");
+        req->chunked = true;
+    }
+    req->has_content_length = f->content_length;
+    if (f->content_length && req->content_length > lim->max_body_bytes)
+        return reject(req, 413, "body too large");
+
+    /* RFC 9112 section 9.3: HTTP/1.1 persists unless "close"; HTTP/1.0
+     * persists only with "keep-alive". */
+    if (f->conn_close)
+        req->keep_alive = false;
+    else
+        req->keep_alive = req->minor_version == 1 || f->conn_keep_alive;
+    /* RFC 9110 section 10.1.1: 100-continue in HTTP/1.0 is ignored. */
+    req->expect_continue = f->expect_continue && req->minor_version == 1;
+    return 0;
+}
+
+static void reset_request(http_request *req)
+{
+    http_header *headers = req->headers;
+    *req = (http_request){0};
+    req->headers = headers;
+}
+
+/*
+ * The header section did not end within max_header_bytes: report the first
+ * error in it, or 414 when the request line itself did not end, or 431.
+ */
+static int too_long(const char *p, const char *end, http_request *req, const http_limits *lim)
+{
+    int ret = HTTP_PARSE_ERROR;
+    struct framing f = {0};
+    p = parse_request_line(p, end, req, &ret);
+    if (!p) {
+        if (ret == HTTP_PARSE_INCOMPLETE)
+            return reject(req, 414, "request-target too long");
+        return ret;
+    }
+    if (split_target(req) < 0)
+        return HTTP_PARSE_ERROR;
+    if (!parse_fields(p, end, req, lim, &f, &ret) && ret == HTTP_PARSE_ERROR)
+        return ret;
+    return reject(req, 431, "header section too large");
+}
+
+int http_parse_request(const char *buf, size_t len, http_request *req, const http_limits *lim)
+{
+    http_limits defaults;
+    if (!lim) {
+        defaults = http_limits_default();
+        lim = &defaults;
+    }
+    reset_request(req);
+    if (len == 0)
+        return HTTP_PARSE_INCOMPLETE;
+
+    size_t max = lim->max_header_bytes < INT_MAX ? lim->max_header_bytes : INT_MAX;
+    const char *end = buf + (len < max ? len : max);
+    int ret = HTTP_PARSE_ERROR;
+    const char *p = skip_empty_lines(buf, end, req, &ret);
+    const char *section_end = p ? find_header_end(p, end) : NULL;
+    if (!section_end) {
+        if (!p && ret == HTTP_PARSE_ERROR)
+            return ret;
+        if (len >= max) /* no end within the limit: it will not fit */
+            return p ? too_long(p, end, req, lim) : reject(req, 431, "header section too large");
+        /* Reject a request line that is already wrong (a TLS handshake, say)
+         * without waiting for the rest; the line is re-read next time. */
+        if (p && !parse_request_line(p, end, req, &ret) && ret == HTTP_PARSE_ERROR)
+            return ret;
+        reset_request(req);
+        return HTTP_PARSE_INCOMPLETE;
+    }
+
+    /* Complete (or known bad): every line below ends before section_end, so
+     * an INCOMPLETE from here on cannot happen and would be a malformed line. */
+    struct framing f = {0};
+    p = parse_request_line(p, section_end, req, &ret);
+    if (p && split_target(req) < 0)
+        return HTTP_PARSE_ERROR;
+    if (p)
+        p = parse_fields(p, section_end, req, lim, &f, &ret);
+    if (!p) {
+        if (ret == HTTP_PARSE_INCOMPLETE)
+            return reject(req, 400, "malformed header section");
+        return ret;
+    }
+    if (check_framing(req, lim, &f) < 0)
+        return HTTP_PARSE_ERROR;
+    return (int)(p - buf);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Chunked transfer coding (RFC 9112 section 7.1)                            */
+
+enum chunk_state {
+    CHUNK_SIZE = 0,      /* chunk-size = 1*HEXDIG */
+    CHUNK_SIZE_BWS,      /* BWS after the size, before ";" (7.1.1) */
+    CHUNK_EXT,           /* chunk-ext, skipped up to the line end */
+    CHUNK_SIZE_LF,       /* CR seen at the end of the size line */
+    CHUNK_DATA,          /* chunk-data: d->remaining bytes left */
+    CHUNK_DATA_END,      /* CRLF expected after chunk-data */
+    CHUNK_DATA_LF,       /* CR seen after chunk-data */
+    CHUNK_TRAILER_START, /* start of a trailer field line or the final line */
+    CHUNK_TRAILER_NAME,  /* field-name of a trailer field */
+    CHUNK_TRAILER_VALUE, /* the rest of a trailer field line */
+    CHUNK_TRAILER_LF,    /* CR seen at the end of a trailer field line */
+    CHUNK_LAST_LF,       /* CR seen on the final empty line */
+    CHUNK_DONE,
+    CHUNK_FAILED,
+};
+
+void http_chunked_init(http_chunked_decoder *d, uint64_t max_body)
+{
+    *d = (http_chunked_decoder){.state = CHUNK_SIZE, .max_body = max_body};
+}
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = ascii_lower(c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* The size line has ended: on to the data, or to the trailers after the
+ * last-chunk. Returns 0, or an HTTP status. */
+static int chunk_size_done(http_chunked_decoder *d)
+{
+    d->line_bytes = 0;
+    if (d->hex_digits == 0)
+        return 400;
+    d->hex_digits = 0;
+    if (d->remaining == 0) {
+        d->state = CHUNK_TRAILER_START;
+        return 0;
+    }
+    if (d->total > d->max_body || d->remaining > d->max_body - d->total)
+        return 413;
+    d->state = CHUNK_DATA;
+    return 0;
+}
+
+/* One byte of everything but chunk-data. Returns 0, or an HTTP status. */
+static int chunk_byte(http_chunked_decoder *d, unsigned char c)
+{
+    switch (d->state) {
+    case CHUNK_SIZE: {
+        int h = hex_value(c);
+        if (h >= 0) {
+            if (d->remaining >> 60) /* a 17th significant digit */
+                return 400;
+            d->remaining = (d->remaining << 4) | (uint64_t)h;
+            d->hex_digits++;
+            break;
+        }
+        if (d->hex_digits == 0)
+            return 400;
+        if (c == '\r')
+            d->state = CHUNK_SIZE_LF;
+        else if (c == '\n')
+            return chunk_size_done(d);
+        else if (c == ';')
+            d->state = CHUNK_EXT;
+        else if (is_ows((char)c))
+            d->state = CHUNK_SIZE_BWS;
+        else
+            return 400;
+        break;
+    }
+    case CHUNK_SIZE_BWS:
+        if (c == ';')
+            d->state = CHUNK_EXT;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT:
+        if (c == '\r')
+            d->state = CHUNK_SIZE_LF;
+        else if (c == '\n')
+            return chunk_size_done(d);
+        else if (!value_table[c])
+            return 400;
+        break;
+    case CHUNK_SIZE_LF:
+        if (c != '\n') /* RFC 9112 section 2.2: bare CR */
+            return 400;
+        return chunk_size_done(d);
+    case CHUNK_DATA_END:
+        if (c == '\r')
+            d->state = CHUNK_DATA_LF;
+        else if (c == '\n')
+            d->state = CHUNK_SIZE;
+        else
+            return 400;
+        break;
+    case CHUNK_DATA_LF:
+        if (c != '\n')
+            return 400;
+        d->state = CHUNK_SIZE;
+        break;
+    case CHUNK_TRAILER_START:
+        if (c == '\r')
+            d->state = CHUNK_LAST_LF;
+        else if (c == '\n')
+            d->state = CHUNK_DONE;
+        else if (tchar_table[c])
+            d->state = CHUNK_TRAILER_NAME;
+        else /* obs-fold, or no field name (RFC 9112 section 5) */
+            return 400;
+        break;
+    case CHUNK_TRAILER_NAME:
+        if (c == ':')
+            d->state = CHUNK_TRAILER_VALUE;
+        else if (!tchar_table[c])
+            return 400;
+        break;
+    case CHUNK_TRAILER_VALUE:
+        if (c == '\r')
+            d->state = CHUNK_TRAILER_LF;
+        else if (c == '\n')
+            d->state = CHUNK_TRAILER_START;
+        else if (!value_table[c])
+            return 400;
+        break;
+    case CHUNK_TRAILER_LF:
+        if (c != '\n')
+            return 400;
+        d->state = CHUNK_TRAILER_START;
+        break;
+    case CHUNK_LAST_LF:
+        if (c != '\n')
+            return 400;
+        d->state = CHUNK_DONE;
+        break;
+    default:
+        return 400;
+    }
+    return 0;
+}
+
+ssize_t http_chunked_decode(http_chunked_decoder *d, char *buf, size_t *len)
+{
+    size_t in = 0;
+    size_t out = 0;
+    size_t n = *len;
+
+    if (d->state == CHUNK_FAILED) {
+        *len = 0;
+        return HTTP_PARSE_ERROR;
+    }
+    while (in < n && d->state != CHUNK_DONE) {
+        if (d->state == CHUNK_DATA) {
+            size_t take = n - in;
+            if (take > d->remaining)
+                take = (size_t)d->remaining;
+            if (out != in)
+                memmove(buf + out, buf + in, take);
+            in += take;
+            out += take;
+            d->remaining -= take;
+            d->total += take;
+            if (d->remaining == 0)
+                d->state = CHUNK_DATA_END;
+            continue;
+        }
+
+        int status = chunk_byte(d, (unsigned char)buf[in++]);
+        if (status == 0 && d->state >= CHUNK_TRAILER_START && d->state != CHUNK_DONE &&
+            ++d->line_bytes > CHUNK_TRAILER_MAX)
+            status = 431;
+        else if (status == 0 && d->state < CHUNK_DATA && ++d->line_bytes > CHUNK_SIZE_LINE_MAX)
+            status = 400;
+        if (status) {
+            d->state = CHUNK_FAILED;
+            d->error_status = status;
+            *len = out;
+            return HTTP_PARSE_ERROR;
+        }
+    }
+    *len = out;
+    if (d->state == CHUNK_DONE)
+        return (ssize_t)in;
+    return HTTP_PARSE_INCOMPLETE;
+}

@@ -1,0 +1,327 @@
+/*
+ * Router: (method, path) to handler, with `{name}` path parameters. See
+ * coring/http/router.h.
+ *
+ * An app has a handful of routes, so they are kept as a sorted array of path
+ * shapes rather than a trie: a lookup splits the path once into segments on
+ * the stack and walks the shapes with as many segments, in priority order
+ * (literal before parameter, position by position), so the first shape that
+ * matches with a handler for the method wins. Nothing is allocated on lookup.
+ */
+#include "coring/http/router.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Deepest pattern accepted; a path with more segments matches nothing. */
+#define ROUTER_MAX_SEGMENTS 32
+
+#define METHOD_COUNT (HTTP_TRACE + 1)
+
+/* Names for the Allow header, in the order it lists them (enum order). */
+static const char *const method_names[METHOD_COUNT] = {
+    [HTTP_GET] = "GET",         [HTTP_HEAD] = "HEAD",       [HTTP_POST] = "POST",
+    [HTTP_PUT] = "PUT",         [HTTP_PATCH] = "PATCH",     [HTTP_DELETE] = "DELETE",
+    [HTTP_OPTIONS] = "OPTIONS", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+};
+
+typedef struct route_segment {
+    http_str text; /* the literal, or the parameter's name without braces */
+    bool param;    /* `{name}`: matches one non-empty path segment */
+} route_segment;
+
+/* One method's handler on a shape. */
+typedef struct route_handler {
+    http_handler_fn fn;
+    void *user;
+    char *pattern; /* owned copy; names point into it */
+    http_str names[HTTP_ROUTER_MAX_PARAMS];
+} route_handler;
+
+/* One path shape (the same segments, whatever the parameter names) and its
+ * handler per method. */
+typedef struct route {
+    size_t nsegments;
+    route_segment *segments; /* literals point into handlers[first].pattern */
+    unsigned methods;        /* bit (1 << method) per method with a handler */
+    route_handler *handlers; /* [METHOD_COUNT], out of line to keep this small */
+} route;
+
+struct http_router {
+    route *routes; /* by nsegments, then literal-before-parameter */
+    size_t count;
+    size_t cap;
+    size_t max_segments; /* of any route: longer paths are not looked at */
+};
+
+http_router *http_router_create(void)
+{
+    return calloc(1, sizeof(http_router));
+}
+
+void http_router_destroy(http_router *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->count; i++) {
+        for (size_t m = 0; m < METHOD_COUNT; m++)
+            free(r->routes[i].handlers[m].pattern);
+        free(r->routes[i].handlers);
+        free(r->routes[i].segments);
+    }
+    free(r->routes);
+    free(r);
+}
+
+/*
+ * Splits @path (which starts with '/') into the segments between slashes:
+ * "/" is one empty segment, "/todos/" is "todos" and "". Returns their
+ * number, or max + 1 when there are more than @max.
+ */
+static size_t split_path(http_str path, http_str *segments, size_t max)
+{
+    const char *p = path.ptr + 1;
+    const char *end = path.ptr + path.len;
+    size_t n = 0;
+    for (;;) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *e = slash ? slash : end;
+        if (n == max)
+            return max + 1;
+        segments[n++] = (http_str){p, (size_t)(e - p)};
+        if (!slash)
+            return n;
+        p = slash + 1;
+    }
+}
+
+/* Checks one pattern segment and says whether it is a `{name}` parameter. */
+static int parse_segment(http_str s, route_segment *out)
+{
+    bool param = s.len >= 2 && s.ptr[0] == '{' && s.ptr[s.len - 1] == '}';
+    http_str text = param ? (http_str){s.ptr + 1, s.len - 2} : s;
+    if (param && text.len == 0)
+        return -EINVAL;
+    for (size_t i = 0; i < text.len; i++) {
+        unsigned char c = (unsigned char)text.ptr[i];
+        /* A path from the parser holds visible ASCII only; '?' starts the
+         * query and braces only delimit a whole parameter segment. */
+        if (c <= 0x20 || c >= 0x7f || c == '?' || c == '{' || c == '}')
+            return -EINVAL;
+    }
+    *out = (route_segment){text, param};
+    return 0;
+}
+
+/* Order of shapes with as many segments: literal before parameter at the
+ * first position where they differ. <0, 0 (same kinds) or >0. */
+static int compare_kinds(const route_segment *a, const route_segment *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].param != b[i].param)
+            return a[i].param ? 1 : -1;
+    return 0;
+}
+
+static bool same_shape(const route *rt, const route_segment *segs, size_t n)
+{
+    if (rt->nsegments != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const route_segment *a = &rt->segments[i];
+        if (a->param != segs[i].param)
+            return false;
+        if (!a->param && (a->text.len != segs[i].text.len ||
+                          memcmp(a->text.ptr, segs[i].text.ptr, a->text.len) != 0))
+            return false;
+    }
+    return true;
+}
+
+/* A new, empty route for the shape @segs (n >= 1 of them) at its place in
+ * the order, or NULL. */
+static route *insert_route(http_router *r, const route_segment *segs, size_t n)
+{
+    if (r->count == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 8;
+        route *routes = realloc(r->routes, cap * sizeof(route));
+        if (!routes)
+            return NULL;
+        r->routes = routes;
+        r->cap = cap;
+    }
+    route_segment *copy = calloc(n ? n : 1, sizeof(route_segment));
+    route_handler *handlers = calloc(METHOD_COUNT, sizeof(route_handler));
+    if (!copy || !handlers) {
+        free(copy);
+        free(handlers);
+        return NULL;
+    }
+    memcpy(copy, segs, n * sizeof(route_segment));
+
+    size_t at = 0;
+    while (at < r->count &&
+           (r->routes[at].nsegments < n ||
+            (r->routes[at].nsegments == n && compare_kinds(r->routes[at].segments, segs, n) <= 0)))
+        at++;
+    memmove(&r->routes[at + 1], &r->routes[at], (r->count - at) * sizeof(route));
+    r->count++;
+    r->routes[at] = (route){.nsegments = n, .segments = copy, .handlers = handlers};
+    if (n > r->max_segments)
+        r->max_segments = n;
+    return &r->routes[at];
+}
+
+int http_router_add(http_router *r, http_method method, const char *pattern,
+                    http_handler_fn handler, void *user)
+{
+    if (!r || !pattern || !handler || method == HTTP_METHOD_OTHER ||
+        (unsigned)method >= METHOD_COUNT || pattern[0] != '/')
+        return -EINVAL;
+    char *copy = strdup(pattern);
+    if (!copy)
+        return -ENOMEM;
+
+    http_str parts[ROUTER_MAX_SEGMENTS];
+    route_segment segs[ROUTER_MAX_SEGMENTS];
+    route_handler h = {.fn = handler, .user = user, .pattern = copy};
+    size_t nparams = 0;
+    int err = -EINVAL;
+    size_t n = split_path((http_str){copy, strlen(copy)}, parts, ROUTER_MAX_SEGMENTS);
+    if (n > ROUTER_MAX_SEGMENTS)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        /* Only the last segment may be empty: "/" and "/todos/", not "/a//b". */
+        if (parts[i].len == 0 && i + 1 < n)
+            goto fail;
+        if (parse_segment(parts[i], &segs[i]) < 0)
+            goto fail;
+        if (!segs[i].param)
+            continue;
+        if (nparams == HTTP_ROUTER_MAX_PARAMS)
+            goto fail;
+        for (size_t k = 0; k < nparams; k++)
+            if (h.names[k].len == segs[i].text.len &&
+                memcmp(h.names[k].ptr, segs[i].text.ptr, segs[i].text.len) == 0)
+                goto fail; /* the same name twice */
+        h.names[nparams++] = segs[i].text;
+    }
+
+    route *rt = NULL;
+    for (size_t i = 0; i < r->count && !rt; i++)
+        if (same_shape(&r->routes[i], segs, n))
+            rt = &r->routes[i];
+    if (rt && (rt->methods & (1u << method))) {
+        err = -EEXIST;
+        goto fail;
+    }
+    if (!rt && !(rt = insert_route(r, segs, n))) {
+        err = -ENOMEM;
+        goto fail;
+    }
+    rt->handlers[method] = h;
+    rt->methods |= 1u << method;
+    return 0;
+fail:
+    free(copy);
+    return err;
+}
+
+static bool route_matches(const route *rt, const http_str *segs)
+{
+    for (size_t i = 0; i < rt->nsegments; i++) {
+        const route_segment *s = &rt->segments[i];
+        if (s->param ? segs[i].len == 0
+                     : (s->text.len != segs[i].len ||
+                        memcmp(s->text.ptr, segs[i].ptr, segs[i].len) != 0))
+            return false;
+    }
+    return true;
+}
+
+/* Writes the Allow value for @methods (RFC 9110 section 10.2.1), HEAD
+ * included whenever GET is (RFC 9110 section 9.3.2). */
+static void format_allow(unsigned methods, char *out, size_t size)
+{
+    if (methods & (1u << HTTP_GET))
+        methods |= 1u << HTTP_HEAD;
+    size_t len = 0;
+    out[0] = '\0';
+    for (int m = HTTP_GET; m < METHOD_COUNT; m++) {
+        if (!(methods & (1u << m)))
+            continue;
+        size_t n = strlen(method_names[m]);
+        if (len + (len ? 2 : 0) + n + 1 > size)
+            break;
+        if (len) {
+            memcpy(out + len, ", ", 2);
+            len += 2;
+        }
+        memcpy(out + len, method_names[m], n + 1);
+        len += n;
+    }
+}
+
+http_route_status http_router_match(const http_router *r, http_method method, http_str path,
+                                    http_route_match *m)
+{
+    m->status = HTTP_ROUTE_NOT_FOUND;
+    m->handler = NULL;
+    m->user = NULL;
+    m->params.count = 0;
+    m->allow[0] = '\0';
+    if (!r || path.len == 0 || path.ptr[0] != '/')
+        return m->status;
+
+    http_str segs[ROUTER_MAX_SEGMENTS];
+    size_t n = split_path(path, segs, r->max_segments);
+    if (n > r->max_segments)
+        return m->status;
+
+    bool known = method != HTTP_METHOD_OTHER && (unsigned)method < METHOD_COUNT;
+    unsigned allowed = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        const route *rt = &r->routes[i];
+        if (rt->nsegments != n)
+            continue;
+        if (!route_matches(rt, segs))
+            continue;
+        int slot = method;
+        /* RFC 9110 section 9.3.2: HEAD is GET without the content. */
+        if (method == HTTP_HEAD && !(rt->methods & (1u << HTTP_HEAD)))
+            slot = HTTP_GET;
+        if (!known || !(rt->methods & (1u << slot))) {
+            allowed |= rt->methods;
+            continue;
+        }
+        const route_handler *h = &rt->handlers[slot];
+        m->status = HTTP_ROUTE_FOUND;
+        m->handler = h->fn;
+        m->user = h->user;
+        for (size_t k = 0; k < n; k++) {
+            if (rt->segments[k].param) {
+                m->params.names[m->params.count] = h->names[m->params.count];
+                m->params.values[m->params.count] = segs[k];
+                m->params.count++;
+            }
+        }
+        return m->status;
+    }
+    if (allowed) {
+        m->status = HTTP_ROUTE_METHOD_NOT_ALLOWED;
+        format_allow(allowed, m->allow, sizeof(m->allow));
+    }
+    return m->status;
+}
+
+const http_str *http_route_param(const http_route_params *p, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < p->count; i++)
+        if (p->names[i].len == n && memcmp(p->names[i].ptr, name, n) == 0)
+            return &p->values[i];
+    return NULL;
+}

@@ -1,0 +1,663 @@
+/*
+ * Tests of the HTTP/1.1 request parser and the chunked decoder
+ * (http/src/parser.c): a table of requests, valid and malformed, each with
+ * the expected result, in the manner of picohttpparser's tests. Every input
+ * is also fed in pieces, from a heap buffer of exactly its length so that
+ * the sanitizer build catches any read past the end.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coring/http/parser.h"
+
+#define OK 0 /* .result: the request parses; consumed = len - trailing */
+
+typedef struct parse_case {
+    const char *input;
+    size_t len;
+    int result; /* OK, HTTP_PARSE_INCOMPLETE or HTTP_PARSE_ERROR */
+    int status; /* with HTTP_PARSE_ERROR */
+    const http_limits *lim;
+    /* Valid requests only. */
+    size_t trailing; /* bytes after the header section (body, next request) */
+    http_method method;
+    const char *path;
+    const char *query;
+    uint64_t cl;
+    int minor;
+    bool keep_alive;
+    bool has_cl;
+    bool chunked;
+    bool expect_continue;
+    const char *header; /* if set, this header's value must be .value */
+    const char *value;
+} parse_case;
+
+/* String literals only: the length comes from sizeof, so NULs may appear. */
+#define IN(s) .input = (s), .len = sizeof(s) - 1
+#define GOOD(s, m, p, q, v, ka, ...)                                                               \
+    {                                                                                              \
+        IN(s), .result = OK, .method = (m), .path = (p), .query = (q), .minor = (v),               \
+               .keep_alive = (ka), __VA_ARGS__                                                     \
+    }
+#define BAD(s, st, ...)                                                                            \
+    {                                                                                              \
+        IN(s), .result = HTTP_PARSE_ERROR, .status = (st), __VA_ARGS__                             \
+    }
+#define MORE(s, ...)                                                                               \
+    {                                                                                              \
+        IN(s), .result = HTTP_PARSE_INCOMPLETE, __VA_ARGS__                                        \
+    }
+
+#define H "Host: a\r\n"
+#define GET11 "GET / HTTP/1.1\r\n"
+#define A8 "aaaaaaaa"
+#define A32 A8 A8 A8 A8
+
+static const http_limits lim64 = {
+    .max_header_bytes = 64, .max_headers = 100, .max_body_bytes = 100};
+static const http_limits lim3h = {
+    .max_header_bytes = 1024, .max_headers = 3, .max_body_bytes = 100};
+static const http_limits lim_huge = {
+    .max_header_bytes = 1024, .max_headers = 100, .max_body_bytes = SIZE_MAX};
+
+static const parse_case cases[] = {
+    /* Valid requests. */
+    GOOD(GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD("GET /search?q=1&x=2 HTTP/1.1\r\n" H "\r\n", HTTP_GET, "/search", "q=1&x=2", 1, true),
+    GOOD("GET /a? HTTP/1.1\r\n" H "\r\n", HTTP_GET, "/a", "", 1, true),
+    GOOD("GET /a?b?c HTTP/1.1\r\n" H "\r\n", HTTP_GET, "/a", "b?c", 1, true),
+    GOOD("GET /%7Euser/a.b-c_d~e!$&'()*+,;=:@ HTTP/1.1\r\n" H "\r\n", HTTP_GET,
+         "/%7Euser/a.b-c_d~e!$&'()*+,;=:@", "", 1, true),
+    GOOD("HEAD /x HTTP/1.1\r\n" H "\r\n", HTTP_HEAD, "/x", "", 1, true),
+    GOOD("POST /todos HTTP/1.1\r\n" H "Content-Length: 7\r\n\r\n{\"a\":1}", HTTP_POST, "/todos", "",
+         1, true, .trailing = 7, .has_cl = true, .cl = 7),
+    GOOD("PUT /t/1 HTTP/1.1\r\n" H "Content-Length: 0\r\n\r\n", HTTP_PUT, "/t/1", "", 1, true,
+         .has_cl = true, .cl = 0),
+    GOOD("PATCH /p HTTP/1.1\r\n" H "\r\n", HTTP_PATCH, "/p", "", 1, true),
+    GOOD("DELETE /d HTTP/1.1\r\n" H "\r\n", HTTP_DELETE, "/d", "", 1, true),
+    GOOD("TRACE /t HTTP/1.1\r\n" H "\r\n", HTTP_TRACE, "/t", "", 1, true),
+    GOOD("PROPFIND /x HTTP/1.1\r\n" H "\r\n", HTTP_METHOD_OTHER, "/x", "", 1, true),
+    /* RFC 9110 9.1: methods are case-sensitive; "get" is some other token. */
+    GOOD("get / HTTP/1.1\r\n" H "\r\n", HTTP_METHOD_OTHER, "/", "", 1, true),
+    GOOD(A32 " / HTTP/1.1\r\n" H "\r\n", HTTP_METHOD_OTHER, "/", "", 1, true),
+    /* HTTP/1.0: no Host needed; persistent only with keep-alive. */
+    GOOD("GET / HTTP/1.0\r\n\r\n", HTTP_GET, "/", "", 0, false),
+    GOOD("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", HTTP_GET, "/", "", 0, true),
+    GOOD("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", HTTP_GET, "/", "", 0, true),
+    GOOD("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", HTTP_GET, "/", "", 0, false),
+    GOOD(GET11 H "Connection: close\r\n\r\n", HTTP_GET, "/", "", 1, false),
+    GOOD(GET11 H "Connection: Upgrade, CLOSE\r\n\r\n", HTTP_GET, "/", "", 1, false),
+    GOOD(GET11 H "Connection: foo\r\nConnection: close\r\n\r\n", HTTP_GET, "/", "", 1, false),
+    GOOD(GET11 H "Connection: keep-alive\r\n\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD(GET11 H "Connection: closed\r\n\r\n", HTTP_GET, "/", "", 1, true),
+    /* Field names are case-insensitive; values lose their OWS. */
+    GOOD(GET11 "hOsT: a\r\nCONTENT-length: 5\r\n\r\nhello", HTTP_GET, "/", "", 1, true,
+         .trailing = 5, .has_cl = true, .cl = 5),
+    GOOD(GET11 H "X-A: \t a b \t\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "x-a",
+         .value = "a b"),
+    GOOD(GET11 H "X-A:v\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "X-A", .value = "v"),
+    GOOD(GET11 H "X-A:\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "X-A", .value = ""),
+    GOOD(GET11 H "X-A:   \r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "X-A", .value = ""),
+    GOOD(GET11 H "X-A: caf\xc3\xa9 \xff\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "X-A",
+         .value = "caf\xc3\xa9 \xff"),
+    GOOD(GET11 H "X-Long: 0123456789abcdef0123456789abcdef\t0123456789\r\n\r\n", HTTP_GET, "/", "",
+         1, true, .header = "x-long", .value = "0123456789abcdef0123456789abcdef\t0123456789"),
+    GOOD(GET11 "Host:\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "host", .value = ""),
+    /* RFC 9112 2.2: bare LF ends a line; empty lines before the request. */
+    GOOD("GET / HTTP/1.1\nHost: a\n\n", HTTP_GET, "/", "", 1, true),
+    GOOD("GET / HTTP/1.1\r\nHost: a\n\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD("\r\n\r\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD("\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
+    /* Content-Length. */
+    GOOD(GET11 H "Content-Length: 5\r\nContent-Length: 5\r\n\r\n", HTTP_GET, "/", "", 1, true,
+         .has_cl = true, .cl = 5),
+    GOOD(GET11 H "Content-Length: 5, 5\r\n\r\n", HTTP_GET, "/", "", 1, true, .has_cl = true,
+         .cl = 5),
+    GOOD(GET11 H "Content-Length: 007\r\n\r\n", HTTP_GET, "/", "", 1, true, .has_cl = true,
+         .cl = 7),
+    GOOD(GET11 H "Content-Length: 1048576\r\n\r\n", HTTP_GET, "/", "", 1, true, .has_cl = true,
+         .cl = 1048576),
+    GOOD(GET11 H "Content-Length: 18446744073709551615\r\n\r\n", HTTP_GET, "/", "", 1, true,
+         .has_cl = true, .cl = UINT64_MAX, .lim = &lim_huge),
+    /* Transfer-Encoding. */
+    GOOD("POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", HTTP_POST, "/", "",
+         1, true, .trailing = 5, .chunked = true),
+    GOOD("POST / HTTP/1.1\r\n" H "transfer-encoding: CHUNKED\r\n\r\n", HTTP_POST, "/", "", 1, true,
+         .chunked = true),
+    GOOD("POST / HTTP/1.1\r\n" H "Transfer-Encoding: , chunked\r\n\r\n", HTTP_POST, "/", "", 1,
+         true, .chunked = true),
+    /* Expect. */
+    GOOD("POST / HTTP/1.1\r\n" H "Expect: 100-continue\r\nContent-Length: 1\r\n\r\n", HTTP_POST,
+         "/", "", 1, true, .expect_continue = true, .has_cl = true, .cl = 1),
+    GOOD("POST / HTTP/1.1\r\n" H "Expect: 100-Continue\r\n\r\n", HTTP_POST, "/", "", 1, true,
+         .expect_continue = true),
+    GOOD("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n", HTTP_POST, "/", "", 0, false),
+    /* Request-target forms (RFC 9112 3.2). */
+    GOOD("GET http://example.com/a/b?x=1 HTTP/1.1\r\n" H "\r\n", HTTP_GET, "/a/b", "x=1", 1, true),
+    GOOD("GET HTTP://example.com:8080 HTTP/1.1\r\n" H "\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD("OPTIONS * HTTP/1.1\r\n" H "\r\n", HTTP_OPTIONS, "*", "", 1, true),
+    GOOD("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", HTTP_CONNECT,
+         "example.com:443", "", 1, true),
+    /* Limits: exactly at them is fine. */
+    GOOD(GET11 H "X: " A32 "\r\n\r\n", HTTP_GET, "/", "", 1, true, .lim = &lim64),
+    GOOD(GET11 H "A: 1\r\nB: 2\r\n\r\n", HTTP_GET, "/", "", 1, true, .lim = &lim3h),
+    GOOD(GET11 H "Content-Length: 100\r\n\r\n", HTTP_GET, "/", "", 1, true, .has_cl = true,
+         .cl = 100, .lim = &lim64),
+
+    /* Incomplete. */
+    MORE(""),
+    MORE("G"),
+    MORE("GET"),
+    MORE("GET /index.html HTT"),
+    MORE("GET / HTTP/1.1"),
+    MORE("GET / HTTP/1.1\r"),
+    MORE(GET11 H),
+    MORE(GET11 H "\r"),
+    MORE(GET11 "Host: a"),
+    MORE("\r\n\r\n"),
+    MORE("\r"),
+
+    /* Request line. */
+    BAD(A32 "X / HTTP/1.1\r\n" H "\r\n", 501),
+    BAD(A32 A32 A32, 501), /* even before the line ends */
+    BAD("GE(T / HTTP/1.1\r\n" H "\r\n", 400),
+    BAD(" / HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET  / HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET\t/ HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET / HTTP/1.1 \r\n" H "\r\n", 400),
+    BAD("GET /a\x01z HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET /a\x7fz HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET /caf\xc3\xa9 HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET /a\tb HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET /a\0b HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET /\r\n" H "\r\n", 400),
+    BAD("GET / \r\n" H "\r\n", 400),
+    BAD("GET / HTTP/2.0\r\n" H "\r\n", 505),
+    BAD("GET / HTTP/1.2\r\n" H "\r\n", 505),
+    BAD("GET / HTTP/0.9\r\n" H "\r\n", 505),
+    BAD("GET / HTTP/2.0\r\n", 505), /* known before the header section ends */
+    BAD("GET / http/1.1\r\n" H "\r\n", 400),
+    BAD("GET / HTTP/11.1\r\n" H "\r\n", 400),
+    BAD("GET / HTTP/1.1x\r\n" H "\r\n", 400),
+    BAD("GET / HTTP/1\r\n" H "\r\n", 400),
+    BAD("GET / HTTP/1.1\rHost: a\r\n\r\n", 400),
+    BAD("\rGET / HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("\x16\x03\x01\x02\x00\x01", 400), /* TLS on a plain port: no need to wait */
+    BAD("GET * HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("OPTIONS *x HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET foo HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET http:/a HTTP/1.1\r\n" H "\r\n", 400),
+    BAD("GET http:///a HTTP/1.1\r\n" H "\r\n", 400),
+    /* Field lines. */
+    BAD(GET11 "Host : a\r\n\r\n", 400),
+    BAD(GET11 "Host\t: a\r\n\r\n", 400),
+    BAD(GET11 H "X: a\r\n b\r\n\r\n", 400),
+    BAD(GET11 H "X: a\r\n\tb\r\n\r\n", 400),
+    BAD(GET11 " Host: a\r\n\r\n", 400),
+    BAD(GET11 H ": a\r\n\r\n", 400),
+    BAD(GET11 H "X@Y: a\r\n\r\n", 400),
+    BAD(GET11 H "X Y: a\r\n\r\n", 400),
+    BAD(GET11 H "NoColon\r\n\r\n", 400),
+    BAD(GET11 H "X: a\rb\r\n\r\n", 400),
+    BAD(GET11 H "X: a\r\r\n\r\n", 400),
+    BAD(GET11 H "X: a\r\n\r\r\n", 400),
+    BAD(GET11 H "X: a\0b\r\n\r\n", 400),
+    BAD(GET11 H "X\0: a\r\n\r\n", 400),
+    BAD(GET11 H "X: a\x01\r\n\r\n", 400),
+    BAD(GET11 H "X: a\x7f\r\n\r\n", 400),
+    BAD(GET11 H "X: a\x1b[0m\r\n\r\n", 400),
+    /* Host (RFC 9112 3.2). */
+    BAD(GET11 "\r\n", 400),
+    BAD(GET11 "X: a\r\n\r\n", 400),
+    BAD(GET11 H "Host: b\r\n\r\n", 400),
+    BAD(GET11 H "HOST: a\r\n\r\n", 400),
+    /* Content-Length (RFC 9110 8.6, RFC 9112 6.3). */
+    BAD(GET11 H "Content-Length: +3\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: -1\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 0x10\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length:  12 3\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 1.5\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: \r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 18446744073709551616\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 99999999999999999999999\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 5, 6\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 5,\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 1048577\r\n\r\n", 413),
+    BAD(GET11 H "Content-Length: 101\r\n\r\n", 413, .lim = &lim64),
+    /* Transfer-Encoding (RFC 9112 6.1, 6.3). */
+    BAD(GET11 H "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", 400),
+    BAD(GET11 H "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: chunked, gzip\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: chunked, chunked\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: gzip\r\n\r\n", 501),
+    BAD(GET11 H "Transfer-Encoding: gzip, chunked\r\n\r\n", 501),
+    BAD(GET11 H "Transfer-Encoding: identity\r\n\r\n", 501),
+    BAD(GET11 H "Transfer-Encoding: x-custom;q=1, chunked\r\n\r\n", 501),
+    BAD(GET11 H "Transfer-Encoding: \r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: chunked;x=1\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: chun ked\r\n\r\n", 400),
+    BAD(GET11 H "Transfer-Encoding: \"chunked\"\r\n\r\n", 400),
+    BAD("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    /* Limits: 414 when the request line does not fit, 431 when the rest. */
+    BAD("GET /" A32 A32 " HTTP/1.1\r\n" H "\r\n", 414, .lim = &lim64),
+    BAD("GET /" A32 A32, 414, .lim = &lim64),
+    BAD(GET11 H "X: " A32 "a\r\n\r\n", 431, .lim = &lim64),
+    BAD(GET11 H "X: " A32 A32, 431, .lim = &lim64),
+    BAD(GET11 H "X: " A32 "\x01" A32, 400, .lim = &lim64), /* the first error wins */
+    BAD("\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n"
+        "\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n",
+        431, .lim = &lim64),
+    BAD(GET11 H "A: 1\r\nB: 2\r\nC: 3\r\n\r\n", 431, .lim = &lim3h),
+};
+
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+static bool str_is(http_str s, const char *want)
+{
+    return s.len == strlen(want) && (s.len == 0 || memcmp(s.ptr, want, s.len) == 0);
+}
+
+static char *heap_copy(const char *s, size_t len)
+{
+    char *p = malloc(len ? len : 1);
+    cr_assert(p != NULL);
+    memcpy(p, s, len);
+    return p;
+}
+
+static int parse(const char *buf, size_t len, http_request *req, http_header *headers,
+                 const http_limits *lim)
+{
+    static const http_limits defaults = {HTTP_MAX_HEADER_BYTES_DEFAULT, HTTP_MAX_HEADERS_DEFAULT,
+                                         HTTP_MAX_BODY_BYTES_DEFAULT};
+    req->headers = headers;
+    return http_parse_request(buf, len, req, lim ? lim : &defaults);
+}
+
+/* The fields a valid case expects, for the whole input or any longer prefix. */
+static void check_fields(size_t i, const parse_case *c, const http_request *req)
+{
+    cr_expect(req->method == c->method, "case %zu: method %d", i, req->method);
+    cr_expect(str_is(req->path, c->path), "case %zu: path '%.*s'", i, (int)req->path.len,
+              req->path.ptr);
+    cr_expect(str_is(req->query, c->query), "case %zu: query '%.*s'", i, (int)req->query.len,
+              req->query.ptr);
+    cr_expect(req->minor_version == c->minor, "case %zu: minor version", i);
+    cr_expect(req->keep_alive == c->keep_alive, "case %zu: keep_alive", i);
+    cr_expect(req->has_content_length == c->has_cl, "case %zu: has_content_length", i);
+    cr_expect(req->content_length == c->cl, "case %zu: content_length %llu", i,
+              (unsigned long long)req->content_length);
+    cr_expect(req->chunked == c->chunked, "case %zu: chunked", i);
+    cr_expect(req->expect_continue == c->expect_continue, "case %zu: expect_continue", i);
+    if (c->header) {
+        const http_str *v = http_request_header(req, c->header);
+        cr_expect(v && str_is(*v, c->value), "case %zu: header %s", i, c->header);
+    }
+}
+
+Test(parser, table)
+{
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    for (size_t i = 0; i < NCASES; i++) {
+        const parse_case *c = &cases[i];
+        char *buf = heap_copy(c->input, c->len);
+        http_request req;
+        int r = parse(buf, c->len, &req, headers, c->lim);
+        if (c->result == OK) {
+            cr_expect(r == (int)(c->len - c->trailing), "case %zu: got %d (%d %s)", i, r,
+                      req.error_status, req.error ? req.error : "");
+            if (r > 0)
+                check_fields(i, c, &req);
+        } else {
+            cr_expect(r == c->result, "case %zu: got %d, want %d", i, r, c->result);
+            if (c->result == HTTP_PARSE_ERROR) {
+                cr_expect(req.error_status == c->status, "case %zu: status %d, want %d", i,
+                          req.error_status, c->status);
+                cr_expect(req.error != NULL, "case %zu: no reason", i);
+            }
+        }
+        free(buf);
+    }
+}
+
+/* Every valid request, cut at every byte: incomplete until its last header
+ * byte, then the same result as whole, however many bytes follow. */
+Test(parser, byte_by_byte)
+{
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    for (size_t i = 0; i < NCASES; i++) {
+        const parse_case *c = &cases[i];
+        if (c->result != OK)
+            continue;
+        size_t want = c->len - c->trailing;
+        for (size_t k = 0; k <= c->len; k++) {
+            char *buf = heap_copy(c->input, k);
+            http_request req;
+            int r = parse(buf, k, &req, headers, c->lim);
+            if (k < want) {
+                cr_expect(r == HTTP_PARSE_INCOMPLETE, "case %zu, %zu bytes: got %d (%d)", i, k, r,
+                          req.error_status);
+            } else {
+                cr_expect(r == (int)want, "case %zu, %zu bytes: got %d", i, k, r);
+                if (r == (int)want)
+                    check_fields(i, c, &req);
+            }
+            free(buf);
+        }
+    }
+}
+
+Test(parser, pipelined)
+{
+    static const char in[] = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n"
+                             "POST /b?x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi"
+                             "GET /c HTTP/1.0\r\n\r\n";
+    http_header headers[8];
+    http_limits lim = http_limits_default();
+    lim.max_headers = 8;
+    http_request req = {.headers = headers};
+    size_t off = 0;
+
+    int r = http_parse_request(in + off, sizeof(in) - 1 - off, &req, &lim);
+    cr_assert_eq(r, 28);
+    cr_expect(req.method == HTTP_GET && str_is(req.path, "/a") && req.keep_alive);
+    off += (size_t)r;
+
+    r = http_parse_request(in + off, sizeof(in) - 1 - off, &req, &lim);
+    cr_assert_eq(r, 50);
+    cr_expect(req.method == HTTP_POST && str_is(req.path, "/b") && str_is(req.query, "x"));
+    cr_expect(req.content_length == 2 && req.num_headers == 2);
+    off += (size_t)r + req.content_length;
+
+    r = http_parse_request(in + off, sizeof(in) - 1 - off, &req, &lim);
+    cr_assert_eq(r, (int)(sizeof(in) - 1 - off));
+    cr_expect(req.method == HTTP_GET && str_is(req.path, "/c") && !req.keep_alive);
+}
+
+Test(parser, fields_in_order)
+{
+    static const char in[] = "GET / HTTP/1.1\r\nHost: h\r\nX-One: 1\r\nx-two:2 \r\n\r\n";
+    http_header headers[4];
+    http_limits lim = {.max_header_bytes = 1024, .max_headers = 4, .max_body_bytes = 0};
+    http_request req = {.headers = headers};
+    cr_assert_eq(http_parse_request(in, sizeof(in) - 1, &req, &lim), (int)sizeof(in) - 1);
+    cr_assert_eq(req.num_headers, 3);
+    cr_expect(str_is(req.headers[1].name, "X-One") && str_is(req.headers[1].value, "1"));
+    cr_expect(str_is(req.headers[2].name, "x-two") && str_is(req.headers[2].value, "2"));
+    cr_expect(str_is(req.method_str, "GET") && str_is(req.target, "/"));
+    cr_expect(req.has_host);
+    cr_expect(http_request_header(&req, "X-TWO") == &req.headers[2].value);
+    cr_expect(http_request_header(&req, "x-three") == NULL);
+}
+
+/* The default limit of 100 fields: 100 pass, 101 get 431. */
+Test(parser, header_count_limit)
+{
+    static char buf[8192];
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    http_limits lim = http_limits_default();
+    for (int extra = 0; extra <= 1; extra++) {
+        size_t n = (size_t)snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n");
+        for (int i = 1; i < HTTP_MAX_HEADERS_DEFAULT + extra; i++)
+            n += (size_t)snprintf(buf + n, sizeof(buf) - n, "X-%d: %d\r\n", i, i);
+        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\r\n");
+        http_request req = {.headers = headers};
+        int r = http_parse_request(buf, n, &req, &lim);
+        if (extra) {
+            cr_expect_eq(r, HTTP_PARSE_ERROR);
+            cr_expect_eq(req.error_status, 431);
+        } else {
+            cr_expect_eq(r, (int)n);
+            cr_expect_eq(req.num_headers, HTTP_MAX_HEADERS_DEFAULT);
+        }
+    }
+}
+
+/* The default 16 KiB limit, with more bytes received than that. */
+Test(parser, header_size_limit)
+{
+    size_t size = HTTP_MAX_HEADER_BYTES_DEFAULT + 100;
+    char *buf = malloc(size);
+    cr_assert(buf != NULL);
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    http_limits lim = http_limits_default();
+    http_request req = {.headers = headers};
+
+    memset(buf, 'a', size);
+    memcpy(buf, "GET /", 5);
+    cr_expect_eq(http_parse_request(buf, size, &req, &lim), HTTP_PARSE_ERROR);
+    cr_expect_eq(req.error_status, 414);
+    /* Below the limit it is only incomplete. */
+    cr_expect_eq(http_parse_request(buf, HTTP_MAX_HEADER_BYTES_DEFAULT - 1, &req, &lim),
+                 HTTP_PARSE_INCOMPLETE);
+
+    static const char head[] = "GET / HTTP/1.1\r\nHost: a\r\nCookie: ";
+    memcpy(buf, head, sizeof(head) - 1);
+    cr_expect_eq(http_parse_request(buf, size, &req, &lim), HTTP_PARSE_ERROR);
+    cr_expect_eq(req.error_status, 431);
+    memcpy(buf + size - 4, "\r\n\r\n", 4);
+    cr_expect_eq(http_parse_request(buf, size, &req, &lim), HTTP_PARSE_ERROR);
+    cr_expect_eq(req.error_status, 431);
+    /* Exactly at the limit it fits. */
+    memcpy(buf + HTTP_MAX_HEADER_BYTES_DEFAULT - 4, "\r\n\r\n", 4);
+    cr_expect_eq(http_parse_request(buf, size, &req, &lim), (int)HTTP_MAX_HEADER_BYTES_DEFAULT);
+    free(buf);
+}
+
+Test(parser, helpers)
+{
+    cr_expect(http_str_equal_ci((http_str){"Content-Length", 14}, "content-LENGTH"));
+    cr_expect(!http_str_equal_ci((http_str){"Content-Length", 14}, "content-lengt"));
+    cr_expect(!http_str_equal_ci((http_str){"\r", 1}, "-"));
+    cr_expect(http_str_equal_ci((http_str){"", 0}, ""));
+    http_limits d = http_limits_default();
+    cr_expect_eq(d.max_header_bytes, HTTP_MAX_HEADER_BYTES_DEFAULT);
+    cr_expect_eq(d.max_headers, HTTP_MAX_HEADERS_DEFAULT);
+    cr_expect_eq(d.max_body_bytes, HTTP_MAX_BODY_BYTES_DEFAULT);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Chunked transfer coding (RFC 9112 section 7.1)                            */
+
+typedef struct chunk_case {
+    const char *input;
+    size_t len;
+    int result; /* OK (consumed = len - trailing), INCOMPLETE or ERROR */
+    int status;
+    const char *body; /* decoded, for OK and INCOMPLETE */
+    size_t body_len;
+    size_t trailing;
+    uint64_t max_body; /* 0: 1 MiB */
+} chunk_case;
+
+#define CGOOD(s, b, ...)                                                                           \
+    {                                                                                              \
+        IN(s), .result = OK, .body = (b), .body_len = sizeof(b) - 1, __VA_ARGS__                   \
+    }
+#define CMORE(s, b, ...)                                                                           \
+    {                                                                                              \
+        IN(s), .result = HTTP_PARSE_INCOMPLETE, .body = (b), .body_len = sizeof(b) - 1,            \
+               __VA_ARGS__                                                                         \
+    }
+#define CBAD(s, st, ...)                                                                           \
+    {                                                                                              \
+        IN(s), .result = HTTP_PARSE_ERROR, .status = (st), __VA_ARGS__                             \
+    }
+
+static const chunk_case chunk_cases[] = {
+    CGOOD("5\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", "hello world"),
+    CGOOD("A\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n", "0123456789abcdefghij"),
+    CGOOD("1\r\n\0\r\n0\r\n\r\n", "\0"),
+    CGOOD("0\r\n\r\n", ""),
+    CGOOD("000\r\n\r\n", ""),
+    CGOOD("0005\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("000000000000000000000005\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;foo=bar\r\nhello\r\n0;x\r\n\r\n", "hello"),
+    CGOOD("5;a=\"b c;d\"\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5 ;a\r\nhello\r\n0\t; b = 1\r\n\r\n", "hello"),
+    CGOOD("5\r\nhello\r\n0\r\nX-Trailer: 1\r\nY:2 \t\r\n\r\n", "hello"),
+    CGOOD("5\nhello\n0\n\n", "hello"),
+    CGOOD("5\nhello\r\n0\nX: y\n\r\n", "hello"),
+    CGOOD("5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\n", "hello", .trailing = 16),
+    CGOOD("5\r\nhello\r\n0\r\n\r\n", "hello", .max_body = 5),
+    CGOOD("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "abcde", .max_body = 5),
+    CMORE("5\r\nhel", "hel"),
+    CMORE("5\r\nhello\r\n0\r\n", "hello"),
+    CMORE("5\r\nhello\r\n0\r\n\r", "hello"),
+    CMORE("FFFFFFFFFFFFFFFF\r\nabc", "abc", .max_body = UINT64_MAX),
+    CMORE("", ""),
+    CBAD("FFFFFFFFFFFFFFFF\r\n", 413),
+    CBAD("10000000000000000\r\n", 400),
+    CBAD("123x\r\n", 400),
+    CBAD("x\r\n", 400),
+    CBAD("\r\n", 400),
+    CBAD(";a\r\n", 400),
+    CBAD("-1\r\n", 400),
+    CBAD("0x5\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5 \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5 x\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a\x01\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5\rhello\r\n0\r\n\r\n", 400),
+    CBAD("5\r\nhelloX\r\n0\r\n\r\n", 400),
+    CBAD("5\r\nhello world\r\n0\r\n\r\n", 400),
+    CBAD("5\r\nhello\rX0\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0\r\n\rX", 400),
+    CBAD("5\r\nhello\r\n0\r\n X: 1\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0\r\nNoColon\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0\r\n: v\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0\r\nX: a\0b\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0\r\nX: a\rb\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0\r\n\r\n", 413, .max_body = 4),
+    CBAD("3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n", 413, .max_body = 5),
+};
+
+#define NCHUNK (sizeof(chunk_cases) / sizeof(chunk_cases[0]))
+
+/* Decodes @c->input fed in pieces of the sizes in @cuts (the rest last);
+ * returns the result and the decoded bytes in @out. */
+static ssize_t chunk_feed(const chunk_case *c, const size_t *cuts, size_t ncuts, char *out,
+                          size_t *out_len, size_t *consumed, int *status)
+{
+    http_chunked_decoder d;
+    http_chunked_init(&d, c->max_body ? c->max_body : HTTP_MAX_BODY_BYTES_DEFAULT);
+    size_t off = 0;
+    ssize_t r = HTTP_PARSE_INCOMPLETE;
+    *out_len = 0;
+    *consumed = 0;
+    for (size_t i = 0; i <= ncuts && off <= c->len; i++) {
+        size_t piece = i < ncuts ? cuts[i] : c->len - off;
+        if (off + piece > c->len)
+            piece = c->len - off;
+        char *buf = heap_copy(c->input + off, piece);
+        size_t len = piece;
+        r = http_chunked_decode(&d, buf, &len);
+        memcpy(out + *out_len, buf, len);
+        *out_len += len;
+        free(buf);
+        if (r == HTTP_PARSE_ERROR)
+            break;
+        *consumed += r >= 0 ? (size_t)r : piece;
+        if (r >= 0)
+            break;
+        off += piece;
+    }
+    *status = d.error_status;
+    return r;
+}
+
+static void check_chunk(size_t i, const char *how, const chunk_case *c, ssize_t r, const char *out,
+                        size_t out_len, size_t consumed, int status)
+{
+    if (c->result == OK) {
+        cr_expect(r >= 0, "chunk case %zu (%s): got %zd (%d)", i, how, r, status);
+        cr_expect(consumed == c->len - c->trailing, "chunk case %zu (%s): consumed %zu", i, how,
+                  consumed);
+    } else {
+        cr_expect(r == c->result, "chunk case %zu (%s): got %zd, want %d", i, how, r, c->result);
+    }
+    if (c->result == HTTP_PARSE_ERROR) {
+        cr_expect(status == c->status, "chunk case %zu (%s): status %d", i, how, status);
+    } else {
+        cr_expect(out_len == c->body_len && memcmp(out, c->body, out_len) == 0,
+                  "chunk case %zu (%s): body '%.*s'", i, how, (int)out_len, out);
+    }
+}
+
+Test(chunked, table)
+{
+    char out[256];
+    for (size_t i = 0; i < NCHUNK; i++) {
+        const chunk_case *c = &chunk_cases[i];
+        size_t out_len, consumed;
+        int status;
+        ssize_t r = chunk_feed(c, NULL, 0, out, &out_len, &consumed, &status);
+        check_chunk(i, "whole", c, r, out, out_len, consumed, status);
+    }
+}
+
+/* Split in two at every byte, then fed one byte at a time: the same result. */
+Test(chunked, every_split)
+{
+    char out[256];
+    size_t ones[256];
+    for (size_t k = 0; k < 256; k++)
+        ones[k] = 1;
+    for (size_t i = 0; i < NCHUNK; i++) {
+        const chunk_case *c = &chunk_cases[i];
+        size_t out_len, consumed;
+        int status;
+        char how[32];
+        for (size_t k = 0; k <= c->len; k++) {
+            ssize_t r = chunk_feed(c, &k, 1, out, &out_len, &consumed, &status);
+            snprintf(how, sizeof(how), "split at %zu", k);
+            check_chunk(i, how, c, r, out, out_len, consumed, status);
+        }
+        cr_assert(c->len <= 256);
+        ssize_t r = chunk_feed(c, ones, c->len, out, &out_len, &consumed, &status);
+        check_chunk(i, "byte by byte", c, r, out, out_len, consumed, status);
+    }
+}
+
+/* Long extensions and trailers are bounded. */
+Test(chunked, line_limits)
+{
+    size_t size = 16 * 1024;
+    char *buf = malloc(size);
+    cr_assert(buf != NULL);
+    http_chunked_decoder d;
+
+    /* A size line of 5000 bytes of extensions. */
+    memset(buf, 'a', size);
+    memcpy(buf, "5;", 2);
+    size_t len = 5000;
+    http_chunked_init(&d, 1024);
+    cr_expect_eq(http_chunked_decode(&d, buf, &len), HTTP_PARSE_ERROR);
+    cr_expect_eq(d.error_status, 400);
+
+    /* A 9 KiB trailer section. */
+    memcpy(buf, "0\r\nX: ", 6);
+    len = 9 * 1024;
+    http_chunked_init(&d, 1024);
+    cr_expect_eq(http_chunked_decode(&d, buf, &len), HTTP_PARSE_ERROR);
+    cr_expect_eq(d.error_status, 431);
+
+    /* Once failed, it stays failed; once done, it consumes nothing more. */
+    len = 3;
+    cr_expect_eq(http_chunked_decode(&d, buf, &len), HTTP_PARSE_ERROR);
+    memcpy(buf, "0\r\n\r\n0\r\n", 8);
+    len = 8;
+    http_chunked_init(&d, 1024);
+    cr_expect_eq(http_chunked_decode(&d, buf, &len), 5);
+    len = 3;
+    cr_expect_eq(http_chunked_decode(&d, buf + 5, &len), 0);
+    cr_expect_eq(len, 0);
+    free(buf);
+}
