@@ -1,0 +1,103 @@
+/*
+ * The HTTP/1.1 server: one coroutine per connection reads requests into
+ * provided buffers, parses them in place, routes them, runs the handler and
+ * appends the response to the connection's output buffer; the responses of
+ * a pipelined batch leave in one send. Keep-alive per RFC 9112 section 9.
+ *
+ * Handlers run in the connection's coroutine and may block on coroutine
+ * I/O (net_call, net_poll, the database...). A handler must answer exactly
+ * once with one of the http_respond* functions; a handler that returns
+ * without answering gets a 500.
+ */
+#ifndef CORING_HTTP_SERVER_H
+#define CORING_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coring/core/arena.h"
+#include "coring/core/buffer.h"
+#include "coring/core/json.h"
+#include "coring/http/parser.h"
+#include "coring/http/router.h"
+#include "coring/net/runtime.h"
+
+typedef struct http_server_config {
+    http_limits limits;
+    uint64_t keepalive_timeout_ns; /* idle time allowed between requests (60 s) */
+    uint64_t header_timeout_ns;    /* time to receive a whole header section (10 s) */
+    uint64_t body_timeout_ns;      /* time allowed between two reads of a body (10 s) */
+    uint64_t send_timeout_ns;      /* time allowed for one send to progress (30 s) */
+    size_t output_flush_bytes;     /* send mid-batch once this much output is queued (64 KiB) */
+    bool access_log;               /* one log line per request */
+} http_server_config;
+
+typedef struct http_server {
+    http_server_config cfg;
+    const http_router *router;
+    /* Per worker thread, after the HTTP layer's own set-up; 0 or -errno. */
+    int (*thread_init)(void *user);
+    void (*thread_fini)(void *user);
+    /* Once listening (main thread): the place for the start-up log line. */
+    void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
+    void *user;
+} http_server;
+
+/* The request as a handler sees it. Fields above `internal` are public. */
+struct http_ctx {
+    const http_request *req;
+    http_route_params params;
+    const char *body;        /* decoded body (Content-Length or chunked); NULL if none */
+    size_t body_len;
+    cr_arena *arena;         /* freed after the response is sent */
+    struct http_ctx_internal *internal;
+};
+
+/* http_server_config_default - the defaults listed in the struct. */
+http_server_config http_server_config_default(void);
+
+/*
+ * http_serve - run @srv on the runtime configured by @net until SIGINT or
+ * SIGTERM (see net_run). Returns 0 after a clean shutdown or a negative
+ * errno when start-up failed. Main thread only; @srv must outlive the call.
+ */
+int http_serve(http_server *srv, const net_config *net);
+
+/*
+ * http_respond - answer with @status, a @content_type (NULL for none) and a
+ * body of @len bytes at @body (copied). Content-Length, Date, Server and
+ * Connection are added; for HEAD the body is left out, for 204 and 304
+ * neither body nor Content-Type/Content-Length are sent.
+ */
+void http_respond(http_ctx *ctx, int status, const char *content_type, const void *body,
+                  size_t len);
+
+/* http_respond_json - http_respond with application/json and @json's bytes. */
+void http_respond_json(http_ctx *ctx, int status, const cr_buf *json);
+
+/* http_respond_error - @status with the body {"error":"<message>"} (escaped,
+ * application/json). */
+void http_respond_error(http_ctx *ctx, int status, const char *message);
+
+/*
+ * http_add_header - add a response header before responding. @name and
+ * @value are copied into the request arena; they must not contain CR or LF
+ * (-EINVAL). Returns 0, -EINVAL, -ENOSPC (more than 8 headers) or -ENOMEM.
+ */
+int http_add_header(http_ctx *ctx, const char *name, const char *value);
+
+/*
+ * http_scratch - a per-thread buffer, emptied at each call, for building a
+ * response body. Valid until the next call on this thread (do not hold it
+ * across a yield that lets another request run).
+ */
+cr_buf *http_scratch(void);
+
+/* http_json_parser - this worker thread's JSON parser (max 1 MiB, depth 64). */
+cr_json_parser *http_json_parser(void);
+
+/* http_status_reason - "OK", "Not Found", ... for @status; "Unknown" otherwise. */
+const char *http_status_reason(int status);
+
+#endif

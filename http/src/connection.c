@@ -1,0 +1,314 @@
+/*
+ * One connection's life: read into provided buffers, parse every complete
+ * request in place, answer each into the output buffer, send the batch
+ * once, repeat until the client closes, an idle or header timeout, a
+ * framing error, `Connection: close`, or shutdown.
+ *
+ * A request that spans reads is gathered in the connection's own buffer;
+ * a request that fits one read is parsed where the kernel put it.
+ */
+#include "internal.h"
+
+#include "coring/core/coro.h"
+#include "coring/core/clock.h"
+#include "coring/core/json_writer.h"
+#include "coring/core/log.h"
+#include "coring/net/io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+enum conn_action { CONN_CONTINUE, CONN_CLOSE };
+
+typedef struct http_conn {
+    int fd;
+    const http_server *srv;
+    cr_buf in;          /* a request gathered across reads */
+    cr_buf out;         /* responses not yet sent */
+    cr_buf body;        /* a decoded chunked body */
+    bool sent_continue; /* 100 Continue sent for the request being read */
+    bool error_close;   /* closing after an error: linger to deliver it */
+} http_conn;
+
+static int flush(http_conn *c)
+{
+    if (c->out.len == 0)
+        return 0;
+    if (c->out.failed) {
+        cr_log_error("out of memory building a response: closing the connection");
+        return -ENOMEM;
+    }
+    ssize_t n = net_send_all(c->fd, c->out.data, c->out.len, c->srv->cfg.send_timeout_ns);
+    cr_buf_reset(&c->out);
+    return n < 0 ? (int)n : 0;
+}
+
+/* An error found before routing: answer it and close (RFC 9112 section 9.6
+ * and 11: after a framing error the rest of the stream cannot be trusted). */
+static void reject(http_conn *c, int status, const char *message)
+{
+    struct http_ctx_internal in = {.out = &c->out, .close = true};
+    cr_buf *b = http_scratch();
+    cr_buf_append_str(b, "{\"error\":");
+    cr_json_escape_string(b, message, strlen(message));
+    cr_buf_append(b, "}", 1);
+    http_write_response(&in, status, "application/json", b->data, b->len);
+    c->error_close = true;
+}
+
+static void log_access(const http_request *req, int status, uint64_t start_ns)
+{
+    char path[256];
+    cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
+    char method[40];
+    cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
+    cr_log_info("%s %s %d %.3f ms", method, path, status,
+                (double)(cr_clock_now_ns() - start_ns) / 1e6);
+}
+
+/* Route and run the handler for one complete request. */
+static void dispatch(http_conn *c, const http_request *req, const char *body, size_t body_len,
+                     bool close)
+{
+    uint64_t start = c->srv->cfg.access_log ? cr_clock_now_ns() : 0;
+    cr_coro *co = cr_coro_current();
+    struct http_ctx_internal in = {
+        .out = &c->out,
+        .head = req->method == HTTP_HEAD,
+        .close = close,
+        .keep_alive_10 = !close && req->minor_version == 0,
+    };
+    http_ctx ctx = {
+        .req = req,
+        .body = body,
+        .body_len = body_len,
+        .arena = cr_coro_arena(co),
+        .internal = &in,
+    };
+
+    if (req->method == HTTP_CONNECT) {
+        http_respond_error(&ctx, 501, "CONNECT is not supported");
+    } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
+        http_add_header(&ctx, "Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+        http_respond(&ctx, 204, NULL, NULL, 0);
+    } else {
+        http_route_match m;
+        switch (http_router_match(c->srv->router, req->method, req->path, &m)) {
+        case HTTP_ROUTE_FOUND:
+            ctx.params = m.params;
+            m.handler(&ctx, m.user);
+            if (!in.responded) {
+                cr_log_error("handler for %.*s answered nothing: 500",
+                             (int)req->path.len > 64 ? 64 : (int)req->path.len, req->path.ptr);
+                http_respond_error(&ctx, 500, "internal error");
+            }
+            break;
+        case HTTP_ROUTE_METHOD_NOT_ALLOWED:
+            http_add_header(&ctx, "Allow", m.allow);
+            http_respond_error(&ctx, 405, "method not allowed");
+            break;
+        case HTTP_ROUTE_NOT_FOUND:
+        default:
+            http_respond_error(&ctx, 404, "not found");
+            break;
+        }
+    }
+    if (c->srv->cfg.access_log)
+        log_access(req, in.status, start);
+}
+
+/*
+ * Answer every complete request in data[0..len). Sets *used to the bytes
+ * consumed. Returns CONN_CLOSE when the connection must close after the
+ * output is sent.
+ */
+static enum conn_action process(http_conn *c, char *data, size_t len, size_t *used)
+{
+    const http_server_config *cfg = &c->srv->cfg;
+    http_header headers[cfg->limits.max_headers ? cfg->limits.max_headers : 1];
+    size_t pos = 0;
+    enum conn_action action = CONN_CONTINUE;
+
+    while (pos < len) {
+        http_request req = {.headers = headers};
+        int r = http_parse_request(data + pos, len - pos, &req, &cfg->limits);
+        if (r == HTTP_PARSE_INCOMPLETE)
+            break;
+        if (r == HTTP_PARSE_ERROR) {
+            reject(c, req.error_status, req.error ? req.error : "bad request");
+            action = CONN_CLOSE;
+            pos = len;
+            break;
+        }
+        size_t head = (size_t)r;
+        size_t avail = len - pos - head;
+        const char *body = NULL;
+        size_t body_len = 0, consumed = head;
+
+        if (req.chunked) {
+            /* Decode a copy, so that an incomplete body leaves the input
+             * untouched for the next attempt. */
+            cr_buf_reset(&c->body);
+            if (cr_buf_append(&c->body, data + pos + head, avail) < 0) {
+                reject(c, 500, "out of memory");
+                action = CONN_CLOSE;
+                pos = len;
+                break;
+            }
+            http_chunked_decoder dec;
+            http_chunked_init(&dec, cfg->limits.max_body_bytes);
+            size_t n = avail;
+            ssize_t done = http_chunked_decode(&dec, c->body.data, &n);
+            if (done == HTTP_PARSE_ERROR) {
+                reject(c, dec.error_status ? dec.error_status : 400, "malformed chunked body");
+                action = CONN_CLOSE;
+                pos = len;
+                break;
+            }
+            if (done == HTTP_PARSE_INCOMPLETE) {
+                if (req.expect_continue && !c->sent_continue) {
+                    cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+                    c->sent_continue = true;
+                }
+                break;
+            }
+            body = c->body.data;
+            body_len = n;
+            consumed += (size_t)done;
+        } else if (req.content_length > 0) {
+            if (avail < req.content_length) {
+                if (req.expect_continue && !c->sent_continue) {
+                    cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+                    c->sent_continue = true;
+                }
+                break;
+            }
+            body = data + pos + head;
+            body_len = (size_t)req.content_length;
+            consumed += body_len;
+        }
+
+        c->sent_continue = false;
+        bool close = !req.keep_alive || net_draining();
+        dispatch(c, &req, body, body_len, close);
+        pos += consumed;
+        if (close) {
+            action = CONN_CLOSE;
+            break;
+        }
+        if (c->out.len >= cfg->output_flush_bytes && flush(c) < 0) {
+            action = CONN_CLOSE;
+            break;
+        }
+    }
+    *used = pos;
+    return action;
+}
+
+/* Is a request that is still being received over what we would accept? */
+static bool pending_too_large(const http_conn *c, size_t pending)
+{
+    const http_limits *l = &c->srv->cfg.limits;
+    /* Headers, body, and the chunked coding's overhead. */
+    return pending > l->max_header_bytes + 2 * l->max_body_bytes + 4096;
+}
+
+/* After an error response: stop writing, then read and discard what the
+ * client still sends for a short while, so that closing does not reset
+ * the connection before the client has read our answer. */
+static void linger(http_conn *c)
+{
+    shutdown(c->fd, SHUT_WR);
+    net_task_set_idle(true); /* shutdown need not wait for this */
+    char sink[4096];
+    size_t total = 0;
+    uint64_t deadline = cr_clock_now_ns() + 2 * CR_NS_PER_S;
+    while (total < 1024 * 1024) {
+        uint64_t now = cr_clock_now_ns();
+        if (now >= deadline)
+            break;
+        ssize_t n = net_recv(c->fd, sink, sizeof(sink), deadline - now);
+        if (n <= 0)
+            break;
+        total += (size_t)n;
+    }
+}
+
+void http_connection_main(int fd, void *server)
+{
+    http_conn c = {.fd = fd, .srv = server};
+    const http_server_config *cfg = &c.srv->cfg;
+    cr_arena *arena = cr_coro_arena(cr_coro_current());
+
+    for (;;) {
+        bool partial = c.in.len > 0;
+        if (!partial) {
+            if (net_draining())
+                break;
+            net_task_set_idle(true);
+        }
+        uint64_t timeout = !partial
+                               ? cfg->keepalive_timeout_ns
+                               : (c.sent_continue ? cfg->body_timeout_ns : cfg->header_timeout_ns);
+        /* Fallback when the provided buffers are all in use: read straight
+         * into the connection's own buffer. */
+        if (cr_buf_reserve(&c.in, 16 * 1024) < 0)
+            break;
+        net_rbuf rb;
+        ssize_t n = net_recv_provided(fd, &rb, c.in.data + c.in.len, c.in.cap - c.in.len, timeout);
+        net_task_set_idle(false);
+        if (n <= 0) {
+            if (n == -ETIMEDOUT && partial) {
+                reject(&c, 408, "request timeout");
+                flush(&c);
+            }
+            break;
+        }
+
+        char *data;
+        size_t len;
+        bool in_place = false;
+        if (!rb.provided) {
+            c.in.len += (size_t)n;
+            data = c.in.data;
+            len = c.in.len;
+        } else if (c.in.len == 0) {
+            data = rb.data;
+            len = rb.len;
+            in_place = true;
+        } else {
+            int err = cr_buf_append(&c.in, rb.data, rb.len);
+            net_rbuf_release(&rb);
+            if (err < 0)
+                break;
+            data = c.in.data;
+            len = c.in.len;
+        }
+
+        size_t used = 0;
+        enum conn_action action = process(&c, data, len, &used);
+        if (in_place) {
+            if (used < len && action == CONN_CONTINUE &&
+                cr_buf_append(&c.in, data + used, len - used) < 0)
+                action = CONN_CLOSE;
+            net_rbuf_release(&rb);
+        } else {
+            cr_buf_consume(&c.in, used);
+        }
+        if (action == CONN_CONTINUE && pending_too_large(&c, c.in.len)) {
+            reject(&c, 413, "request too large");
+            action = CONN_CLOSE;
+        }
+        int sent = flush(&c);
+        cr_arena_reset(arena);
+        if (action == CONN_CLOSE || sent < 0)
+            break;
+    }
+    if (c.error_close)
+        linger(&c);
+    net_close(fd);
+    cr_buf_free(&c.in);
+    cr_buf_free(&c.out);
+    cr_buf_free(&c.body);
+}

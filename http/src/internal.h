@@ -1,0 +1,44 @@
+/*
+ * Internal to http/: per-request state behind http_ctx, and the per-thread
+ * state of the HTTP layer. Not a public header.
+ */
+#ifndef CORING_HTTP_INTERNAL_H
+#define CORING_HTTP_INTERNAL_H
+
+#include "coring/http/server.h"
+
+#define HTTP_MAX_EXTRA_HEADERS 8
+
+struct http_ctx_internal {
+    cr_buf *out;             /* the connection's output buffer */
+    bool responded;
+    bool head;               /* HEAD request: no body in the response */
+    bool close;              /* add Connection: close */
+    bool keep_alive_10;      /* HTTP/1.0 keep-alive: say so */
+    int status;
+    size_t num_extra;
+    const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
+    const char *extra_value[HTTP_MAX_EXTRA_HEADERS];
+};
+
+/* Per worker thread. */
+typedef struct http_thread {
+    cr_json_parser *json;
+    cr_buf scratch;
+    char date[30];           /* IMF-fixdate, refreshed once a second */
+    long date_second;
+} http_thread;
+
+extern _Thread_local http_thread *http_tl;
+
+/* Append a complete response to @out (internal form of http_respond). */
+void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
+                         const void *body, size_t len);
+
+/* The current HTTP date for this thread (formatted at most once a second). */
+const char *http_date_now(void);
+
+/* The connection coroutine: net_hooks.on_connection. */
+void http_connection_main(int fd, void *server);
+
+#endif

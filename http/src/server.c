@@ -1,0 +1,74 @@
+/*
+ * http_serve: wires the HTTP layer onto the per-core runtime. Each worker
+ * thread gets its own JSON parser and scratch buffer (no sharing between
+ * cores), then the application's per-thread set-up runs.
+ */
+#include "internal.h"
+
+#include "coring/core/clock.h"
+#include "coring/core/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+http_server_config http_server_config_default(void)
+{
+    return (http_server_config){
+        .limits = http_limits_default(),
+        .keepalive_timeout_ns = 60 * CR_NS_PER_S,
+        .header_timeout_ns = 10 * CR_NS_PER_S,
+        .body_timeout_ns = 10 * CR_NS_PER_S,
+        .send_timeout_ns = 30 * CR_NS_PER_S,
+        .output_flush_bytes = 64 * 1024,
+        .access_log = false,
+    };
+}
+
+static int thread_init(void *user)
+{
+    http_server *srv = user;
+    http_thread *t = calloc(1, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    t->json = cr_json_parser_create(srv->cfg.limits.max_body_bytes, 64);
+    if (!t->json) {
+        free(t);
+        return -ENOMEM;
+    }
+    t->date_second = -1;
+    http_tl = t;
+    return srv->thread_init ? srv->thread_init(srv->user) : 0;
+}
+
+static void thread_fini(void *user)
+{
+    http_server *srv = user;
+    if (srv->thread_fini)
+        srv->thread_fini(srv->user);
+    http_thread *t = http_tl;
+    if (t) {
+        cr_json_parser_destroy(t->json);
+        cr_buf_free(&t->scratch);
+        free(t);
+        http_tl = NULL;
+    }
+}
+
+static void on_listening(const char *host, uint16_t port, unsigned threads, void *user)
+{
+    http_server *srv = user;
+    if (srv->on_listening)
+        srv->on_listening(host, port, threads, srv->user);
+}
+
+int http_serve(http_server *srv, const net_config *net)
+{
+    net_hooks hooks = {
+        .thread_init = thread_init,
+        .thread_fini = thread_fini,
+        .on_connection = http_connection_main,
+        .on_listening = on_listening,
+        .user = srv,
+    };
+    return net_run(net, &hooks);
+}
