@@ -1,0 +1,261 @@
+/*
+ * coring: the server binary. Parses the command line, mounts the chosen
+ * apps on one router and serves them on every core until SIGINT/SIGTERM.
+ */
+#include "coring/apps/apps.h"
+#include "coring/core/clock.h"
+#include "coring/core/coro.h"
+#include "coring/core/log.h"
+#include "coring/http/server.h"
+#include "coring/net/runtime.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CORING_VERSION
+#define CORING_VERSION "0.0.0"
+#endif
+
+static const app_def *const all_apps[] = {&app_hello, &app_todo};
+#define NUM_APPS (sizeof(all_apps) / sizeof(all_apps[0]))
+
+static const app_def *mounted[NUM_APPS];
+static size_t num_mounted;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: coring [options]\n"
+            "\n"
+            "A HTTP/1.1 server with one io_uring per CPU core.\n"
+            "\n"
+            "Options:\n"
+            "  --host ADDR              numeric IPv4/IPv6 address to listen on (default 0.0.0.0)\n"
+            "  --port N                 TCP port (default 8080; 0 picks a free one)\n"
+            "  --threads N              worker threads (default: CPUs in the affinity mask)\n"
+            "  --apps LIST              comma-separated apps to mount (default: all)\n"
+            "  --stack-size KIB         coroutine stack size (default 64)\n"
+            "  --keepalive-timeout S    idle keep-alive timeout, seconds (default 60)\n"
+            "  --header-timeout S       time to receive request headers, seconds (default 10)\n"
+            "  --body-timeout S         time allowed between body reads, seconds (default 10)\n"
+            "  --shutdown-timeout S     drain deadline on SIGINT/SIGTERM, seconds (default 10)\n"
+            "  --max-header-bytes N     request line + headers limit (default 16384)\n"
+            "  --max-headers N          header count limit (default 100)\n"
+            "  --max-body-bytes N       request body limit (default 1048576)\n"
+            "  --max-connections N      open connections limit (default: from RLIMIT_NOFILE)\n"
+            "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
+            "  --access-log             log one line per request\n"
+            "  --help                   show this help and exit\n"
+            "  --version                show the version and exit\n"
+            "\n"
+            "Apps:\n");
+    for (size_t i = 0; i < NUM_APPS; i++)
+        fprintf(f, "  %-8s %s\n", all_apps[i]->name, all_apps[i]->summary);
+}
+
+/* Parse a whole decimal number in [min, max]; exits with a message if not. */
+static unsigned long long number(const char *flag, const char *s, unsigned long long min,
+                                 unsigned long long max)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || *s == '-' || v < min || v > max) {
+        fprintf(stderr, "coring: %s: expected a number from %llu to %llu, got '%s'\n", flag, min,
+                max, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void select_apps(const char *list)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        const app_def *found = NULL;
+        for (size_t i = 0; i < NUM_APPS; i++)
+            if (strcmp(all_apps[i]->name, name) == 0)
+                found = all_apps[i];
+        if (!found) {
+            fprintf(stderr, "coring: --apps: unknown app '%s' (known:", name);
+            for (size_t i = 0; i < NUM_APPS; i++)
+                fprintf(stderr, " %s", all_apps[i]->name);
+            fprintf(stderr, ")\n");
+            exit(2);
+        }
+        bool dup = false;
+        for (size_t i = 0; i < num_mounted; i++)
+            dup = dup || mounted[i] == found;
+        if (!dup)
+            mounted[num_mounted++] = found;
+    }
+    if (num_mounted == 0) {
+        fprintf(stderr, "coring: --apps: no app given\n");
+        exit(2);
+    }
+}
+
+static int apps_thread_init(void *user)
+{
+    (void)user;
+    for (size_t i = 0; i < num_mounted; i++)
+        if (mounted[i]->thread_init) {
+            int err = mounted[i]->thread_init();
+            if (err < 0) {
+                cr_log_error("app %s: per-thread set-up failed: %s", mounted[i]->name,
+                             cr_strerror(err));
+                return err;
+            }
+        }
+    return 0;
+}
+
+static void apps_thread_fini(void *user)
+{
+    (void)user;
+    for (size_t i = num_mounted; i-- > 0;)
+        if (mounted[i]->thread_fini)
+            mounted[i]->thread_fini();
+}
+
+static void on_listening(const char *host, uint16_t port, unsigned threads, void *user)
+{
+    (void)user;
+    char names[128] = "";
+    for (size_t i = 0; i < num_mounted; i++) {
+        if (i)
+            strncat(names, ",", sizeof(names) - strlen(names) - 1);
+        strncat(names, mounted[i]->name, sizeof(names) - strlen(names) - 1);
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    cr_log_info("coring %s listening on http://%s%s%s:%u threads=%u apps=%s", CORING_VERSION,
+                v6 ? "[" : "", host, v6 ? "]" : "", port, threads, names);
+}
+
+int main(int argc, char **argv)
+{
+    net_config net = net_config_default();
+    http_server_config http = http_server_config_default();
+    const char *apps = NULL;
+
+    enum {
+        OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
+        OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
+        OPT_MAX_CONN, OPT_LOG_LEVEL, OPT_ACCESS_LOG, OPT_HELP, OPT_VERSION,
+    };
+    static const struct option options[] = {
+        {"host", required_argument, NULL, OPT_HOST},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"apps", required_argument, NULL, OPT_APPS},
+        {"stack-size", required_argument, NULL, OPT_STACK},
+        {"keepalive-timeout", required_argument, NULL, OPT_KEEPALIVE},
+        {"header-timeout", required_argument, NULL, OPT_HEADER},
+        {"body-timeout", required_argument, NULL, OPT_BODY},
+        {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
+        {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
+        {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
+        {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {0},
+    };
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_HOST: net.host = optarg; break;
+        case OPT_PORT: net.port = (uint16_t)number("--port", optarg, 0, 65535); break;
+        case OPT_THREADS: net.threads = (unsigned)number("--threads", optarg, 1, 1024); break;
+        case OPT_APPS: apps = optarg; break;
+        case OPT_STACK: net.stack_size = number("--stack-size", optarg, 16, 65536) * 1024; break;
+        case OPT_KEEPALIVE:
+            http.keepalive_timeout_ns = number("--keepalive-timeout", optarg, 1, 86400) * CR_NS_PER_S;
+            break;
+        case OPT_HEADER:
+            http.header_timeout_ns = number("--header-timeout", optarg, 1, 3600) * CR_NS_PER_S;
+            break;
+        case OPT_BODY:
+            http.body_timeout_ns = number("--body-timeout", optarg, 1, 3600) * CR_NS_PER_S;
+            break;
+        case OPT_SHUTDOWN:
+            net.shutdown_timeout_ns = number("--shutdown-timeout", optarg, 0, 3600) * CR_NS_PER_S;
+            break;
+        case OPT_MAX_HEADER_BYTES:
+            http.limits.max_header_bytes = number("--max-header-bytes", optarg, 256, 1 << 20);
+            break;
+        case OPT_MAX_HEADERS:
+            http.limits.max_headers = number("--max-headers", optarg, 1, 1000);
+            break;
+        case OPT_MAX_BODY:
+            http.limits.max_body_bytes = number("--max-body-bytes", optarg, 0, 1ull << 30);
+            break;
+        case OPT_MAX_CONN:
+            net.max_connections = (unsigned)number("--max-connections", optarg, 1, UINT_MAX);
+            break;
+        case OPT_LOG_LEVEL: {
+            int level = cr_log_parse_level(optarg);
+            if (level < 0) {
+                fprintf(stderr, "coring: --log-level: expected debug, info, warn, error or off\n");
+                return 2;
+            }
+            cr_log_set_level((cr_log_level)level);
+            break;
+        }
+        case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_HELP: usage(stdout); return 0;
+        case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
+        default:
+            if (optopt)
+                fprintf(stderr, "coring: option '%s' needs no value or is unknown\n", argv[optind - 1]);
+            else
+                fprintf(stderr, "coring: unknown option '%s'\n", argv[optind - 1]);
+            fprintf(stderr, "Try 'coring --help'.\n");
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "coring: unexpected argument '%s'\nTry 'coring --help'.\n", argv[optind]);
+        return 2;
+    }
+
+    if (apps) {
+        select_apps(apps);
+    } else {
+        for (size_t i = 0; i < NUM_APPS; i++)
+            mounted[num_mounted++] = all_apps[i];
+    }
+
+    http_router *router = http_router_create();
+    if (!router) {
+        fprintf(stderr, "coring: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < num_mounted; i++) {
+        int err = mounted[i]->mount(router);
+        if (err < 0) {
+            cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
+            return 1;
+        }
+    }
+
+    http_server srv = {
+        .cfg = http,
+        .router = router,
+        .thread_init = apps_thread_init,
+        .thread_fini = apps_thread_fini,
+        .on_listening = on_listening,
+    };
+    int ret = http_serve(&srv, &net);
+    http_router_destroy(router);
+    return ret == 0 ? 0 : 1;
+}
