@@ -1,0 +1,257 @@
+#!/usr/bin/python3
+"""Integration tests of the coring process: command line, start-up, timeouts, limits
+and graceful shutdown (SIGTERM/SIGINT). Servers here run with --threads 1 unless a
+test says otherwise."""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import json  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+import coring_server as cs  # noqa: E402
+
+H = b"Host: 127.0.0.1\r\n"
+
+
+def run_cli(*args, timeout=10):
+    """Run the binary with @args; return CompletedProcess (text). Fails on a hang."""
+    try:
+        return subprocess.run([cs.binary()] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout, text=True, errors="replace")
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("coring %s did not exit within %d s (stderr so far %r)"
+                             % (" ".join(args), timeout, e.stderr)) from None
+
+
+class CommandLineTest(cs.CoringTestCase):
+    def test_help(self):
+        r = run_cli("--help")
+        self.assertEqual(r.returncode, 0, "--help exit status; stderr %r" % r.stderr)
+        self.assertRegex(r.stdout, r"(?i)usage", "--help stdout has no usage: %r" % r.stdout)
+        for flag in ("--host", "--port", "--threads", "--apps", "--keepalive-timeout", "--shutdown-timeout",
+                     "--max-body-bytes", "--log-level", "--version"):
+            self.assertIn(flag, r.stdout, "--help does not mention %s" % flag)
+        self.assertNotIn("listening on", r.stderr, "--help started a server")
+
+    def test_version(self):
+        r = run_cli("--version")
+        self.assertEqual(r.returncode, 0, "--version exit status; stderr %r" % r.stderr)
+        want = cs.option("expect_version")
+        out = r.stdout.strip()
+        if want:
+            self.assertIn(want, out, "--version printed %r, expected it to contain %r" % (out, want))
+        else:
+            self.assertRegex(out, r"\b\d+\.\d+\.\d+\b", "--version printed no version: %r" % out)
+        self.assertLessEqual(len(out.splitlines()), 3, "--version output is long: %r" % out)
+        self.assertNotIn("listening on", r.stderr, "--version started a server")
+
+    def test_unknown_flag(self):
+        r = run_cli("--no-such-flag")
+        self.assertNotEqual(r.returncode, 0, "unknown flag accepted; stderr %r" % r.stderr)
+        self.assertGreater(r.returncode, 0, "unknown flag: killed by signal %d" % -r.returncode)
+        self.assertIn("no-such-flag", r.stderr, "stderr does not name the unknown flag: %r" % r.stderr)
+        self.assertNotIn("listening on", r.stderr)
+
+    def test_bad_values(self):
+        for args in (["--port", "notaport"], ["--port", "70000"], ["--threads", "-2"], ["--threads", "x"],
+                     ["--log-level", "loud"], ["--apps", "hello,nosuchapp"], ["--max-body-bytes", "lots"],
+                     ["--port"]):
+            r = run_cli(*args)
+            self.assertGreater(r.returncode, 0, "%s: exit status %d (stderr %r)" % (args, r.returncode, r.stderr))
+            self.assertTrue(r.stderr.strip(), "%s: nothing on stderr" % args)
+            self.assertNotIn("listening on", r.stderr, "%s started a server" % args)
+
+    def test_port_in_use(self):
+        blocker = socket.socket()
+        self.addCleanup(blocker.close)
+        blocker.bind((cs.HOST, 0))  # no SO_REUSEPORT: coring cannot share this port
+        blocker.listen(1)
+        port = blocker.getsockname()[1]
+        r = run_cli("--host", cs.HOST, "--port", str(port), "--threads", "1")
+        self.assertGreater(r.returncode, 0, "started on a port already in use? stderr %r" % r.stderr)
+        self.assertNotIn("listening on", r.stderr)
+        self.assertTrue(r.stderr.strip(), "no error message for a port in use")
+
+
+class ServerTestBase(cs.CoringTestCase):
+    def start(self, threads=1, args=(), apps="hello,todo"):
+        srv = cs.CoringServer(threads=threads, apps=apps, args=list(args))
+        srv.start()
+        self.addCleanup(srv.kill)
+        return srv
+
+    def connect(self, srv, **kw):
+        c = srv.connect(**kw)
+        self.addCleanup(c.close)
+        return c
+
+
+class StartupTest(ServerTestBase):
+    def test_listening_line_and_serving(self):
+        srv = self.start(threads=1)
+        self.assertEqual(srv.host, cs.HOST, "listening line host: %s" % srv.stderr_text(5))
+        self.assertGreater(srv.port, 0)
+        resp = self.connect(srv).request("GET", "/")
+        self.assertEqual(resp.status, 200, repr(resp))
+        srv.stop(expect_status=0)
+
+    def test_apps_hello_only(self):
+        srv = self.start(apps="hello")
+        c = self.connect(srv)
+        self.assertEqual(c.request("GET", "/json").status, 200)
+        self.assertJsonError(c.request("GET", "/todos"), 404, "GET /todos with --apps hello")
+        srv.stop(expect_status=0)
+
+    def test_apps_todo_only(self):
+        srv = self.start(apps="todo")
+        c = self.connect(srv)
+        self.assertEqual(c.request("GET", "/health").status, 200)
+        self.assertJsonError(c.request("GET", "/plaintext"), 404, "GET /plaintext with --apps todo")
+        srv.stop(expect_status=0)
+
+    def test_limits_flags(self):
+        srv = self.start(args=["--max-body-bytes", "100", "--max-header-bytes", "4096", "--max-headers", "10"])
+        ok = json.dumps({"title": "t" * 80}).encode()  # 95 bytes
+        with srv.connect() as c:
+            resp = c.request("POST", "/todos", {"Content-Type": "application/json"}, ok)
+            self.assertEqual(resp.status, 201, "95-byte body with --max-body-bytes 100: %r" % resp)
+        big = json.dumps({"title": "t" * 100}).encode()
+        cases = [
+            ("101+ byte body", cs.build_request("POST", "/todos", {"Content-Type": "application/json"}, big), 413),
+            ("5 KiB header section", cs.build_request("GET", "/", {"X-Pad": "p" * 5000}), 431),
+            ("11 header fields", cs.build_request("GET", "/", [("X-H%d" % i, "v") for i in range(10)]), 431),
+        ]
+        for name, data, status in cases:
+            with srv.connect() as c:
+                c.send(data)
+                self.assertJsonError(c.read_response(), status, name)
+                self.assertTrue(c.closed_by_peer(), "%s: connection not closed" % name)
+        srv.stop(expect_status=0)
+
+
+class TimeoutTest(ServerTestBase):
+    def test_keepalive_timeout(self):
+        srv = self.start(args=["--keepalive-timeout", "1"])
+        c = self.connect(srv)
+        self.assertEqual(c.request("GET", "/").status, 200)
+        t0 = time.monotonic()
+        self.assertTrue(c.closed_by_peer(timeout=4), "idle connection still open 4 s after its last "
+                        "response with --keepalive-timeout 1")
+        self.assertGreater(time.monotonic() - t0, 0.5, "idle connection closed long before the keep-alive timeout")
+        self.assertEqual(self.connect(srv).request("GET", "/").status, 200)
+        srv.stop(expect_status=0)
+
+    def test_header_timeout(self):
+        srv = self.start(args=["--header-timeout", "1", "--keepalive-timeout", "30"])
+        c = self.connect(srv)
+        c.send(b"GET / HTTP/1.1\r\nHo")
+        t0 = time.monotonic()
+        c.sock.settimeout(4)
+        try:
+            resp = c.read_response()
+        except cs.ProtocolError:
+            resp = None  # closed without a response: acceptable
+        except socket.timeout:
+            self.fail("a request stuck in its headers was not timed out within 4 s (--header-timeout 1)")
+        if resp is not None:
+            self.assertJsonError(resp, 408, "header timeout")
+            self.assertTrue(c.closed_by_peer(4), "connection open after 408")
+        self.assertGreater(time.monotonic() - t0, 0.5, "timed out long before --header-timeout")
+        self.assertEqual(self.connect(srv).request("GET", "/").status, 200)
+        srv.stop(expect_status=0)
+
+
+class ShutdownTest(ServerTestBase):
+    def test_sigterm_with_idle_keepalive_connection(self):
+        srv = self.start(args=["--shutdown-timeout", "10"])
+        c = self.connect(srv)
+        self.assertEqual(c.request("GET", "/").status, 200)
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        status = srv.wait(3)
+        elapsed = time.monotonic() - t0
+        self.assertIsNotNone(status, "not exited 3 s after SIGTERM with one idle keep-alive connection "
+                             "(--shutdown-timeout 10); stderr:\n" + srv.stderr_text())
+        self.assertEqual(status, 0, "exit status after SIGTERM; stderr:\n" + srv.stderr_text())
+        self.assertLess(elapsed, 3)
+        self.assertTrue(c.closed_by_peer(timeout=2), "idle connection not closed at shutdown")
+
+    def test_sigint(self):
+        srv = self.start(args=["--shutdown-timeout", "10"])
+        self.assertEqual(self.connect(srv).request("GET", "/json").status, 200)
+        srv.stop(expect_status=0, timeout=3, sig=signal.SIGINT)
+
+    def drain(self, threads):
+        srv = self.start(threads=threads, args=["--shutdown-timeout", "10"])
+        body = b'{"title":"drained!"}'
+        self.assertEqual(len(body), 20)
+        c = self.connect(srv, nodelay=True)
+        c.send(b"POST /todos HTTP/1.1\r\n" + H + b"Content-Type: application/json\r\nContent-Length: 20\r\n\r\n"
+               + body[:10])
+        time.sleep(0.3)  # let the server read the headers and wait for the body
+        srv.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        refused = False
+        while time.monotonic() < deadline:
+            if not cs.can_connect(srv.port, timeout=0.5):
+                refused = True
+                break
+            time.sleep(0.05)
+        self.assertTrue(refused, "new connections still accepted 3 s after SIGTERM")
+        self.assertIsNone(srv.proc.poll(), "exited (status %r) with a request in flight; stderr:\n%s"
+                          % (srv.proc.poll(), srv.stderr_text()))
+        c.send(body[10:])
+        try:
+            resp = c.read_response("POST")
+        except cs.ProtocolError as e:
+            self.fail("in-flight request not answered after SIGTERM: %s; stderr:\n%s" % (e, srv.stderr_text()))
+        self.assertEqual(resp.status, 201, "in-flight POST after SIGTERM: %r" % resp)
+        self.assertCommonHeaders(resp, "drained POST")
+        self.assertEqual(resp.json()["title"], "drained!")
+        self.assertTrue(c.closed_by_peer(timeout=3), "connection kept open after the drained response")
+        status = srv.wait(5)
+        self.assertIsNotNone(status, "not exited 5 s after its last request was answered; stderr:\n"
+                             + srv.stderr_text())
+        self.assertEqual(status, 0, "exit status after draining; stderr:\n" + srv.stderr_text())
+
+    def test_sigterm_drains_inflight_request(self):
+        self.drain(threads=1)
+
+    def test_sigterm_drains_inflight_request_two_threads(self):
+        self.drain(threads=2)
+
+    def test_shutdown_timeout_bounds_exit(self):
+        srv = self.start(threads=2, args=["--shutdown-timeout", "2"])
+        c = self.connect(srv)
+        c.send(b"POST /todos HTTP/1.1\r\n" + H + b"Content-Length: 50\r\n\r\n{")  # never completed
+        idle = self.connect(srv)
+        self.assertEqual(idle.request("GET", "/").status, 200)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        status = srv.wait(6)
+        self.assertIsNotNone(status, "not exited 6 s after SIGTERM with --shutdown-timeout 2; stderr:\n"
+                             + srv.stderr_text())
+        self.assertLess(time.monotonic() - t0, 5, "exit took longer than the shutdown timeout allows")
+        self.assertEqual(status, 0, "exit status after the shutdown timeout; stderr:\n" + srv.stderr_text())
+        self.assertTrue(c.closed_by_peer(timeout=1), "stuck connection not closed at exit")
+
+    def test_sigterm_after_traffic_on_many_connections(self):
+        srv = self.start(threads=2, args=["--shutdown-timeout", "10"])
+        conns = [self.connect(srv) for _ in range(50)]
+        for c in conns:
+            self.assertEqual(c.request("GET", "/plaintext").status, 200)
+        srv.stop(expect_status=0, timeout=3)
+        for i, c in enumerate(conns):
+            self.assertTrue(c.closed_by_peer(timeout=1), "connection %d open after exit" % i)
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(cs.SOCK_TIMEOUT)
+    cs.main()

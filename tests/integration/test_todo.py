@@ -1,0 +1,415 @@
+#!/usr/bin/python3
+"""Integration tests of the todo app (and the hello routes' 404/405 neighbours)."""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import json  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+
+import coring_server as cs  # noqa: E402
+
+JSON_HDR = {"Content-Type": "application/json"}
+NOBODY = object()  # error(): send no body
+U64_MAX = 18446744073709551615
+
+
+class TodoTest(cs.CoringTestCase):
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cs.CoringServer(threads=2).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop(expect_status=0)
+
+    def setUp(self):
+        self.conn = self.server.connect()
+
+    def tearDown(self):
+        self.conn.close()
+
+    # -- helpers ----------------------------------------------------------
+    def req(self, method, path, body=None, headers=None, conn=None):
+        h = dict(JSON_HDR) if body is not None else {}
+        h.update(headers or {})
+        resp = (conn or self.conn).request(method, path, h, body)
+        self.assertCommonHeaders(resp, "%s %s" % (method, path))
+        if method != "HEAD" and resp.status not in (204, 304):
+            self.assertEqual(int(resp.header("Content-Length")), len(resp.body),
+                             "Content-Length vs body for %s %s" % (method, path))
+        return resp
+
+    def assertJsonType(self, resp, what):
+        self.assertTrue(resp.header("Content-Type", "").lower().startswith("application/json"),
+                        "%s: Content-Type %r is not application/json" % (what, resp.header("Content-Type")))
+
+    def assertTodo(self, doc, title=None, completed=None, what=""):
+        self.assertIsInstance(doc, dict, "%s: todo is not an object: %r" % (what, doc))
+        self.assertEqual(set(doc), {"id", "title", "completed"}, "%s: todo fields: %r" % (what, doc))
+        self.assertIsInstance(doc["id"], int, "%s: id is not an integer: %r" % (what, doc))
+        self.assertNotIsInstance(doc["id"], bool, "%s: id is a bool: %r" % (what, doc))
+        self.assertTrue(0 <= doc["id"] <= U64_MAX, "%s: id not a u64: %r" % (what, doc))
+        self.assertIsInstance(doc["title"], str, "%s: title: %r" % (what, doc))
+        self.assertIsInstance(doc["completed"], bool, "%s: completed: %r" % (what, doc))
+        if title is not None:
+            self.assertEqual(doc["title"], title, "%s: title" % what)
+        if completed is not None:
+            self.assertEqual(doc["completed"], completed, "%s: completed" % what)
+
+    def create(self, title, completed=None, conn=None):
+        body = {"title": title}
+        if completed is not None:
+            body["completed"] = completed
+        resp = self.req("POST", "/todos", body, conn=conn)
+        self.assertEqual(resp.status, 201, "POST /todos %r: %r" % (body, resp))
+        self.assertJsonType(resp, "POST /todos")
+        doc = resp.json()
+        self.assertTodo(doc, title, bool(completed), "POST /todos")
+        self.assertEqual(resp.header("Location"), "/todos/%d" % doc["id"], "Location header: %r" % resp)
+        return doc
+
+    def error(self, method, path, body, status, what=None):
+        """@body: bytes sent as is, NOBODY, or a Python value sent as JSON."""
+        h = dict(JSON_HDR) if body is not NOBODY else {}
+        if body is NOBODY:
+            body = None
+        elif not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+        resp = self.conn.request(method, path, h, body)
+        self.assertJsonError(resp, status, what or "%s %s %r" % (method, path, body))
+        return resp
+
+    def all_todos(self):
+        resp = self.req("GET", "/todos")
+        self.assertEqual(resp.status, 200, "GET /todos: %r" % resp)
+        self.assertJsonType(resp, "GET /todos")
+        docs = resp.json()
+        self.assertIsInstance(docs, list, "GET /todos is not an array: %r" % resp.body[:300])
+        for d in docs:
+            self.assertTodo(d, what="GET /todos item")
+        ids = [d["id"] for d in docs]
+        self.assertEqual(ids, sorted(ids), "GET /todos not ordered by id: %r" % ids)
+        self.assertEqual(len(ids), len(set(ids)), "GET /todos has duplicate ids: %r" % ids)
+        return docs
+
+    # -- health -----------------------------------------------------------
+    def test_health(self):
+        resp = self.req("GET", "/health")
+        self.assertEqual((resp.status, resp.body), (200, b"OK"), repr(resp))
+
+    def test_head_health(self):
+        get = self.req("GET", "/health")
+        head = self.req("HEAD", "/health")
+        self.assertEqual(head.status, 200, repr(head))
+        self.assertEqual(head.header("Content-Length"), get.header("Content-Length"), repr(head))
+        self.assertEqual(head.header("Content-Type"), get.header("Content-Type"), repr(head))
+        # No body: the next response on this connection must start right away.
+        self.assertEqual(self.req("GET", "/health").body, b"OK")
+
+    # -- create / read ----------------------------------------------------
+    def test_create_default_not_completed(self):
+        doc = self.create("buy milk")
+        self.assertFalse(doc["completed"])
+
+    def test_create_completed_true(self):
+        self.create("done already", completed=True)
+
+    def test_create_completed_false_explicit(self):
+        self.create("explicitly not done", completed=False)
+
+    def test_get_one(self):
+        doc = self.create("read me back", completed=True)
+        resp = self.req("GET", "/todos/%d" % doc["id"])
+        self.assertEqual(resp.status, 200, repr(resp))
+        self.assertJsonType(resp, "GET /todos/{id}")
+        self.assertEqual(resp.json(), doc)
+
+    def test_get_one_from_other_connections(self):
+        # Connections land on either thread; a todo must be visible from all of them.
+        doc = self.create("seen everywhere")
+        for i in range(8):
+            with self.server.connect() as c:
+                resp = self.req("GET", "/todos/%d" % doc["id"], conn=c)
+                self.assertEqual(resp.status, 200, "connection %d: %r" % (i, resp))
+                self.assertEqual(resp.json(), doc, "connection %d" % i)
+
+    def test_list_after_two_posts(self):
+        a = self.create("first of two")
+        b = self.create("second of two", completed=True)
+        self.assertNotEqual(a["id"], b["id"], "two todos got the same id")
+        docs = self.all_todos()
+        self.assertIn(a, docs, "first todo missing from GET /todos")
+        self.assertIn(b, docs, "second todo missing from GET /todos")
+        # all_todos() checked that the list is sorted ascending by id.
+
+    def test_large_list(self):
+        # Enough todos for a GET /todos response well over 100 KB.
+        c = self.server.connect()
+        with c:
+            n = 600
+            c.send(b"".join(cs.build_request("POST", "/todos", JSON_HDR, json.dumps({"title": "%04d " % i + "L" * 200}))
+                            for i in range(n)))
+            made = []
+            for i in range(n):
+                resp = c.read_response("POST")
+                self.assertEqual(resp.status, 201, "pipelined POST %d: %r" % (i + 1, resp))
+                made.append(resp.json())
+        docs = self.all_todos()
+        self.assertGreater(len(json.dumps(docs)), 100000)
+        ids = {d["id"] for d in docs}
+        self.assertTrue(all(d["id"] in ids for d in made), "a created todo is missing from a large GET /todos")
+
+    def test_list_with_query_string(self):
+        doc = self.create("query string")
+        resp = self.req("GET", "/todos?limit=1&x=%20")
+        self.assertEqual(resp.status, 200, "a query string must not change the route: %r" % resp)
+        self.assertIn(doc, resp.json())
+
+    def test_ids_unique_across_connections(self):
+        # Several connections (spread over the threads) create todos; ids are unique
+        # and GET /todos, from any connection, lists every one of them, sorted.
+        conns = [self.server.connect() for _ in range(12)]
+        try:
+            made = []
+            for round_ in range(4):
+                for i, c in enumerate(conns):
+                    made.append(self.create("conn %d round %d" % (i, round_), conn=c))
+            ids = [d["id"] for d in made]
+            self.assertEqual(len(set(ids)), len(ids), "duplicate ids across connections: %r" % sorted(ids))
+            for c in conns[:3]:
+                resp = self.req("GET", "/todos", conn=c)
+                listed = resp.json()
+                lids = [d["id"] for d in listed]
+                self.assertEqual(lids, sorted(lids), "GET /todos not sorted by id")
+                for d in made:
+                    self.assertIn(d, listed, "todo %r missing from GET /todos" % d)
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_title_escapes_round_trip(self):
+        title = 'quote " backslash \\ slash / newline \n tab \t ctl \x01 é 漢字 😀'
+        doc = self.create(title)
+        resp = self.req("GET", "/todos/%d" % doc["id"])
+        self.assertEqual(resp.json()["title"], title)
+        # The body must be valid UTF-8 and valid JSON (json() checks both).
+
+    def test_title_unicode_escape_in_request(self):
+        resp = self.req("POST", "/todos", b'{"title": "caf\\u00e9 \\ud83d\\ude00"}')
+        self.assertEqual(resp.status, 201, repr(resp))
+        self.assertEqual(resp.json()["title"], "caf\u00e9 \U0001F600")
+
+    def test_title_1000_bytes_ok(self):
+        self.create("x" * 1000)
+        self.create("é" * 500)  # 1,000 bytes of UTF-8
+
+    def test_unknown_field_ignored(self):
+        resp = self.req("POST", "/todos", {"title": "extra fields", "priority": 3, "tags": ["a"],
+                                           "nested": {"x": None}})
+        self.assertEqual(resp.status, 201, repr(resp))
+        self.assertTodo(resp.json(), "extra fields", False, "unknown field")
+
+    # -- update -----------------------------------------------------------
+    def test_patch_title(self):
+        doc = self.create("old title", completed=True)
+        resp = self.req("PATCH", "/todos/%d" % doc["id"], {"title": "new title"})
+        self.assertEqual(resp.status, 200, repr(resp))
+        self.assertJsonType(resp, "PATCH")
+        self.assertEqual(resp.json(), {"id": doc["id"], "title": "new title", "completed": True})
+        self.assertEqual(self.req("GET", "/todos/%d" % doc["id"]).json(), resp.json())
+
+    def test_patch_completed(self):
+        doc = self.create("to complete")
+        resp = self.req("PATCH", "/todos/%d" % doc["id"], {"completed": True})
+        self.assertEqual(resp.status, 200, repr(resp))
+        self.assertEqual(resp.json(), {"id": doc["id"], "title": "to complete", "completed": True})
+        with self.server.connect() as c:
+            self.assertEqual(self.req("GET", "/todos/%d" % doc["id"], conn=c).json(), resp.json())
+
+    def test_patch_both(self):
+        doc = self.create("both")
+        resp = self.req("PATCH", "/todos/%d" % doc["id"], {"title": "both changed", "completed": True})
+        self.assertEqual(resp.status, 200, repr(resp))
+        self.assertEqual(resp.json(), {"id": doc["id"], "title": "both changed", "completed": True})
+        resp = self.req("PATCH", "/todos/%d" % doc["id"], {"completed": False, "ignored": 1})
+        self.assertEqual(resp.json(), {"id": doc["id"], "title": "both changed", "completed": False})
+
+    def test_patch_from_other_connection(self):
+        doc = self.create("patched elsewhere")
+        for i in range(4):
+            with self.server.connect() as c:
+                resp = self.req("PATCH", "/todos/%d" % doc["id"], {"title": "patched %d" % i}, conn=c)
+                self.assertEqual(resp.status, 200, "connection %d: %r" % (i, resp))
+        self.assertEqual(self.req("GET", "/todos/%d" % doc["id"]).json()["title"], "patched 3")
+
+    def test_patch_absent(self):
+        self.error("PATCH", "/todos/%d" % U64_MAX, {"title": "x"}, 404)
+
+    def test_patch_errors(self):
+        doc = self.create("patch errors")
+        path = "/todos/%d" % doc["id"]
+        self.error("PATCH", path, b'{"title": ', 400)
+        self.error("PATCH", path, {"completed": "yes"}, 422)
+        self.error("PATCH", path, {"title": ""}, 422)
+        self.error("PATCH", path, {"title": 7}, 422)
+        self.error("PATCH", path, {"title": "y" * 1001}, 422)
+        self.error("PATCH", path, [1, 2], 422)
+        self.error("PATCH", "/todos/abc", {"title": "x"}, 400)
+        # Nothing changed.
+        self.assertEqual(self.req("GET", path).json(), doc)
+
+    # -- delete -----------------------------------------------------------
+    def test_delete(self):
+        doc = self.create("delete me")
+        path = "/todos/%d" % doc["id"]
+        # Pipeline DELETE and GET /health: a 204 with a body would corrupt the next response.
+        self.conn.send(cs.build_request("DELETE", path) + cs.build_request("GET", "/health"))
+        resp = self.conn.read_response("DELETE")
+        self.assertEqual(resp.status, 204, repr(resp))
+        self.assertCommonHeaders(resp, "DELETE")
+        self.assertIsNone(resp.header("Content-Type"), "204 with Content-Type: %r" % resp)
+        nxt = self.conn.read_response("GET")
+        self.assertEqual((nxt.status, nxt.body), (200, b"OK"),
+                         "response after 204 (did the 204 carry a body?): %r" % nxt)
+        self.error("GET", path, NOBODY, 404, "GET after DELETE")
+        self.error("DELETE", path, NOBODY, 404, "second DELETE")
+        self.error("PATCH", path, {"title": "x"}, 404, "PATCH after DELETE")
+        self.assertNotIn(doc["id"], [d["id"] for d in self.all_todos()], "deleted todo still listed")
+
+    def test_delete_absent(self):
+        self.error("DELETE", "/todos/%d" % U64_MAX, NOBODY, 404)
+
+    # -- errors -------------------------------------------------------------
+    def test_get_999_then_keeps_serving(self):
+        if any(d["id"] == 999 for d in self.all_todos()):
+            self.skipTest("a todo with id 999 exists")
+        self.error("GET", "/todos/999", NOBODY, 404)
+        resp = self.req("GET", "/health")
+        self.assertEqual((resp.status, resp.body), (200, b"OK"), "same connection after 404: %r" % resp)
+        with self.server.connect() as c:
+            self.assertEqual(self.req("GET", "/health", conn=c).status, 200, "new connection after 404")
+
+    def test_get_u64_max_absent(self):
+        self.error("GET", "/todos/%d" % U64_MAX, NOBODY, 404)
+
+    def test_bad_ids(self):
+        for bad in ("abc", "-1", "18446744073709551616", "99999999999999999999999", "1.5", "1a", "0x10",
+                    "1e3"):
+            for method, body in (("GET", NOBODY), ("DELETE", NOBODY), ("PATCH", {"title": "x"})):
+                self.error(method, "/todos/" + bad, body, 400, "%s /todos/%s" % (method, bad))
+
+    def test_invalid_json(self):
+        for body in (b'{"title": ', b"not json", b'{"title": "x",}', b'{"title": "x"} trailing',
+                     b'{"title": "\xff\xfe"}', b""):
+            self.error("POST", "/todos", body, 400, "POST /todos body %r" % body)
+
+    def test_title_missing_or_wrong_type(self):
+        for body in ({}, {"completed": True}, {"title": None}, {"title": 5}, {"title": True},
+                     {"title": ["a"]}, {"title": {"a": 1}}, {"title": ""}):
+            self.error("POST", "/todos", body, 422)
+
+    def test_title_too_long(self):
+        self.error("POST", "/todos", {"title": "y" * 1001}, 422, "1,001-byte ASCII title")
+        self.error("POST", "/todos", {"title": "€" * 334}, 422, "1,002-byte title of 334 characters")
+
+    def test_completed_not_bool(self):
+        for value in ("yes", "true", 1, 0, None, [], {}):
+            self.error("POST", "/todos", {"title": "x", "completed": value}, 422)
+
+    def test_root_not_object(self):
+        for body in ([], [{"title": "x"}], "title", 42, None, True):  # None is sent as null
+            self.error("POST", "/todos", body, 422)
+
+    def test_errors_create_nothing(self):
+        before = self.all_todos()
+        self.error("POST", "/todos", {"title": ""}, 422)
+        self.error("POST", "/todos", b"{", 400)
+        after = self.all_todos()
+        self.assertEqual(before, after, "a rejected POST changed the list")
+
+    def test_connection_survives_errors(self):
+        # A 4xx from a handler is not a framing error: the connection stays usable.
+        self.error("POST", "/todos", {"title": 5}, 422)
+        self.error("POST", "/todos", b"nope", 400)
+        self.error("GET", "/todos/abc", NOBODY, 400)
+        self.error("GET", "/nope", NOBODY, 404)
+        self.error("DELETE", "/todos", NOBODY, 405)
+        self.assertEqual(self.req("GET", "/health").status, 200)
+
+    # -- routing ------------------------------------------------------------
+    def test_405_with_allow(self):
+        cases = [
+            ("DELETE", "/todos", {"get", "head", "post"}),
+            ("PUT", "/todos", {"get", "head", "post"}),
+            ("PATCH", "/todos", {"get", "head", "post"}),
+            ("PUT", "/todos/1", {"get", "head", "patch", "delete"}),
+            ("POST", "/todos/1", {"get", "head", "patch", "delete"}),
+            ("POST", "/health", {"get", "head"}),
+            ("DELETE", "/health", {"get", "head"}),
+            ("POST", "/", {"get", "head"}),
+            ("PUT", "/json", {"get", "head"}),
+            ("POST", "/plaintext", {"get", "head"}),
+        ]
+        for method, path, allowed in cases:
+            body = {"title": "x"} if method in ("PUT", "POST", "PATCH") else NOBODY
+            resp = self.error(method, path, body, 405, "%s %s" % (method, path))
+            allow = set(resp.tokens("Allow"))
+            self.assertTrue(allowed <= allow, "%s %s: Allow %r lacks %r" % (method, path, allow, allowed))
+            self.assertNotIn(method.lower(), allow, "%s %s: Allow %r lists the refused method"
+                             % (method, path, allow))
+
+    def test_404(self):
+        for path in ("/nope", "/todos/1/extra", "/todo", "/healthz", "/TODOS"):
+            self.error("GET", path, NOBODY, 404, "GET %s" % path)
+        self.assertEqual(self.req("GET", "/health").status, 200)
+
+    def test_head_routes(self):
+        doc = self.create("head me")
+        for path in ("/todos", "/todos/%d" % doc["id"], "/health", "/", "/json", "/plaintext"):
+            get = self.req("GET", path)
+            head = self.req("HEAD", path)
+            self.assertEqual(head.status, 200, "HEAD %s: %r" % (path, head))
+            self.assertEqual(head.header("Content-Type"), get.header("Content-Type"), "HEAD %s" % path)
+            if path != "/todos":  # the list may change between the two requests
+                self.assertEqual(head.header("Content-Length"), get.header("Content-Length"),
+                                 "HEAD %s Content-Length" % path)
+        # HEAD of an absent todo is a 404 without a body.
+        head = self.req("HEAD", "/todos/%d" % U64_MAX)
+        self.assertEqual(head.status, 404, repr(head))
+        self.assertEqual(self.req("GET", "/health").body, b"OK", "HEAD 404 left a body on the wire")
+
+    def test_hello_routes(self):
+        for path, ctype, body in (("/", "application/json", {"message": "hello world"}),
+                                  ("/json", "application/json", {"message": "Hello, World!"}),
+                                  ("/plaintext", "text/plain", None)):
+            resp = self.req("GET", path)
+            self.assertEqual(resp.status, 200, repr(resp))
+            self.assertTrue(resp.header("Content-Type", "").startswith(ctype), repr(resp))
+            if body is None:
+                self.assertEqual(resp.body, b"Hello, World!")
+            else:
+                self.assertEqual(resp.json(), body)
+
+    def test_post_body_split_from_headers(self):
+        # Headers first, body in a later segment.
+        body = json.dumps({"title": "late body"}).encode()
+        head = cs.build_request("POST", "/todos", JSON_HDR, body)[:-len(body)]
+        c = self.server.connect(nodelay=True)
+        with c:
+            c.send(head)
+            time.sleep(0.1)
+            c.send(body)
+            resp = c.read_response("POST")
+            self.assertEqual(resp.status, 201, repr(resp))
+            self.assertEqual(resp.json()["title"], "late body")
+
+
+if __name__ == "__main__":
+    socket.setdefaulttimeout(cs.SOCK_TIMEOUT)
+    cs.main()
