@@ -220,6 +220,86 @@ int net_call(unsigned target, net_msg *msg)
     return 0;
 }
 
+int net_wait_init(net_wait_handle *w)
+{
+    net_loop *loop = tl_loop;
+    net_task *task = net_task_current();
+    if (!loop || !task)
+        return -EPERM;
+    w->msg = (net_msg){.waiter = task, .origin = loop->index, .phase = NET_MSG_REPLY};
+    return 0;
+}
+
+int net_wait(net_wait_handle *w)
+{
+    (void)w;
+    /* The wake-up is a completion on this thread's ring: it cannot be
+     * handled before this coroutine yields. */
+    cr_coro_yield();
+    return 0;
+}
+
+/* A ring for threads that are not workers, to post MSG_RING from. */
+static _Thread_local struct io_uring *tl_wake_ring;
+
+static void free_wake_ring(void *p)
+{
+    io_uring_queue_exit(p);
+    free(p);
+}
+
+static pthread_key_t wake_key;
+
+static void make_wake_key(void)
+{
+    pthread_key_create(&wake_key, free_wake_ring);
+}
+
+static struct io_uring *wake_ring(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (tl_wake_ring)
+        return tl_wake_ring;
+    pthread_once(&once, make_wake_key);
+    struct io_uring *r = malloc(sizeof(*r));
+    if (!r || io_uring_queue_init(8, r, 0) < 0) {
+        free(r);
+        return NULL;
+    }
+    pthread_setspecific(wake_key, r); /* freed when the thread exits */
+    tl_wake_ring = r;
+    return r;
+}
+
+int net_wake(net_wait_handle *w)
+{
+    net_loop *loop = tl_loop;
+    if (loop) {
+        msg_post(loop, &w->msg, (unsigned)w->msg.origin);
+        return 0;
+    }
+    struct io_uring *r = wake_ring();
+    if (!r)
+        return -ENOMEM;
+    for (int tries = 0;; tries++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+        io_uring_prep_msg_ring(sqe, rt.ring_fds[w->msg.origin], 0,
+                               (uint64_t)(uintptr_t)&w->msg | NET_TAG_MSG, 0);
+        io_uring_submit(r);
+        struct io_uring_cqe *cqe;
+        int ret = io_uring_wait_cqe(r, &cqe);
+        if (ret < 0)
+            return ret;
+        ret = cqe->res;
+        io_uring_cqe_seen(r, cqe);
+        if (ret >= 0)
+            return 0;
+        if (ret != -EOVERFLOW || tries >= 1000)
+            return ret;
+        usleep(100); /* the worker's CQ is full: it drains as it runs */
+    }
+}
+
 static void msg_arrived(net_loop *loop, net_msg *msg)
 {
     if (msg->phase == NET_MSG_REQUEST) {

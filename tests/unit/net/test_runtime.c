@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -154,4 +155,63 @@ Test(runtime, bind_failure_is_reported)
     cfg.host = "not-an-address";
     net_hooks hooks = {.on_connection = never_connected};
     cr_expect_eq(net_run(&cfg, &hooks), -EINVAL);
+}
+
+/* A foreign thread (not a worker) wakes a waiting coroutine. */
+static struct {
+    int wait_err;
+    int wake_err;
+    int resumed_on;
+    int value;
+} woken;
+
+typedef struct job {
+    net_wait_handle wait;
+    int input, output;
+} job;
+
+static void *foreign_worker(void *p)
+{
+    job *j = p;
+    usleep(20 * 1000);
+    j->output = j->input + 1;
+    woken.wake_err = net_wake(&j->wait);
+    return NULL;
+}
+
+static void waiter(void *arg)
+{
+    (void)arg;
+    job j = {.input = 41};
+    woken.wait_err = net_wait_init(&j.wait);
+    pthread_t tid;
+    pthread_create(&tid, NULL, foreign_worker, &j);
+    net_wait(&j.wait);
+    woken.resumed_on = net_thread_index();
+    woken.value = j.output;
+    pthread_join(tid, NULL);
+    kill(getpid(), SIGTERM);
+}
+
+static int thread_init_wait(void *user)
+{
+    (void)user;
+    if (net_thread_index() == 1)
+        net_spawn(waiter, NULL);
+    return 0;
+}
+
+Test(runtime, foreign_thread_wakes_a_coroutine_on_its_own_ring, .timeout = 20)
+{
+    net_config cfg = net_config_default();
+    cfg.threads = 2;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.provided_buffers = 8;
+    net_hooks hooks = {.thread_init = thread_init_wait, .on_connection = never_connected};
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    cr_expect_eq(woken.wait_err, 0);
+    cr_expect_eq(woken.wake_err, 0);
+    cr_expect_eq(woken.resumed_on, 1);
+    cr_expect_eq(woken.value, 42);
 }

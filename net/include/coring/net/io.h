@@ -127,4 +127,27 @@ struct net_msg {
 
 int net_call(unsigned target, net_msg *msg);
 
+/*
+ * Waiting for another thread (an inference pool, a resolver): the
+ * coroutine calls net_wait(); any thread later calls net_wake() once, and
+ * the coroutine resumes on its own ring (the wake-up travels as a MSG_RING
+ * completion, so no lock and no eventfd on the worker).
+ *
+ * net_wait_init - prepare @w on the waiting coroutine (call before handing
+ * @w to the other thread). Returns 0, or -EPERM off a worker coroutine.
+ * net_wait - suspend until net_wake(@w). Returns 0.
+ * net_wake - from any thread, including a worker: resume @w's coroutine.
+ * Wakes exactly once per net_wait_init. Returns 0, or -errno when the
+ * message could not be posted (the caller's own wake ring could not be
+ * made: -ENOMEM). Non-worker threads get a small ring of their own on
+ * first use (freed at thread exit).
+ */
+typedef struct net_wait_handle {
+    net_msg msg;
+} net_wait_handle;
+
+int net_wait_init(net_wait_handle *w);
+int net_wait(net_wait_handle *w);
+int net_wake(net_wait_handle *w);
+
 #endif
