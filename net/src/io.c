@@ -65,6 +65,10 @@ ssize_t net_recv_provided(int fd, net_rbuf *out, char *fallback, size_t fallback
     net_buf_ring *bufs = &task->loop->bufs;
     io_uring_prep_recv(sqe, fd, NULL, bufs->buf_size, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
+    /* A connection reads after answering, when the next request has
+     * rarely arrived yet: arm the poll at once instead of first trying a
+     * recv that would fail with EAGAIN (kernel 5.19+, ignored before). */
+    sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     sqe->buf_group = bufs->bgid;
     int res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
     if (op.flags & IORING_CQE_F_BUFFER) {
