@@ -39,6 +39,8 @@ static void usage(FILE *f)
             "  --threads N              worker threads (default: CPUs in the affinity mask)\n"
             "  --apps LIST              comma-separated apps to mount (default: all)\n"
             "  --stack-size KIB         coroutine stack size (default 64)\n"
+            "  --recv-buffers N         provided receive buffers per thread, a power of 2 (default 512)\n"
+            "  --recv-buffer-size KIB   size of each provided receive buffer (default 16)\n"
             "  --keepalive-timeout S    idle keep-alive timeout, seconds (default 60)\n"
             "  --header-timeout S       time to receive request headers, seconds (default 10)\n"
             "  --body-timeout S         time allowed between body reads, seconds (default 10)\n"
@@ -147,7 +149,7 @@ int main(int argc, char **argv)
     enum {
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
-        OPT_MAX_CONN, OPT_LOG_LEVEL, OPT_ACCESS_LOG, OPT_HELP, OPT_VERSION,
+        OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG, OPT_HELP, OPT_VERSION,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -163,6 +165,8 @@ int main(int argc, char **argv)
         {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
         {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+        {"recv-buffers", required_argument, NULL, OPT_RECV_BUFFERS},
+        {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
         {"help", no_argument, NULL, OPT_HELP},
@@ -201,6 +205,17 @@ int main(int argc, char **argv)
             break;
         case OPT_MAX_CONN:
             net.max_connections = (unsigned)number("--max-connections", optarg, 1, UINT_MAX);
+            break;
+        case OPT_RECV_BUFFERS:
+            net.provided_buffers = (unsigned)number("--recv-buffers", optarg, 1, 32768);
+            if (net.provided_buffers & (net.provided_buffers - 1)) {
+                fprintf(stderr, "coring: --recv-buffers: must be a power of 2\n");
+                return 2;
+            }
+            break;
+        case OPT_RECV_BUFFER_SIZE:
+            net.provided_buffer_size =
+                (unsigned)number("--recv-buffer-size", optarg, 1, 1024) * 1024;
             break;
         case OPT_LOG_LEVEL: {
             int level = cr_log_parse_level(optarg);

@@ -251,12 +251,14 @@ void http_connection_main(int fd, void *server)
         uint64_t timeout = !partial
                                ? cfg->keepalive_timeout_ns
                                : (c.sent_continue ? cfg->body_timeout_ns : cfg->header_timeout_ns);
-        /* Fallback when the provided buffers are all in use: read straight
-         * into the connection's own buffer. */
-        if (cr_buf_reserve(&c.in, 16 * 1024) < 0)
-            break;
-        net_rbuf rb;
-        ssize_t n = net_recv_provided(fd, &rb, c.in.data + c.in.len, c.in.cap - c.in.len, timeout);
+        net_rbuf rb = {0};
+        ssize_t n = net_recv_provided(fd, &rb, timeout);
+        if (n == -ENOBUFS) {
+            /* Every provided buffer is in use: read into our own memory. */
+            if (cr_buf_reserve(&c.in, 16 * 1024) < 0)
+                break;
+            n = net_recv(fd, c.in.data + c.in.len, c.in.cap - c.in.len, timeout);
+        }
         net_task_set_idle(false);
         if (n <= 0) {
             if (n == -ETIMEDOUT && partial) {

@@ -58,8 +58,7 @@ static net_task *begin(unsigned sqes_needed)
     struct __kernel_timespec ts;                                                                   \
     struct io_uring_sqe *sqe = net_loop_sqe(task->loop)
 
-ssize_t net_recv_provided(int fd, net_rbuf *out, char *fallback, size_t fallback_len,
-                          uint64_t timeout_ns)
+ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns)
 {
     BEGIN_OR_FAIL(2);
     net_buf_ring *bufs = &task->loop->bufs;
@@ -82,12 +81,6 @@ ssize_t net_recv_provided(int fd, net_rbuf *out, char *fallback, size_t fallback
             return res;
         }
         net_buf_ring_recycle(bufs, bid);
-    }
-    if (res == -ENOBUFS) {
-        /* Every provided buffer is in use: read into the caller's own. */
-        res = (int)net_recv(fd, fallback, fallback_len, timeout_ns);
-        if (res > 0)
-            *out = (net_rbuf){.data = fallback, .len = (size_t)res, .provided = false};
     }
     return res;
 }

@@ -41,13 +41,12 @@ typedef struct net_rbuf {
 
 /*
  * net_recv_provided - receive into a provided buffer (IOSQE_BUFFER_SELECT):
- * an idle connection holds no buffer memory. If the ring has run dry
- * (-ENOBUFS) it falls back to @fallback (at least @fallback_len bytes),
- * and out->provided is false.
- * Returns the byte count (0 at EOF), -ETIMEDOUT, -ECANCELED or -errno.
+ * an idle connection holds no buffer memory, the kernel picks a buffer only
+ * when data arrives. Returns the byte count (0 at EOF), -ENOBUFS when every
+ * provided buffer is in use (then read with net_recv into memory of your
+ * own), -ETIMEDOUT, -ECANCELED or -errno.
  */
-ssize_t net_recv_provided(int fd, net_rbuf *out, char *fallback, size_t fallback_len,
-                          uint64_t timeout_ns);
+ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns);
 
 /* net_rbuf_release - give a provided buffer back to the ring (no-op when
  * not provided). The data must not be used after. */
