@@ -198,7 +198,7 @@ int main(int argc, char **argv)
             http.limits.max_header_bytes = number("--max-header-bytes", optarg, 256, 1 << 20);
             break;
         case OPT_MAX_HEADERS:
-            http.limits.max_headers = number("--max-headers", optarg, 1, 1000);
+            http.limits.max_headers = number("--max-headers", optarg, 1, 256);
             break;
         case OPT_MAX_BODY:
             http.limits.max_body_bytes = number("--max-body-bytes", optarg, 0, 1ull << 30);

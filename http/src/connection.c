@@ -28,6 +28,9 @@ typedef struct http_conn {
     cr_buf out;         /* responses not yet sent */
     cr_buf body;        /* a decoded chunked body */
     bool sent_continue; /* 100 Continue sent for the request being read */
+    bool in_body;       /* the pending request's headers are complete */
+    uint64_t request_start_ns; /* first byte of the pending request arrived */
+    bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
 } http_conn;
 
@@ -118,6 +121,18 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
         log_access(req, in.status, start);
 }
 
+/* The headers are in, the body is not: from now on the body timeout
+ * applies, and a client that asked for it gets 100 Continue (RFC 9110
+ * section 10.1.1) once, before the body. */
+static void await_body(http_conn *c, const http_request *req)
+{
+    c->in_body = true;
+    if (req->expect_continue && !c->sent_continue) {
+        cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        c->sent_continue = true;
+    }
+}
+
 /*
  * Answer every complete request in data[0..len). Sets *used to the bytes
  * consumed. Returns CONN_CLOSE when the connection must close after the
@@ -129,6 +144,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     http_header headers[cfg->limits.max_headers ? cfg->limits.max_headers : 1];
     size_t pos = 0;
     enum conn_action action = CONN_CONTINUE;
+    c->in_body = false;
 
     while (pos < len) {
         http_request req = {.headers = headers};
@@ -167,10 +183,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
                 break;
             }
             if (done == HTTP_PARSE_INCOMPLETE) {
-                if (req.expect_continue && !c->sent_continue) {
-                    cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
-                    c->sent_continue = true;
-                }
+                await_body(c, &req);
                 break;
             }
             body = c->body.data;
@@ -178,10 +191,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             consumed += (size_t)done;
         } else if (req.content_length > 0) {
             if (avail < req.content_length) {
-                if (req.expect_continue && !c->sent_continue) {
-                    cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
-                    c->sent_continue = true;
-                }
+                await_body(c, &req);
                 break;
             }
             body = data + pos + head;
@@ -192,6 +202,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         c->sent_continue = false;
         bool close = !req.keep_alive || net_draining();
         dispatch(c, &req, body, body_len, close);
+        c->served = true;
         pos += consumed;
         if (close) {
             action = CONN_CLOSE;
@@ -248,9 +259,17 @@ void http_connection_main(int fd, void *server)
                 break;
             net_task_set_idle(true);
         }
-        uint64_t timeout = !partial
-                               ? cfg->keepalive_timeout_ns
-                               : (c.sent_continue ? cfg->body_timeout_ns : cfg->header_timeout_ns);
+        /* Idle: the keep-alive timeout (the header timeout before the first
+         * request, as a new connection owes us one). Headers: one deadline for the
+         * whole header section, so a byte every few seconds cannot hold
+         * the connection (slowloris). Body: a timeout between reads. */
+        uint64_t timeout = c.served ? cfg->keepalive_timeout_ns : cfg->header_timeout_ns;
+        if (partial && c.in_body) {
+            timeout = cfg->body_timeout_ns;
+        } else if (partial) {
+            uint64_t spent = cr_clock_now_ns() - c.request_start_ns;
+            timeout = spent < cfg->header_timeout_ns ? cfg->header_timeout_ns - spent : 1;
+        }
         net_rbuf rb = {0};
         ssize_t n = net_recv_provided(fd, &rb, timeout);
         if (n == -ENOBUFS) {
@@ -298,6 +317,10 @@ void http_connection_main(int fd, void *server)
         } else {
             cr_buf_consume(&c.in, used);
         }
+        if (c.in.len == 0)
+            c.request_start_ns = 0;
+        else if (c.request_start_ns == 0)
+            c.request_start_ns = cr_clock_now_ns();
         if (action == CONN_CONTINUE && pending_too_large(&c, c.in.len)) {
             reject(&c, 413, "request too large");
             action = CONN_CLOSE;

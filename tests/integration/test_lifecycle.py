@@ -166,6 +166,43 @@ class TimeoutTest(ServerTestBase):
         self.assertEqual(self.connect(srv).request("GET", "/").status, 200)
         srv.stop(expect_status=0)
 
+    def test_header_timeout_is_one_deadline_not_per_read(self):
+        # Slowloris: a byte every 0.3 s must not keep a request alive past
+        # the header timeout, however often bytes arrive.
+        srv = self.start(args=["--header-timeout", "2", "--keepalive-timeout", "30"])
+        c = self.connect(srv)
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        t0 = time.monotonic()
+        closed = False
+        while time.monotonic() - t0 < 6:
+            try:
+                c.send(b"a")
+            except OSError:
+                closed = True
+                break
+            c.sock.settimeout(0.3)
+            try:
+                data = c.sock.recv(4096)
+            except socket.timeout:
+                continue
+            self.assertIn(b" 408 ", data[:20], "expected 408 for a request whose headers trickle in")
+            closed = True
+            break
+        elapsed = time.monotonic() - t0
+        self.assertTrue(closed, "a slowloris client held its request open for 6 s with --header-timeout 2")
+        self.assertLess(elapsed, 4, "slowloris cut after %.1f s with --header-timeout 2" % elapsed)
+        self.assertEqual(self.connect(srv).request("GET", "/").status, 200)
+        srv.stop(expect_status=0)
+
+    def test_silent_new_connection_gets_the_header_timeout(self):
+        srv = self.start(args=["--header-timeout", "1", "--keepalive-timeout", "30"])
+        c = self.connect(srv)
+        t0 = time.monotonic()
+        self.assertTrue(c.closed_by_peer(timeout=4), "a connection that never sent a byte was kept past "
+                        "--header-timeout 1 (it got the 30 s keep-alive timeout?)")
+        self.assertGreater(time.monotonic() - t0, 0.5)
+        srv.stop(expect_status=0)
+
 
 class ShutdownTest(ServerTestBase):
     def test_sigterm_with_idle_keepalive_connection(self):
