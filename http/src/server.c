@@ -7,6 +7,9 @@
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
+#include "coring/http/client.h"
+
+#include <curl/curl.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -45,6 +48,7 @@ static void thread_fini(void *user)
     http_server *srv = user;
     if (srv->thread_fini)
         srv->thread_fini(srv->user);
+    http_client_thread_fini();
     http_thread *t = http_tl;
     if (t) {
         cr_json_parser_destroy(t->json);
@@ -63,6 +67,10 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
 
 int http_serve(http_server *srv, const net_config *net)
 {
+    if (http_client_global_init() < 0) {
+        cr_log_error("curl_global_init failed");
+        return -EIO;
+    }
     net_hooks hooks = {
         .thread_init = thread_init,
         .thread_fini = thread_fini,
@@ -70,5 +78,7 @@ int http_serve(http_server *srv, const net_config *net)
         .on_listening = on_listening,
         .user = srv,
     };
-    return net_run(net, &hooks);
+    int ret = net_run(net, &hooks);
+    curl_global_cleanup();
+    return ret;
 }

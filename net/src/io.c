@@ -28,6 +28,11 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     }
     int res = net_loop_wait(task, op);
     task->deadline_ns = 0;
+    if (task->interrupted) {
+        task->interrupted = false;
+        if (res == -ECANCELED && !task->cancelled)
+            return -EINTR;
+    }
     if (task->timed_out) {
         /* The tick cancelled it; a result that won the race stands. */
         task->timed_out = false;

@@ -172,6 +172,16 @@ void net_task_cancel(net_task *task)
     }
 }
 
+void net_task_interrupt(net_task *task)
+{
+    if (!task->op || task->interrupted)
+        return;
+    task->interrupted = true;
+    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
+    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
+    io_uring_sqe_set_data64(sqe, 0);
+}
+
 void net_task_set_idle(bool idle)
 {
     net_task *task = net_task_current();

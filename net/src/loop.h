@@ -52,6 +52,7 @@ struct net_task {
     bool idle;           /* between requests: shutdown may cancel it */
     bool cancelled;      /* every operation returns -ECANCELED from now on */
     bool timed_out;      /* the tick cancelled the operation: -ETIMEDOUT */
+    bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
     net_task *prev, *next;
 };

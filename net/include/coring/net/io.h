@@ -74,7 +74,8 @@ int net_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, uint64_t
  * events mask, -ETIMEDOUT or -ECANCELED. */
 int net_poll(int fd, unsigned events, uint64_t timeout_ns);
 
-/* net_sleep - suspend the coroutine for @ns. 0, or -ECANCELED. */
+/* net_sleep - suspend the coroutine for @ns. 0, -EINTR (net_task_interrupt)
+ * or -ECANCELED. */
 int net_sleep(uint64_t ns);
 
 /* net_close - close(2) through the ring. 0 or -errno. */
@@ -96,6 +97,14 @@ net_task *net_task_current(void);
  * lets busy ones finish.
  */
 void net_task_set_idle(bool idle);
+
+/*
+ * net_task_interrupt - make @task's in-flight operation (if any) return
+ * -EINTR now; later operations are unaffected. For a coroutine that waits
+ * on something whose parameters changed (a poll's events, a timer's
+ * deadline). Same thread only.
+ */
+void net_task_interrupt(net_task *task);
 
 /* net_task_cancel - cancel @task's in-flight operation (it returns
  * -ECANCELED), and every later one until the task ends. Same thread only. */
