@@ -187,6 +187,77 @@ static void write_vector(cr_json_writer *w, const float *v, size_t n)
     cr_json_array_end(w);
 }
 
+/* Writes the body of a successful answer: @vectors holds in->count vectors
+ * of @dim floats, from @tokens token ids in all. */
+typedef void (*embed_writer_fn)(cr_json_writer *w, const embed_input *in, const float *vectors,
+                                size_t dim, size_t tokens);
+
+/* Run @in and answer 200 with what @write writes, or the error. */
+static void answer(http_ctx *ctx, const embed_input *in, embed_writer_fn write)
+{
+    float *vectors;
+    size_t tokens;
+    if (!run(ctx, in, &vectors, &tokens))
+        return;
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    cr_json_object_begin(&w);
+    write(&w, in, vectors, model->config.hidden_size, tokens);
+    cr_json_object_end(&w);
+    if (b->failed)
+        http_respond_error(ctx, 500, "out of memory");
+    else
+        http_respond_json(ctx, 200, b);
+}
+
+/* {"embedding": [...]} or {"embeddings": [[...], ...]} */
+static void write_embed(cr_json_writer *w, const embed_input *in, const float *vectors, size_t dim,
+                        size_t tokens)
+{
+    (void)tokens;
+    if (!in->many) {
+        cr_json_key(w, "embedding", 9);
+        write_vector(w, vectors, dim);
+        return;
+    }
+    cr_json_key(w, "embeddings", 10);
+    cr_json_array_begin(w);
+    for (size_t i = 0; i < in->count; i++)
+        write_vector(w, vectors + i * dim, dim);
+    cr_json_array_end(w);
+}
+
+/* OpenAI's list of embedding objects, model and usage. */
+static void write_openai(cr_json_writer *w, const embed_input *in, const float *vectors, size_t dim,
+                         size_t tokens)
+{
+    cr_json_key(w, "object", 6);
+    cr_json_cstring(w, "list");
+    cr_json_key(w, "data", 4);
+    cr_json_array_begin(w);
+    for (size_t i = 0; i < in->count; i++) {
+        cr_json_object_begin(w);
+        cr_json_key(w, "object", 6);
+        cr_json_cstring(w, "embedding");
+        cr_json_key(w, "index", 5);
+        cr_json_uint64(w, i);
+        cr_json_key(w, "embedding", 9);
+        write_vector(w, vectors + i * dim, dim);
+        cr_json_object_end(w);
+    }
+    cr_json_array_end(w);
+    cr_json_key(w, "model", 5);
+    cr_json_cstring(w, in->model_name);
+    cr_json_key(w, "usage", 5);
+    cr_json_object_begin(w);
+    cr_json_key(w, "prompt_tokens", 13);
+    cr_json_uint64(w, tokens);
+    cr_json_key(w, "total_tokens", 12);
+    cr_json_uint64(w, tokens);
+    cr_json_object_end(w);
+}
+
 static bool loaded(http_ctx *ctx)
 {
     if (model)
@@ -227,30 +298,7 @@ static void post_embed(http_ctx *ctx, void *user)
         http_respond_error(ctx, 422, "normalize must be a boolean");
         return;
     }
-    float *vectors;
-    size_t tokens;
-    if (!run(ctx, &in, &vectors, &tokens))
-        return;
-    size_t h = model->config.hidden_size;
-    cr_buf *b = http_scratch();
-    cr_json_writer w;
-    cr_json_writer_init(&w, b);
-    cr_json_object_begin(&w);
-    if (in.many) {
-        cr_json_key(&w, "embeddings", 10);
-        cr_json_array_begin(&w);
-        for (size_t i = 0; i < in.count; i++)
-            write_vector(&w, vectors + i * h, h);
-        cr_json_array_end(&w);
-    } else {
-        cr_json_key(&w, "embedding", 9);
-        write_vector(&w, vectors, h);
-    }
-    cr_json_object_end(&w);
-    if (b->failed)
-        http_respond_error(ctx, 500, "out of memory");
-    else
-        http_respond_json(ctx, 200, b);
+    answer(ctx, &in, write_embed);
 }
 
 /* OpenAI's embeddings API: https://platform.openai.com/docs/api-reference/embeddings */
@@ -289,44 +337,7 @@ static void post_openai(http_ctx *ctx, void *user)
             return;
         }
     }
-    float *vectors;
-    size_t tokens;
-    if (!run(ctx, &in, &vectors, &tokens))
-        return;
-    size_t h = model->config.hidden_size;
-    cr_buf *b = http_scratch();
-    cr_json_writer w;
-    cr_json_writer_init(&w, b);
-    cr_json_object_begin(&w);
-    cr_json_key(&w, "object", 6);
-    cr_json_cstring(&w, "list");
-    cr_json_key(&w, "data", 4);
-    cr_json_array_begin(&w);
-    for (size_t i = 0; i < in.count; i++) {
-        cr_json_object_begin(&w);
-        cr_json_key(&w, "object", 6);
-        cr_json_cstring(&w, "embedding");
-        cr_json_key(&w, "index", 5);
-        cr_json_uint64(&w, i);
-        cr_json_key(&w, "embedding", 9);
-        write_vector(&w, vectors + i * h, h);
-        cr_json_object_end(&w);
-    }
-    cr_json_array_end(&w);
-    cr_json_key(&w, "model", 5);
-    cr_json_cstring(&w, in.model_name);
-    cr_json_key(&w, "usage", 5);
-    cr_json_object_begin(&w);
-    cr_json_key(&w, "prompt_tokens", 13);
-    cr_json_uint64(&w, tokens);
-    cr_json_key(&w, "total_tokens", 12);
-    cr_json_uint64(&w, tokens);
-    cr_json_object_end(&w);
-    cr_json_object_end(&w);
-    if (b->failed)
-        http_respond_error(ctx, 500, "out of memory");
-    else
-        http_respond_json(ctx, 200, b);
+    answer(ctx, &in, write_openai);
 }
 
 /* --- the app ---------------------------------------------------------------- */
