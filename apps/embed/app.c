@@ -44,9 +44,9 @@ typedef struct embed_input {
     const char *text[EMBED_MAX_TEXTS]; /* in the JSON document: valid until the next parse */
     size_t len[EMBED_MAX_TEXTS];
     size_t count;
-    bool many;                         /* given as an array */
+    bool many; /* given as an array */
     bool normalize;
-    const char *model_name;            /* /v1/embeddings: copied to the arena */
+    const char *model_name; /* /v1/embeddings: copied to the arena */
 } embed_input;
 
 /* The request's side of its jobs. */
@@ -278,9 +278,10 @@ static void post_embed(http_ctx *ctx, void *user)
     bool has_text = cr_json_object_get(root, "text", 4, &text) == CR_JSON_OK;
     bool has_texts = cr_json_object_get(root, "texts", 5, &texts) == CR_JSON_OK;
     if (has_text == has_texts) {
-        http_respond_error(ctx, 422, has_text ? "give either \"text\" or \"texts\", not both"
-                                              : "\"text\" (a string) or \"texts\" (an array of "
-                                                "strings) is required");
+        http_respond_error(ctx, 422,
+                           has_text ? "give either \"text\" or \"texts\", not both"
+                                    : "\"text\" (a string) or \"texts\" (an array of "
+                                      "strings) is required");
         return;
     }
     if (has_text && cr_json_type_of(text) != CR_JSON_STRING) {

@@ -35,8 +35,8 @@ struct embed_bert {
 };
 
 struct embed_bert_workspace {
-    float *block;      /* one allocation holding the arrays below */
-    size_t floats;     /* its size */
+    float *block;  /* one allocation holding the arrays below */
+    size_t floats; /* its size */
     float *x, *q, *k, *v, *ctx, *inter, *scores;
 };
 
@@ -54,7 +54,8 @@ static int config_uint(cr_json_value root, const char *key, unsigned min, unsign
     }
     uint64_t n;
     if (cr_json_get_uint64(v, &n) != CR_JSON_OK || n < min || n > max) {
-        snprintf(err, err_len, "config.json: \"%s\" must be an integer from %u to %u", key, min, max);
+        snprintf(err, err_len, "config.json: \"%s\" must be an integer from %u to %u", key, min,
+                 max);
         return -EINVAL;
     }
     *out = (unsigned)n;
@@ -64,7 +65,8 @@ static int config_uint(cr_json_value root, const char *key, unsigned min, unsign
 int embed_bert_config_parse(const char *json, size_t len, embed_bert_config *cfg, char *err,
                             size_t err_len)
 {
-    *cfg = (embed_bert_config){.type_vocab_size = 2, .layer_norm_eps = 1e-12f, .max_positions = 512};
+    *cfg =
+        (embed_bert_config){.type_vocab_size = 2, .layer_norm_eps = 1e-12f, .max_positions = 512};
     cr_json_parser *p = cr_json_parser_create(len + 64, 32);
     if (!p) {
         snprintf(err, err_len, "out of memory");
@@ -94,12 +96,15 @@ int embed_bert_config_parse(const char *json, size_t len, embed_bert_config *cfg
         config_uint(root, "hidden_size", 1, 16384, &cfg->hidden_size, true, err, err_len) ||
         config_uint(root, "num_hidden_layers", 1, 256, &cfg->num_layers, true, err, err_len) ||
         config_uint(root, "num_attention_heads", 1, 1024, &cfg->num_heads, true, err, err_len) ||
-        config_uint(root, "intermediate_size", 1, 65536, &cfg->intermediate_size, true, err, err_len) ||
-        config_uint(root, "max_position_embeddings", 2, 65536, &cfg->max_positions, false, err, err_len) ||
+        config_uint(root, "intermediate_size", 1, 65536, &cfg->intermediate_size, true, err,
+                    err_len) ||
+        config_uint(root, "max_position_embeddings", 2, 65536, &cfg->max_positions, false, err,
+                    err_len) ||
         config_uint(root, "type_vocab_size", 1, 1024, &cfg->type_vocab_size, false, err, err_len))
         goto out;
     if (cfg->hidden_size % cfg->num_heads) {
-        snprintf(err, err_len, "config.json: hidden_size %u is not a multiple of num_attention_heads %u",
+        snprintf(err, err_len,
+                 "config.json: hidden_size %u is not a multiple of num_attention_heads %u",
                  cfg->hidden_size, cfg->num_heads);
         goto out;
     }
@@ -146,8 +151,9 @@ static const float *weight(const embed_safetensors *st, const char *name, int64_
             used += (size_t)snprintf(got + used, sizeof(got) - used, "%s%lld", i ? ", " : "",
                                      (long long)t->shape[i]);
         if (d1)
-            snprintf(err, err_len, "model.safetensors: tensor %s has shape [%s], expected [%lld, %lld]",
-                     t->name, got, (long long)d0, (long long)d1);
+            snprintf(err, err_len,
+                     "model.safetensors: tensor %s has shape [%s], expected [%lld, %lld]", t->name,
+                     got, (long long)d0, (long long)d1);
         else
             snprintf(err, err_len, "model.safetensors: tensor %s has shape [%s], expected [%lld]",
                      t->name, got, (long long)d0);
@@ -168,10 +174,10 @@ int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, e
     }
     m->cfg = *cfg;
     int64_t h = cfg->hidden_size, inter = cfg->intermediate_size;
-#define W(dst, name, d0, d1)                                            \
-    do {                                                                \
-        if (!((dst) = weight(st, (name), (d0), (d1), err, err_len))) \
-            goto bad;                                                   \
+#define W(dst, name, d0, d1)                                                                       \
+    do {                                                                                           \
+        if (!((dst) = weight(st, (name), (d0), (d1), err, err_len)))                               \
+            goto bad;                                                                              \
     } while (0)
     W(m->word, "embeddings.word_embeddings.weight", cfg->vocab_size, h);
     W(m->position, "embeddings.position_embeddings.weight", cfg->max_positions, h);
@@ -181,10 +187,10 @@ int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, e
     for (unsigned i = 0; i < cfg->num_layers; i++) {
         bert_layer *l = &m->layers[i];
         char name[128];
-#define LW(dst, suffix, d0, d1)                                              \
-    do {                                                                     \
-        snprintf(name, sizeof(name), "encoder.layer.%u.%s", i, (suffix));    \
-        W(dst, name, d0, d1);                                                \
+#define LW(dst, suffix, d0, d1)                                                                    \
+    do {                                                                                           \
+        snprintf(name, sizeof(name), "encoder.layer.%u.%s", i, (suffix));                          \
+        W(dst, name, d0, d1);                                                                      \
     } while (0)
         LW(l->query_w, "attention.self.query.weight", h, h);
         LW(l->query_b, "attention.self.query.bias", h, 0);

@@ -25,10 +25,10 @@ struct embed_pool {
     const embed_bert *model;
     embed_pool_config cfg;
     pthread_mutex_t lock;
-    pthread_cond_t arrived;      /* jobs were queued, or stop */
-    embed_job *head, *tail;      /* FIFO, under lock */
-    size_t queued;               /* jobs in it */
-    unsigned busy;               /* threads running a batch */
+    pthread_cond_t arrived; /* jobs were queued, or stop */
+    embed_job *head, *tail; /* FIFO, under lock */
+    size_t queued;          /* jobs in it */
+    unsigned busy;          /* threads running a batch */
     bool stop;
     pthread_t *threads;
     unsigned started;

@@ -24,8 +24,8 @@ struct embed_safetensors {
     size_t map_len;
     embed_tensor *tensors;
     size_t count;
-    char *names;           /* all names, NUL-terminated */
-    void **copies;         /* aligned copies of misaligned tensors */
+    char *names;   /* all names, NUL-terminated */
+    void **copies; /* aligned copies of misaligned tensors */
     size_t copy_count;
 };
 
@@ -63,9 +63,12 @@ const embed_tensor *embed_safetensors_find(const embed_safetensors *st, const ch
 
 static size_t dtype_size(const char *d)
 {
-    static const struct { const char *name; size_t size; } known[] = {
-        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4},
-        {"I16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8},
+    static const struct {
+        const char *name;
+        size_t size;
+    } known[] = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
+        {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U16", 2},  {"U32", 4}, {"U64", 8},
     };
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (strcmp(d, known[i].name) == 0)
@@ -98,8 +101,9 @@ static int read_entry(embed_safetensors *st, embed_tensor *t, cr_json_value v, c
     uint64_t elements = 1;
     for (unsigned i = 0; i < t->ndim; i++) {
         uint64_t d;
-        if (cr_json_array_at(shape, i, &x) != CR_JSON_OK || cr_json_get_uint64(x, &d) != CR_JSON_OK ||
-            d > (1ull << 40) || (d && elements > (1ull << 40) / d)) {
+        if (cr_json_array_at(shape, i, &x) != CR_JSON_OK ||
+            cr_json_get_uint64(x, &d) != CR_JSON_OK || d > (1ull << 40) ||
+            (d && elements > (1ull << 40) / d)) {
             snprintf(err, err_len, "tensor %s: bad \"shape\"", t->name);
             return -EINVAL;
         }
@@ -109,7 +113,8 @@ static int read_entry(embed_safetensors *st, embed_tensor *t, cr_json_value v, c
     uint64_t begin, end;
     if (cr_json_object_get(v, "data_offsets", 12, &offsets) != CR_JSON_OK ||
         cr_json_array_size(offsets) != 2 || cr_json_array_at(offsets, 0, &x) != CR_JSON_OK ||
-        cr_json_get_uint64(x, &begin) != CR_JSON_OK || cr_json_array_at(offsets, 1, &x) != CR_JSON_OK ||
+        cr_json_get_uint64(x, &begin) != CR_JSON_OK ||
+        cr_json_array_at(offsets, 1, &x) != CR_JSON_OK ||
         cr_json_get_uint64(x, &end) != CR_JSON_OK || begin > end) {
         snprintf(err, err_len, "tensor %s: missing or bad \"data_offsets\"", t->name);
         return -EINVAL;
@@ -186,8 +191,9 @@ int embed_safetensors_open(const char *path, embed_safetensors **out, char *err,
     for (int i = 7; i >= 0; i--)
         header_len = header_len << 8 | b[i];
     if (header_len > HEADER_MAX || header_len > size - 8) {
-        snprintf(err, err_len, "%s: header of %llu bytes does not fit the file (%zu bytes; truncated?)",
-                 path, (unsigned long long)header_len, size);
+        snprintf(err, err_len,
+                 "%s: header of %llu bytes does not fit the file (%zu bytes; truncated?)", path,
+                 (unsigned long long)header_len, size);
         embed_safetensors_close(st);
         return -EINVAL;
     }

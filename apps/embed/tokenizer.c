@@ -23,11 +23,11 @@
 #include <utf8proc.h>
 
 struct embed_tokenizer {
-    char *text;          /* the vocab file, lines NUL-terminated */
-    uint32_t *offset;    /* per id: start of its token in text */
-    uint32_t *length;    /* per id: bytes */
-    size_t count;        /* tokens */
-    int32_t *slots;      /* hash table of ids, -1 = empty; slot_mask + 1 slots */
+    char *text;       /* the vocab file, lines NUL-terminated */
+    uint32_t *offset; /* per id: start of its token in text */
+    uint32_t *length; /* per id: bytes */
+    size_t count;     /* tokens */
+    int32_t *slots;   /* hash table of ids, -1 = empty; slot_mask + 1 slots */
     size_t slot_mask;
     int32_t cls, sep, unk;
 };
@@ -132,7 +132,10 @@ int embed_tokenizer_from_buffer(const char *vocab, size_t len, embed_tokenizer *
     t->sep = embed_tokenizer_id(t, "[SEP]", 5);
     t->unk = embed_tokenizer_id(t, "[UNK]", 5);
     if (t->cls < 0 || t->sep < 0 || t->unk < 0) {
-        snprintf(err, err_len, "vocabulary lacks %s", t->cls < 0 ? "[CLS]" : t->sep < 0 ? "[SEP]" : "[UNK]");
+        snprintf(err, err_len, "vocabulary lacks %s",
+                 t->cls < 0   ? "[CLS]"
+                 : t->sep < 0 ? "[SEP]"
+                              : "[UNK]");
         embed_tokenizer_free(t);
         return -EINVAL;
     }
@@ -241,13 +244,13 @@ static bool is_punctuation(utf8proc_int32_t c)
 /* The word being built and the ids written so far. */
 typedef struct tokenize_state {
     const embed_tokenizer *t;
-    int32_t *ids;        /* ids[0] is [CLS]; pieces from ids[1] */
-    size_t pieces;       /* pieces written */
+    int32_t *ids;  /* ids[0] is [CLS]; pieces from ids[1] */
+    size_t pieces; /* pieces written */
     size_t max_pieces;
     /* The word: "##" slot, then its UTF-8 bytes; off[i] = byte of char i. */
     char buf[2 + EMBED_WORDPIECE_MAX_CHARS * 4];
     uint16_t off[EMBED_WORDPIECE_MAX_CHARS + 1];
-    size_t chars;        /* may exceed the maximum: then only counted */
+    size_t chars; /* may exceed the maximum: then only counted */
 } tokenize_state;
 
 static void emit(tokenize_state *s, int32_t id)

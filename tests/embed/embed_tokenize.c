@@ -34,7 +34,8 @@ int main(int argc, char **argv)
         fclose(f);
     cr_json_parser *p = cr_json_parser_create(1 << 24, 8);
     cr_json_value root;
-    if (!len || !p || cr_json_parse(p, data, len, &root) != CR_JSON_OK || cr_json_array_size(root) < 0) {
+    if (!len || !p || cr_json_parse(p, data, len, &root) != CR_JSON_OK ||
+        cr_json_array_size(root) < 0) {
         fprintf(stderr, "embed_tokenize: %s: not a JSON array of strings\n", argv[2]);
         return 2;
     }

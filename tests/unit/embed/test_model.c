@@ -54,12 +54,12 @@ static const spec specs[] = {
 #define NSPECS (sizeof(specs) / sizeof(specs[0]))
 
 typedef struct variant {
-    const char *prefix;     /* before every name */
-    const char *skip;       /* leave this tensor out */
-    const char *reshape;    /* give this tensor shape [3] */
-    const char *i32;        /* call this tensor I32 (same size) */
-    size_t cut;             /* drop this many bytes from the end */
-    size_t pad;             /* data bytes before the first tensor (misaligns it when odd) */
+    const char *prefix;  /* before every name */
+    const char *skip;    /* leave this tensor out */
+    const char *reshape; /* give this tensor shape [3] */
+    const char *i32;     /* call this tensor I32 (same size) */
+    size_t cut;          /* drop this many bytes from the end */
+    size_t pad;          /* data bytes before the first tensor (misaligns it when odd) */
 } variant;
 
 static char path[64];
@@ -72,7 +72,8 @@ static void write_model(variant v)
     float data[4096];
     size_t nfloats = 0;
     unsigned seed = 12345;
-    hl += (size_t)snprintf(header + hl, sizeof(header) - hl, "{\"__metadata__\":{\"format\":\"pt\"}");
+    hl +=
+        (size_t)snprintf(header + hl, sizeof(header) - hl, "{\"__metadata__\":{\"format\":\"pt\"}");
     for (size_t i = 0; i < NSPECS; i++) {
         const spec *s = &specs[i];
         if (v.skip && strcmp(v.skip, s->name) == 0)
@@ -92,11 +93,11 @@ static void write_model(variant v)
             snprintf(shape, sizeof(shape), "[%d,%d]", s->d0, s->d1);
         else
             snprintf(shape, sizeof(shape), "[%d]", s->d0);
-        hl += (size_t)snprintf(header + hl, sizeof(header) - hl,
-                               ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
-                               v.prefix ? v.prefix : "", s->name,
-                               v.i32 && strcmp(v.i32, s->name) == 0 ? "I32" : "F32", shape, offset,
-                               offset + n * 4);
+        hl += (size_t)snprintf(
+            header + hl, sizeof(header) - hl,
+            ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+            v.prefix ? v.prefix : "", s->name, v.i32 && strcmp(v.i32, s->name) == 0 ? "I32" : "F32",
+            shape, offset, offset + n * 4);
         offset += n * 4;
     }
     hl += (size_t)snprintf(header + hl, sizeof(header) - hl, "}");
@@ -187,20 +188,24 @@ Test(safetensors, malformed_headers_are_errors)
     char err[512];
     cr_assert_eq(open_bytes("\x10\0\0\0", 4, err, sizeof(err)), -EINVAL); /* under 8 bytes */
     unlink(path);
-    cr_assert_eq(open_bytes("\xff\0\0\0\0\0\0\0{}", 10, err, sizeof(err)), -EINVAL); /* header past end */
+    cr_assert_eq(open_bytes("\xff\0\0\0\0\0\0\0{}", 10, err, sizeof(err)),
+                 -EINVAL); /* header past end */
     cr_assert(strstr(err, "does not fit"), "%s", err);
     unlink(path);
     cr_assert_eq(open_bytes("\x02\0\0\0\0\0\0\0{x", 10, err, sizeof(err)), -EINVAL); /* not JSON */
     unlink(path);
-    static const char short_data[] = "\x36\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}";
+    static const char short_data[] =
+        "\x36\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}";
     cr_assert_eq(open_bytes(short_data, sizeof(short_data) - 1, err, sizeof(err)), -EINVAL);
     cr_assert(strstr(err, "truncated"), "%s", err);
     unlink(path);
-    static const char mismatch[] = "\x36\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}12345678";
+    static const char mismatch[] = "\x36\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                   "\"data_offsets\":[0,4]}}12345678";
     cr_assert_eq(open_bytes(mismatch, sizeof(mismatch) - 1, err, sizeof(err)), -EINVAL);
     cr_assert(strstr(err, "4 data bytes for 2 elements"), "%s", err);
     unlink(path);
-    static const char ok[] = "\x36\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}1234";
+    static const char ok[] =
+        "\x36\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}1234";
     cr_assert_eq(open_bytes(ok, sizeof(ok) - 1, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(open_bytes("x", 0, err, sizeof(err)), -EINVAL); /* empty file */
     char missing[] = "/nonexistent/model.safetensors";
@@ -214,8 +219,8 @@ static embed_bert_config tiny_config(void)
 {
     embed_bert_config cfg;
     char err[256];
-    cr_assert_eq(embed_bert_config_parse(config_json, strlen(config_json), &cfg, err, sizeof(err)), 0,
-                 "%s", err);
+    cr_assert_eq(embed_bert_config_parse(config_json, strlen(config_json), &cfg, err, sizeof(err)),
+                 0, "%s", err);
     return cfg;
 }
 
@@ -237,14 +242,19 @@ Test(bert, config_fields_and_errors)
     cr_assert_float_eq(cfg.layer_norm_eps, 1e-12f, 1e-18);
     char err[256];
     const char *bad[] = {
-        "[]", "{\"hidden_size\":4}", "{\"model_type\":\"gpt2\"}",
-        "{\"vocab_size\":8,\"hidden_size\":5,\"num_hidden_layers\":1,\"num_attention_heads\":2,\"intermediate_size\":8}",
-        "{\"hidden_act\":\"relu\",\"vocab_size\":8,\"hidden_size\":4,\"num_hidden_layers\":1,\"num_attention_heads\":2,\"intermediate_size\":8}",
-        "{\"vocab_size\":-1,\"hidden_size\":4,\"num_hidden_layers\":1,\"num_attention_heads\":2,\"intermediate_size\":8}",
+        "[]",
+        "{\"hidden_size\":4}",
+        "{\"model_type\":\"gpt2\"}",
+        "{\"vocab_size\":8,\"hidden_size\":5,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+        "\"intermediate_size\":8}",
+        "{\"hidden_act\":\"relu\",\"vocab_size\":8,\"hidden_size\":4,\"num_hidden_layers\":1,\"num_"
+        "attention_heads\":2,\"intermediate_size\":8}",
+        "{\"vocab_size\":-1,\"hidden_size\":4,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+        "\"intermediate_size\":8}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        cr_assert_eq(embed_bert_config_parse(bad[i], strlen(bad[i]), &cfg, err, sizeof(err)), -EINVAL,
-                     "%s", bad[i]);
+        cr_assert_eq(embed_bert_config_parse(bad[i], strlen(bad[i]), &cfg, err, sizeof(err)),
+                     -EINVAL, "%s", bad[i]);
 }
 
 Test(bert, missing_tensor_is_named)
@@ -267,8 +277,8 @@ Test(bert, misshaped_tensor_is_named)
     cr_assert_eq(load((variant){.reshape = "encoder.layer.0.output.dense.weight"}, &st, &m, err,
                       sizeof(err)),
                  -EINVAL);
-    cr_assert(strstr(err, "encoder.layer.0.output.dense.weight has shape [3], expected [4, 8]"), "%s",
-              err);
+    cr_assert(strstr(err, "encoder.layer.0.output.dense.weight has shape [3], expected [4, 8]"),
+              "%s", err);
     embed_safetensors_close(st);
 }
 
@@ -277,7 +287,8 @@ Test(bert, non_f32_tensor_is_refused)
     embed_safetensors *st;
     embed_bert *m;
     char err[512];
-    cr_assert_eq(load((variant){.i32 = "embeddings.LayerNorm.bias"}, &st, &m, err, sizeof(err)), -EINVAL);
+    cr_assert_eq(load((variant){.i32 = "embeddings.LayerNorm.bias"}, &st, &m, err, sizeof(err)),
+                 -EINVAL);
     cr_assert(strstr(err, "embeddings.LayerNorm.bias is I32"), "%s", err);
     embed_safetensors_close(st);
 }
@@ -309,9 +320,9 @@ Test(bert, batched_pass_equals_single_passes_and_bad_input_is_refused)
     const int32_t bad_id[] = {2, 8, 3};
     const int32_t *bad[] = {bad_id};
     size_t three = 3, zero = 0, nine = 9;
-    cr_assert_eq(embed_bert_encode(m, ws, 1, bad, &three, out), -EINVAL);   /* id >= vocab */
-    cr_assert_eq(embed_bert_encode(m, ws, 1, ids, &zero, out), -EINVAL);    /* empty */
-    cr_assert_eq(embed_bert_encode(m, ws, 1, ids, &nine, out), -EINVAL);    /* > positions */
+    cr_assert_eq(embed_bert_encode(m, ws, 1, bad, &three, out), -EINVAL); /* id >= vocab */
+    cr_assert_eq(embed_bert_encode(m, ws, 1, ids, &zero, out), -EINVAL);  /* empty */
+    cr_assert_eq(embed_bert_encode(m, ws, 1, ids, &nine, out), -EINVAL);  /* > positions */
     embed_bert_workspace_free(ws);
     embed_bert_free(m);
     embed_safetensors_close(st);

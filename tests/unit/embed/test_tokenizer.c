@@ -21,7 +21,8 @@ static embed_tokenizer *tok;
 static void setup(void)
 {
     char err[256];
-    cr_assert_eq(embed_tokenizer_from_buffer(vocab, strlen(vocab), &tok, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(embed_tokenizer_from_buffer(vocab, strlen(vocab), &tok, err, sizeof(err)), 0, "%s",
+                 err);
 }
 
 static void teardown(void)
@@ -62,8 +63,8 @@ Test(tokenizer, lower_case_punctuation_and_white_space)
 {
     cr_assert_str_eq(T("Hello, World!"), "[CLS] hello , world ! [SEP]");
     cr_assert_str_eq(T("  hello\t\n\r world  "), "[CLS] hello world [SEP]");
-    cr_assert_str_eq(T("hello\xe3\x80\x80world"), "[CLS] hello world [SEP]");   /* U+3000 */
-    cr_assert_str_eq(T("hello\xc2\xa0world"), "[CLS] hello world [SEP]");       /* NBSP */
+    cr_assert_str_eq(T("hello\xe3\x80\x80world"), "[CLS] hello world [SEP]"); /* U+3000 */
+    cr_assert_str_eq(T("hello\xc2\xa0world"), "[CLS] hello world [SEP]");     /* NBSP */
     cr_assert_str_eq(T("hello...!!"), "[CLS] hello . . . ! ! [SEP]");
     cr_assert_str_eq(T("$hello"), "[CLS] $ hello [SEP]"); /* ASCII symbols split too */
 }
@@ -78,8 +79,8 @@ Test(tokenizer, control_characters_are_dropped_without_splitting)
 {
     cr_assert_str_eq(tokens("hel\x01lo\x7f", 7, 512), "[CLS] hello [SEP]");
     cr_assert_str_eq(tokens("hel\0lo", 6, 512), "[CLS] hello [SEP]");
-    cr_assert_str_eq(T("hel\xe2\x80\x8blo"), "[CLS] hello [SEP]");   /* U+200B, format (Cf) */
-    cr_assert_str_eq(T("\xef\xbf\xbdhello"), "[CLS] hello [SEP]");  /* U+FFFD */
+    cr_assert_str_eq(T("hel\xe2\x80\x8blo"), "[CLS] hello [SEP]"); /* U+200B, format (Cf) */
+    cr_assert_str_eq(T("\xef\xbf\xbdhello"), "[CLS] hello [SEP]"); /* U+FFFD */
 }
 
 Test(tokenizer, invalid_utf8_never_fails)
@@ -90,9 +91,9 @@ Test(tokenizer, invalid_utf8_never_fails)
 
 Test(tokenizer, accents_are_stripped_after_lower_case)
 {
-    cr_assert_str_eq(T("Caf\xc3\xa9"), "[CLS] cafe [SEP]");          /* precomposed é */
-    cr_assert_str_eq(T("CAFE\xcc\x81"), "[CLS] cafe [SEP]");          /* E + combining acute */
-    cr_assert_str_eq(T("\xce\x91"), "[CLS] \xce\xb1 [SEP]");          /* Greek capital alpha */
+    cr_assert_str_eq(T("Caf\xc3\xa9"), "[CLS] cafe [SEP]");  /* precomposed é */
+    cr_assert_str_eq(T("CAFE\xcc\x81"), "[CLS] cafe [SEP]"); /* E + combining acute */
+    cr_assert_str_eq(T("\xce\x91"), "[CLS] \xce\xb1 [SEP]"); /* Greek capital alpha */
 }
 
 Test(tokenizer, cjk_characters_are_words_of_their_own)
@@ -151,7 +152,8 @@ Test(tokenizer_load, errors_and_line_ends)
     cr_assert(strstr(err, "[UNK]"), "%s", err);
     cr_assert_eq(embed_tokenizer_from_buffer("", 0, &t, err, sizeof(err)), -EINVAL);
     const char *crlf = "[UNK]\r\n[CLS]\r\n[SEP]\r\nhi";
-    cr_assert_eq(embed_tokenizer_from_buffer(crlf, strlen(crlf), &t, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(embed_tokenizer_from_buffer(crlf, strlen(crlf), &t, err, sizeof(err)), 0, "%s",
+                 err);
     cr_assert_eq(embed_tokenizer_id(t, "hi", 2), 3);
     cr_assert_eq(embed_tokenizer_id(t, "[SEP]", 5), 2);
     embed_tokenizer_free(t);

@@ -23,14 +23,14 @@
 #include "coring/embed/safetensors.h"
 
 typedef struct embed_bert_config {
-    unsigned vocab_size;          /* 30522 */
-    unsigned hidden_size;         /* 384 */
-    unsigned num_layers;          /* num_hidden_layers: 6 */
-    unsigned num_heads;           /* num_attention_heads: 12 */
-    unsigned intermediate_size;   /* 1536 */
-    unsigned max_positions;       /* max_position_embeddings: 512 */
-    unsigned type_vocab_size;     /* 2 */
-    float layer_norm_eps;         /* 1e-12 */
+    unsigned vocab_size;        /* 30522 */
+    unsigned hidden_size;       /* 384 */
+    unsigned num_layers;        /* num_hidden_layers: 6 */
+    unsigned num_heads;         /* num_attention_heads: 12 */
+    unsigned intermediate_size; /* 1536 */
+    unsigned max_positions;     /* max_position_embeddings: 512 */
+    unsigned type_vocab_size;   /* 2 */
+    float layer_norm_eps;       /* 1e-12 */
 } embed_bert_config;
 
 /*

@@ -22,8 +22,8 @@ typedef struct embed_model {
     embed_tokenizer *tokenizer;
     embed_safetensors *weights;
     embed_bert *bert;
-    size_t max_tokens;          /* ids per text, [CLS] and [SEP] included */
-    char name[128];             /* the folder's last path component */
+    size_t max_tokens; /* ids per text, [CLS] and [SEP] included */
+    char name[128];    /* the folder's last path component */
 } embed_model;
 
 /*

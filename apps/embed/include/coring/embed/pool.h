@@ -27,23 +27,23 @@ typedef struct embed_job embed_job;
 typedef void (*embed_job_done_fn)(embed_job *job);
 
 struct embed_job {
-    const int32_t *ids;      /* token ids ([CLS] ... [SEP]), not owned */
-    size_t count;            /* ids (1 ... max_positions) */
-    float *out;              /* hidden_size floats, written; not owned */
-    bool normalize;          /* L2-normalise out */
+    const int32_t *ids; /* token ids ([CLS] ... [SEP]), not owned */
+    size_t count;       /* ids (1 ... max_positions) */
+    float *out;         /* hidden_size floats, written; not owned */
+    bool normalize;     /* L2-normalise out */
     embed_job_done_fn done;
-    void *user;              /* for done() */
-    int status;              /* result: 0, -EINVAL, -ENOMEM, -ECANCELED */
+    void *user; /* for done() */
+    int status; /* result: 0, -EINVAL, -ENOMEM, -ECANCELED */
     /* Internal to the pool: */
     embed_job *next;
     uint64_t queued_ns;
 };
 
 typedef struct embed_pool_config {
-    unsigned threads;        /* inference threads (>= 1) */
-    unsigned max_batch;      /* texts per forward pass (>= 1) */
-    unsigned max_wait_us;    /* how long a batch waits to fill (0: take what is there) */
-    unsigned max_queue;      /* texts waiting at most (>= max_batch) */
+    unsigned threads;     /* inference threads (>= 1) */
+    unsigned max_batch;   /* texts per forward pass (>= 1) */
+    unsigned max_wait_us; /* how long a batch waits to fill (0: take what is there) */
+    unsigned max_queue;   /* texts waiting at most (>= max_batch) */
 } embed_pool_config;
 
 typedef struct embed_pool embed_pool;

@@ -19,12 +19,12 @@
 #define EMBED_TENSOR_MAX_DIMS 8
 
 typedef struct embed_tensor {
-    const char *name;       /* NUL-terminated, owned by the file */
-    char dtype[8];          /* "F32", "F16", "BF16", "I64", ... as written */
-    size_t element_size;    /* bytes per element (0 for a dtype not known here) */
+    const char *name;    /* NUL-terminated, owned by the file */
+    char dtype[8];       /* "F32", "F16", "BF16", "I64", ... as written */
+    size_t element_size; /* bytes per element (0 for a dtype not known here) */
     unsigned ndim;
     int64_t shape[EMBED_TENSOR_MAX_DIMS];
-    const void *data;       /* nbytes of data, aligned to element_size */
+    const void *data; /* nbytes of data, aligned to element_size */
     size_t nbytes;
 } embed_tensor;
 
