@@ -214,7 +214,7 @@ class Errors(CoringTestCase):
         cls.server.stop(expect_status=0)
 
     def post(self, path, body):
-        with self.server.connect() as conn:
+        with self.server.connect(timeout=30) as conn:
             return conn.request("POST", path, {"Content-Type": "application/json"}, body)
 
     def test_bad_bodies(self):
@@ -238,14 +238,14 @@ class Errors(CoringTestCase):
         self.assertEqual(len(resp.json()["embeddings"]), 64)
 
     def test_get_is_405(self):
-        with self.server.connect() as conn:
+        with self.server.connect(timeout=30) as conn:
             self.assertJsonError(conn.request("GET", "/embed"), 405)
 
 
 class NoModel(CoringTestCase):
     def test_routes_answer_503_and_the_rest_runs(self):
         with CoringServer(threads=1, apps="hello,embed") as srv:
-            with srv.connect() as conn:
+            with srv.connect(timeout=30) as conn:
                 for path in ("/embed", "/v1/embeddings"):
                     resp = conn.request("POST", path, {}, {"text": "hello"})
                     self.assertJsonError(resp, 503, path)
@@ -256,7 +256,7 @@ class NoModel(CoringTestCase):
     def test_bad_model_folder_is_a_clear_start_up_error(self):
         with tempfile.TemporaryDirectory() as empty:
             cmd = [coring_server.binary(), "--port", "0", "--embed-model", empty]
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             self.assertEqual(res.returncode, 1, res.stderr)
             self.assertIn("config.json", res.stderr)
 
