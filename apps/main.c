@@ -20,7 +20,7 @@
 #define CORING_VERSION "0.0.0"
 #endif
 
-static const app_def *const all_apps[] = {&app_hello, &app_todo};
+static const app_def *const all_apps[] = {&app_hello, &app_todo, &app_embed};
 #define NUM_APPS (sizeof(all_apps) / sizeof(all_apps[0]))
 
 static const app_def *mounted[NUM_APPS];
@@ -51,6 +51,12 @@ static void usage(FILE *f)
             "  --max-connections N      open connections limit (default: from RLIMIT_NOFILE)\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
+            "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
+            "                           vocab.txt); without it /embed answers 503\n"
+            "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
+            "  --embed-max-batch N      texts per forward pass (default 32)\n"
+            "  --embed-max-wait-us N    time a batch may wait to fill, microseconds (default 1000)\n"
+            "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
             "  --help                   show this help and exit\n"
             "  --version                show the version and exit\n"
             "\n"
@@ -145,11 +151,14 @@ int main(int argc, char **argv)
     net_config net = net_config_default();
     http_server_config http = http_server_config_default();
     const char *apps = NULL;
+    app_embed_options embed = {.max_wait_us = 1000};
 
     enum {
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
-        OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG, OPT_HELP, OPT_VERSION,
+        OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
+        OPT_HELP, OPT_VERSION, OPT_EMBED_MODEL, OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH,
+        OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -169,6 +178,11 @@ int main(int argc, char **argv)
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"embed-model", required_argument, NULL, OPT_EMBED_MODEL},
+        {"embed-threads", required_argument, NULL, OPT_EMBED_THREADS},
+        {"embed-max-batch", required_argument, NULL, OPT_EMBED_MAX_BATCH},
+        {"embed-max-wait-us", required_argument, NULL, OPT_EMBED_MAX_WAIT},
+        {"embed-max-queue", required_argument, NULL, OPT_EMBED_MAX_QUEUE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -227,6 +241,19 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_EMBED_MODEL: embed.model_dir = optarg; break;
+        case OPT_EMBED_THREADS:
+            embed.threads = (unsigned)number("--embed-threads", optarg, 1, 1024);
+            break;
+        case OPT_EMBED_MAX_BATCH:
+            embed.max_batch = (unsigned)number("--embed-max-batch", optarg, 1, 1024);
+            break;
+        case OPT_EMBED_MAX_WAIT:
+            embed.max_wait_us = (unsigned)number("--embed-max-wait-us", optarg, 0, 1000000);
+            break;
+        case OPT_EMBED_MAX_QUEUE:
+            embed.max_queue = (unsigned)number("--embed-max-queue", optarg, 1, 1u << 20);
+            break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
@@ -250,6 +277,7 @@ int main(int argc, char **argv)
             mounted[num_mounted++] = all_apps[i];
     }
 
+    app_embed_configure(&embed);
     http_router *router = http_router_create();
     if (!router) {
         fprintf(stderr, "coring: out of memory\n");
@@ -271,6 +299,9 @@ int main(int argc, char **argv)
         .on_listening = on_listening,
     };
     int ret = http_serve(&srv, &net);
+    for (size_t i = num_mounted; i-- > 0;)
+        if (mounted[i]->stop)
+            mounted[i]->stop();
     http_router_destroy(router);
     return ret == 0 ? 0 : 1;
 }

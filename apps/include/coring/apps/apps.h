@@ -15,6 +15,8 @@ typedef struct app_def {
     /* On each worker thread before it serves / after it stopped. */
     int (*thread_init)(void);
     void (*thread_fini)(void);
+    /* After serving stopped (main thread): release what mount() made. */
+    void (*stop)(void);
 } app_def;
 
 /* hello: GET / , /plaintext, /json (the TechEmpower shapes). */
@@ -22,5 +24,21 @@ extern const app_def app_hello;
 
 /* todo: an in-memory todo API sharded by id across the worker threads. */
 extern const app_def app_todo;
+
+/* embed: sentence embeddings (BERT, e.g. all-MiniLM-L6-v2) on an
+ * inference pool; POST /embed and POST /v1/embeddings. */
+extern const app_def app_embed;
+
+typedef struct app_embed_options {
+    const char *model_dir;   /* folder with config.json, model.safetensors, vocab.txt; NULL: 503 */
+    unsigned threads;        /* inference threads; 0: the CPUs in the affinity mask */
+    unsigned max_batch;      /* texts per forward pass; 0: 32 */
+    unsigned max_wait_us;    /* how long a batch may wait to fill, microseconds */
+    unsigned max_queue;      /* texts waiting at most before 503; 0: 1024 */
+} app_embed_options;
+
+/* app_embed_configure - set the embed app's options (copied; @o->model_dir
+ * must stay valid). Main thread, before mounting. */
+void app_embed_configure(const app_embed_options *o);
 
 #endif

@@ -1,0 +1,415 @@
+/*
+ * embed: sentence embeddings over HTTP.
+ *
+ *   POST /embed           {"text": "..."} or {"texts": [...]}, "normalize" optional
+ *   POST /v1/embeddings   OpenAI's shape: {"input": "..." | [...], "model": "..."}
+ *
+ * The handler validates and tokenizes on its ring thread (microseconds),
+ * hands one job per text to the inference pool, and waits (net_wait) until
+ * the last of its jobs is done; the inference thread that finishes it
+ * resumes the coroutine on its own ring (net_wake). Everything a job points
+ * to lives in the request's arena, which outlives the wait.
+ *
+ * Without --embed-model the routes answer 503 and the other apps run.
+ */
+#include "coring/apps/apps.h"
+#include "coring/core/json.h"
+#include "coring/core/json_writer.h"
+#include "coring/core/log.h"
+#include "coring/embed/embed.h"
+#include "coring/embed/pool.h"
+#include "coring/http/server.h"
+#include "coring/net/io.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define EMBED_MAX_TEXTS 64
+
+static app_embed_options options;
+static embed_model *model;
+static embed_pool *pool;
+
+void app_embed_configure(const app_embed_options *o)
+{
+    options = *o;
+}
+
+/* The texts of one request, after validation. */
+typedef struct embed_input {
+    const char *text[EMBED_MAX_TEXTS]; /* in the JSON document: valid until the next parse */
+    size_t len[EMBED_MAX_TEXTS];
+    size_t count;
+    bool many; /* given as an array */
+    bool normalize;
+    const char *model_name; /* /v1/embeddings: copied to the arena */
+} embed_input;
+
+/* The request's side of its jobs. */
+typedef struct embed_waiter {
+    net_wait_handle wait;
+    atomic_size_t pending;
+} embed_waiter;
+
+static void job_done(embed_job *job)
+{
+    embed_waiter *w = job->user;
+    if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) == 1)
+        net_wake(&w->wait);
+}
+
+/* Parse the body into its root object. Answers the error itself. */
+static bool parse_body(http_ctx *ctx, cr_json_value *root)
+{
+    if (!ctx->body || ctx->body_len == 0) {
+        http_respond_error(ctx, 400, "request body must be a JSON object");
+        return false;
+    }
+    cr_json_error err = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, root);
+    if (err != CR_JSON_OK) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "invalid JSON: %s", cr_json_error_message(err));
+        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, msg);
+        return false;
+    }
+    if (cr_json_type_of(*root) != CR_JSON_OBJECT) {
+        http_respond_error(ctx, 422, "body must be a JSON object");
+        return false;
+    }
+    return true;
+}
+
+/* Read @v, a string or an array of 1..64 strings, each non-empty, into @in.
+ * @field names it in error messages. Answers the error itself. */
+static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_input *in)
+{
+    char msg[128];
+    if (cr_json_type_of(v) == CR_JSON_STRING) {
+        cr_json_get_string(v, &in->text[0], &in->len[0]);
+        in->count = 1;
+        in->many = false;
+    } else if (cr_json_type_of(v) == CR_JSON_ARRAY) {
+        long n = cr_json_array_size(v);
+        if (n < 1 || n > EMBED_MAX_TEXTS) {
+            snprintf(msg, sizeof(msg), "%s must hold 1 to %d strings, not %ld", field,
+                     EMBED_MAX_TEXTS, n);
+            http_respond_error(ctx, 422, msg);
+            return false;
+        }
+        for (long i = 0; i < n; i++) {
+            cr_json_value item;
+            cr_json_array_at(v, (size_t)i, &item);
+            if (cr_json_get_string(item, &in->text[i], &in->len[i]) != CR_JSON_OK) {
+                snprintf(msg, sizeof(msg), "%s[%ld] must be a string", field, i);
+                http_respond_error(ctx, 422, msg);
+                return false;
+            }
+        }
+        in->count = (size_t)n;
+        in->many = true;
+    } else {
+        snprintf(msg, sizeof(msg), "%s must be a string or an array of strings", field);
+        http_respond_error(ctx, 422, msg);
+        return false;
+    }
+    for (size_t i = 0; i < in->count; i++)
+        if (in->len[i] == 0) {
+            if (in->many)
+                snprintf(msg, sizeof(msg), "%s[%zu] must not be empty", field, i);
+            else
+                snprintf(msg, sizeof(msg), "%s must not be empty", field);
+            http_respond_error(ctx, 422, msg);
+            return false;
+        }
+    return true;
+}
+
+/* Tokenize, run on the pool and wait. On success *@out holds count x hidden
+ * floats in the arena and *@tokens the ids used. Answers errors itself. */
+static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *tokens)
+{
+    size_t h = model->config.hidden_size, max = model->max_tokens;
+    embed_job *jobs = cr_arena_alloc(ctx->arena, in->count * sizeof(*jobs));
+    embed_job *ptrs[EMBED_MAX_TEXTS];
+    int32_t *ids = cr_arena_alloc(ctx->arena, in->count * max * sizeof(int32_t));
+    float *vectors = cr_arena_alloc(ctx->arena, in->count * h * sizeof(float));
+    if (!jobs || !ids || !vectors) {
+        http_respond_error(ctx, 500, "out of memory");
+        return false;
+    }
+    embed_waiter w;
+    if (net_wait_init(&w.wait) < 0) {
+        http_respond_error(ctx, 500, "embed: not on a worker coroutine");
+        return false;
+    }
+    atomic_init(&w.pending, in->count);
+    *tokens = 0;
+    for (size_t i = 0; i < in->count; i++) {
+        int32_t *mine = ids + i * max;
+        long n = embed_tokenize(model->tokenizer, in->text[i], in->len[i], mine, max);
+        jobs[i] = (embed_job){
+            .ids = mine,
+            .count = (size_t)n,
+            .out = vectors + i * h,
+            .normalize = in->normalize,
+            .done = job_done,
+            .user = &w,
+        };
+        ptrs[i] = &jobs[i];
+        *tokens += (size_t)n;
+    }
+    int err = embed_pool_submit(pool, ptrs, in->count);
+    if (err < 0) {
+        http_add_header(ctx, "Retry-After", "1");
+        http_respond_error(ctx, 503, err == -EAGAIN ? "inference queue is full" : "shutting down");
+        return false;
+    }
+    net_wait(&w.wait);
+    for (size_t i = 0; i < in->count; i++)
+        if (jobs[i].status < 0) {
+            cr_log_error("embed: inference failed: %s", cr_strerror(jobs[i].status));
+            http_respond_error(ctx, 500, "inference failed");
+            return false;
+        }
+    *out = vectors;
+    return true;
+}
+
+static void write_vector(cr_json_writer *w, const float *v, size_t n)
+{
+    cr_json_array_begin(w);
+    for (size_t j = 0; j < n; j++)
+        cr_json_double(w, v[j]);
+    cr_json_array_end(w);
+}
+
+/* Writes the body of a successful answer: @vectors holds in->count vectors
+ * of @dim floats, from @tokens token ids in all. */
+typedef void (*embed_writer_fn)(cr_json_writer *w, const embed_input *in, const float *vectors,
+                                size_t dim, size_t tokens);
+
+/* Run @in and answer 200 with what @write writes, or the error. */
+static void answer(http_ctx *ctx, const embed_input *in, embed_writer_fn write)
+{
+    float *vectors;
+    size_t tokens;
+    if (!run(ctx, in, &vectors, &tokens))
+        return;
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    cr_json_object_begin(&w);
+    write(&w, in, vectors, model->config.hidden_size, tokens);
+    cr_json_object_end(&w);
+    if (b->failed)
+        http_respond_error(ctx, 500, "out of memory");
+    else
+        http_respond_json(ctx, 200, b);
+}
+
+/* {"embedding": [...]} or {"embeddings": [[...], ...]} */
+static void write_embed(cr_json_writer *w, const embed_input *in, const float *vectors, size_t dim,
+                        size_t tokens)
+{
+    (void)tokens;
+    if (!in->many) {
+        cr_json_key(w, "embedding", 9);
+        write_vector(w, vectors, dim);
+        return;
+    }
+    cr_json_key(w, "embeddings", 10);
+    cr_json_array_begin(w);
+    for (size_t i = 0; i < in->count; i++)
+        write_vector(w, vectors + i * dim, dim);
+    cr_json_array_end(w);
+}
+
+/* OpenAI's list of embedding objects, model and usage. */
+static void write_openai(cr_json_writer *w, const embed_input *in, const float *vectors, size_t dim,
+                         size_t tokens)
+{
+    cr_json_key(w, "object", 6);
+    cr_json_cstring(w, "list");
+    cr_json_key(w, "data", 4);
+    cr_json_array_begin(w);
+    for (size_t i = 0; i < in->count; i++) {
+        cr_json_object_begin(w);
+        cr_json_key(w, "object", 6);
+        cr_json_cstring(w, "embedding");
+        cr_json_key(w, "index", 5);
+        cr_json_uint64(w, i);
+        cr_json_key(w, "embedding", 9);
+        write_vector(w, vectors + i * dim, dim);
+        cr_json_object_end(w);
+    }
+    cr_json_array_end(w);
+    cr_json_key(w, "model", 5);
+    cr_json_cstring(w, in->model_name);
+    cr_json_key(w, "usage", 5);
+    cr_json_object_begin(w);
+    cr_json_key(w, "prompt_tokens", 13);
+    cr_json_uint64(w, tokens);
+    cr_json_key(w, "total_tokens", 12);
+    cr_json_uint64(w, tokens);
+    cr_json_object_end(w);
+}
+
+static bool loaded(http_ctx *ctx)
+{
+    if (model)
+        return true;
+    http_respond_error(ctx, 503, "no model loaded");
+    return false;
+}
+
+static void post_embed(http_ctx *ctx, void *user)
+{
+    (void)user;
+    if (!loaded(ctx))
+        return;
+    cr_json_value root, text, texts, v;
+    if (!parse_body(ctx, &root))
+        return;
+    embed_input in = {.normalize = true};
+    bool has_text = cr_json_object_get(root, "text", 4, &text) == CR_JSON_OK;
+    bool has_texts = cr_json_object_get(root, "texts", 5, &texts) == CR_JSON_OK;
+    if (has_text == has_texts) {
+        http_respond_error(ctx, 422,
+                           has_text ? "give either \"text\" or \"texts\", not both"
+                                    : "\"text\" (a string) or \"texts\" (an array of "
+                                      "strings) is required");
+        return;
+    }
+    if (has_text && cr_json_type_of(text) != CR_JSON_STRING) {
+        http_respond_error(ctx, 422, "text must be a string");
+        return;
+    }
+    if (has_texts && cr_json_type_of(texts) != CR_JSON_ARRAY) {
+        http_respond_error(ctx, 422, "texts must be an array of strings");
+        return;
+    }
+    if (!read_texts(ctx, has_text ? text : texts, has_text ? "text" : "texts", &in))
+        return;
+    if (cr_json_object_get(root, "normalize", 9, &v) == CR_JSON_OK &&
+        cr_json_get_bool(v, &in.normalize) != CR_JSON_OK) {
+        http_respond_error(ctx, 422, "normalize must be a boolean");
+        return;
+    }
+    answer(ctx, &in, write_embed);
+}
+
+/* OpenAI's embeddings API: https://platform.openai.com/docs/api-reference/embeddings */
+static void post_openai(http_ctx *ctx, void *user)
+{
+    (void)user;
+    if (!loaded(ctx))
+        return;
+    cr_json_value root, input, v;
+    if (!parse_body(ctx, &root))
+        return;
+    embed_input in = {.normalize = true, .model_name = model->name};
+    if (cr_json_object_get(root, "input", 5, &input) != CR_JSON_OK) {
+        http_respond_error(ctx, 422, "input (a string or an array of strings) is required");
+        return;
+    }
+    if (!read_texts(ctx, input, "input", &in))
+        return;
+    if (cr_json_object_get(root, "model", 5, &v) == CR_JSON_OK) {
+        const char *s;
+        size_t len;
+        if (cr_json_get_string(v, &s, &len) != CR_JSON_OK) {
+            http_respond_error(ctx, 422, "model must be a string");
+            return;
+        }
+        if (!(in.model_name = cr_arena_strndup(ctx->arena, s, len))) {
+            http_respond_error(ctx, 500, "out of memory");
+            return;
+        }
+    }
+    if (cr_json_object_get(root, "encoding_format", 15, &v) == CR_JSON_OK) {
+        const char *s;
+        size_t len;
+        if (cr_json_get_string(v, &s, &len) != CR_JSON_OK || len != 5 || memcmp(s, "float", 5)) {
+            http_respond_error(ctx, 422, "encoding_format must be \"float\"");
+            return;
+        }
+    }
+    answer(ctx, &in, write_openai);
+}
+
+/* --- the app ---------------------------------------------------------------- */
+
+static unsigned cpus_available(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    return 1;
+}
+
+static int load(void)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char err[512];
+    int ret = embed_model_open(options.model_dir, &model, err, sizeof(err));
+    if (ret < 0) {
+        cr_log_error("embed: cannot load the model: %s", err);
+        return ret;
+    }
+    embed_pool_config cfg = {
+        .threads = options.threads ? options.threads : cpus_available(),
+        .max_batch = options.max_batch ? options.max_batch : 32,
+        .max_wait_us = options.max_wait_us,
+        .max_queue = options.max_queue ? options.max_queue : 1024,
+    };
+    if (cfg.max_queue < cfg.max_batch)
+        cfg.max_queue = cfg.max_batch;
+    if ((ret = embed_pool_create(model->bert, &cfg, &pool)) < 0) {
+        cr_log_error("embed: cannot start the inference threads: %s", cr_strerror(ret));
+        embed_model_close(model);
+        model = NULL;
+        return ret;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const embed_bert_config *c = &model->config;
+    cr_log_info("embed: model %s (%u layers, hidden %u, %u heads, vocab %u, max %zu tokens) "
+                "loaded in %.1f ms; %u inference threads, batches of up to %u, wait %u us",
+                model->name, c->num_layers, c->hidden_size, c->num_heads, c->vocab_size,
+                model->max_tokens,
+                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                cfg.threads, cfg.max_batch, cfg.max_wait_us);
+    return 0;
+}
+
+static int mount(http_router *r)
+{
+    int err;
+    if ((err = http_router_add(r, HTTP_POST, "/embed", post_embed, NULL)) < 0 ||
+        (err = http_router_add(r, HTTP_POST, "/v1/embeddings", post_openai, NULL)) < 0)
+        return err;
+    if (!options.model_dir) {
+        cr_log_info("embed: no --embed-model given: /embed and /v1/embeddings answer 503");
+        return 0;
+    }
+    return load();
+}
+
+static void stop(void)
+{
+    embed_pool_destroy(pool);
+    pool = NULL;
+    embed_model_close(model);
+    model = NULL;
+}
+
+const app_def app_embed = {
+    .name = "embed",
+    .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
+    .mount = mount,
+    .stop = stop,
+};

@@ -1,0 +1,418 @@
+/*
+ * The BERT forward pass (see coring/embed/bert.h).
+ *
+ * Per batch, with N = the tokens of all sequences stacked (no padding):
+ *   x = LayerNorm(word[id] + position[t] + token_type[0])          [N, H]
+ *   per layer:
+ *     q, k, v = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv                [N, H]
+ *     per sequence and head: ctx = softmax(q k^T / sqrt(d)) v       [L, d]
+ *     x = LayerNorm(x + ctx Wo^T + bo)
+ *     x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2)              [N, I] inside
+ *   out[b] = mean of x over sequence b's rows
+ * Linear layers compute "bias rows, then sgemm with beta = 1".
+ */
+#include "coring/embed/bert.h"
+
+#include "coring/core/json.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bert_layer {
+    const float *query_w, *query_b, *key_w, *key_b, *value_w, *value_b;
+    const float *attn_out_w, *attn_out_b, *attn_norm_w, *attn_norm_b;
+    const float *inter_w, *inter_b, *out_w, *out_b, *out_norm_w, *out_norm_b;
+} bert_layer;
+
+struct embed_bert {
+    embed_bert_config cfg;
+    const float *word, *position, *token_type, *emb_norm_w, *emb_norm_b;
+    bert_layer *layers;
+};
+
+struct embed_bert_workspace {
+    float *block;  /* one allocation holding the arrays below */
+    size_t floats; /* its size */
+    float *x, *q, *k, *v, *ctx, *inter, *scores;
+};
+
+/* --- config.json ---------------------------------------------------------- */
+
+static int config_uint(cr_json_value root, const char *key, unsigned min, unsigned max,
+                       unsigned *out, bool required, char *err, size_t err_len)
+{
+    cr_json_value v;
+    if (cr_json_object_get(root, key, strlen(key), &v) != CR_JSON_OK) {
+        if (!required)
+            return 0;
+        snprintf(err, err_len, "config.json: missing \"%s\"", key);
+        return -EINVAL;
+    }
+    uint64_t n;
+    if (cr_json_get_uint64(v, &n) != CR_JSON_OK || n < min || n > max) {
+        snprintf(err, err_len, "config.json: \"%s\" must be an integer from %u to %u", key, min,
+                 max);
+        return -EINVAL;
+    }
+    *out = (unsigned)n;
+    return 0;
+}
+
+int embed_bert_config_parse(const char *json, size_t len, embed_bert_config *cfg, char *err,
+                            size_t err_len)
+{
+    *cfg =
+        (embed_bert_config){.type_vocab_size = 2, .layer_norm_eps = 1e-12f, .max_positions = 512};
+    cr_json_parser *p = cr_json_parser_create(len + 64, 32);
+    if (!p) {
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    int ret = -EINVAL;
+    cr_json_value root, v;
+    const char *s;
+    size_t slen;
+    cr_json_error jerr = cr_json_parse(p, json, len, &root);
+    if (jerr != CR_JSON_OK || cr_json_type_of(root) != CR_JSON_OBJECT) {
+        snprintf(err, err_len, "config.json: not a JSON object (%s)",
+                 jerr ? cr_json_error_message(jerr) : "wrong type");
+        goto out;
+    }
+    if (cr_json_object_get(root, "model_type", 10, &v) == CR_JSON_OK &&
+        (cr_json_get_string(v, &s, &slen) != CR_JSON_OK || slen != 4 || memcmp(s, "bert", 4))) {
+        snprintf(err, err_len, "config.json: model_type must be \"bert\"");
+        goto out;
+    }
+    if (cr_json_object_get(root, "hidden_act", 10, &v) == CR_JSON_OK &&
+        (cr_json_get_string(v, &s, &slen) != CR_JSON_OK || slen != 4 || memcmp(s, "gelu", 4))) {
+        snprintf(err, err_len, "config.json: hidden_act must be \"gelu\" (exact erf GELU)");
+        goto out;
+    }
+    if (config_uint(root, "vocab_size", 1, 1u << 22, &cfg->vocab_size, true, err, err_len) ||
+        config_uint(root, "hidden_size", 1, 16384, &cfg->hidden_size, true, err, err_len) ||
+        config_uint(root, "num_hidden_layers", 1, 256, &cfg->num_layers, true, err, err_len) ||
+        config_uint(root, "num_attention_heads", 1, 1024, &cfg->num_heads, true, err, err_len) ||
+        config_uint(root, "intermediate_size", 1, 65536, &cfg->intermediate_size, true, err,
+                    err_len) ||
+        config_uint(root, "max_position_embeddings", 2, 65536, &cfg->max_positions, false, err,
+                    err_len) ||
+        config_uint(root, "type_vocab_size", 1, 1024, &cfg->type_vocab_size, false, err, err_len))
+        goto out;
+    if (cfg->hidden_size % cfg->num_heads) {
+        snprintf(err, err_len,
+                 "config.json: hidden_size %u is not a multiple of num_attention_heads %u",
+                 cfg->hidden_size, cfg->num_heads);
+        goto out;
+    }
+    if (cr_json_object_get(root, "layer_norm_eps", 14, &v) == CR_JSON_OK) {
+        double eps;
+        if (cr_json_get_double(v, &eps) != CR_JSON_OK || !(eps > 0 && eps < 1)) {
+            snprintf(err, err_len, "config.json: layer_norm_eps must be a number in (0, 1)");
+            goto out;
+        }
+        cfg->layer_norm_eps = (float)eps;
+    }
+    ret = 0;
+out:
+    cr_json_parser_destroy(p);
+    return ret;
+}
+
+/* --- weights ---------------------------------------------------------------- */
+
+/* The F32 tensor @name (tried as given, then with "bert."), of shape
+ * [d0] or [d0, d1] (d1 == 0 for one dimension). NULL with a message. */
+static const float *weight(const embed_safetensors *st, const char *name, int64_t d0, int64_t d1,
+                           char *err, size_t err_len)
+{
+    char prefixed[160];
+    snprintf(prefixed, sizeof(prefixed), "bert.%s", name);
+    const embed_tensor *t = embed_safetensors_find(st, name);
+    if (!t)
+        t = embed_safetensors_find(st, prefixed);
+    if (!t) {
+        snprintf(err, err_len, "model.safetensors: missing tensor %s (or %s)", name, prefixed);
+        return NULL;
+    }
+    if (strcmp(t->dtype, "F32") != 0) {
+        snprintf(err, err_len, "model.safetensors: tensor %s is %s; only F32 is supported", t->name,
+                 t->dtype);
+        return NULL;
+    }
+    unsigned ndim = d1 ? 2 : 1;
+    if (t->ndim != ndim || t->shape[0] != d0 || (d1 && t->shape[1] != d1)) {
+        char got[96] = "";
+        size_t used = 0;
+        for (unsigned i = 0; i < t->ndim && used < sizeof(got); i++)
+            used += (size_t)snprintf(got + used, sizeof(got) - used, "%s%lld", i ? ", " : "",
+                                     (long long)t->shape[i]);
+        if (d1)
+            snprintf(err, err_len,
+                     "model.safetensors: tensor %s has shape [%s], expected [%lld, %lld]", t->name,
+                     got, (long long)d0, (long long)d1);
+        else
+            snprintf(err, err_len, "model.safetensors: tensor %s has shape [%s], expected [%lld]",
+                     t->name, got, (long long)d0);
+        return NULL;
+    }
+    return t->data;
+}
+
+int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, embed_bert **out,
+                    char *err, size_t err_len)
+{
+    *out = NULL;
+    embed_bert *m = calloc(1, sizeof(*m));
+    if (!m || !(m->layers = calloc(cfg->num_layers, sizeof(*m->layers)))) {
+        free(m);
+        snprintf(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    m->cfg = *cfg;
+    int64_t h = cfg->hidden_size, inter = cfg->intermediate_size;
+#define W(dst, name, d0, d1)                                                                       \
+    do {                                                                                           \
+        if (!((dst) = weight(st, (name), (d0), (d1), err, err_len)))                               \
+            goto bad;                                                                              \
+    } while (0)
+    W(m->word, "embeddings.word_embeddings.weight", cfg->vocab_size, h);
+    W(m->position, "embeddings.position_embeddings.weight", cfg->max_positions, h);
+    W(m->token_type, "embeddings.token_type_embeddings.weight", cfg->type_vocab_size, h);
+    W(m->emb_norm_w, "embeddings.LayerNorm.weight", h, 0);
+    W(m->emb_norm_b, "embeddings.LayerNorm.bias", h, 0);
+    for (unsigned i = 0; i < cfg->num_layers; i++) {
+        bert_layer *l = &m->layers[i];
+        char name[128];
+#define LW(dst, suffix, d0, d1)                                                                    \
+    do {                                                                                           \
+        snprintf(name, sizeof(name), "encoder.layer.%u.%s", i, (suffix));                          \
+        W(dst, name, d0, d1);                                                                      \
+    } while (0)
+        LW(l->query_w, "attention.self.query.weight", h, h);
+        LW(l->query_b, "attention.self.query.bias", h, 0);
+        LW(l->key_w, "attention.self.key.weight", h, h);
+        LW(l->key_b, "attention.self.key.bias", h, 0);
+        LW(l->value_w, "attention.self.value.weight", h, h);
+        LW(l->value_b, "attention.self.value.bias", h, 0);
+        LW(l->attn_out_w, "attention.output.dense.weight", h, h);
+        LW(l->attn_out_b, "attention.output.dense.bias", h, 0);
+        LW(l->attn_norm_w, "attention.output.LayerNorm.weight", h, 0);
+        LW(l->attn_norm_b, "attention.output.LayerNorm.bias", h, 0);
+        LW(l->inter_w, "intermediate.dense.weight", inter, h);
+        LW(l->inter_b, "intermediate.dense.bias", inter, 0);
+        LW(l->out_w, "output.dense.weight", h, inter);
+        LW(l->out_b, "output.dense.bias", h, 0);
+        LW(l->out_norm_w, "output.LayerNorm.weight", h, 0);
+        LW(l->out_norm_b, "output.LayerNorm.bias", h, 0);
+#undef LW
+    }
+#undef W
+    *out = m;
+    return 0;
+bad:
+    embed_bert_free(m);
+    return -EINVAL;
+}
+
+void embed_bert_free(embed_bert *m)
+{
+    if (!m)
+        return;
+    free(m->layers);
+    free(m);
+}
+
+const embed_bert_config *embed_bert_config_of(const embed_bert *m)
+{
+    return &m->cfg;
+}
+
+/* --- workspace ------------------------------------------------------------ */
+
+embed_bert_workspace *embed_bert_workspace_create(void)
+{
+    return calloc(1, sizeof(embed_bert_workspace));
+}
+
+void embed_bert_workspace_free(embed_bert_workspace *ws)
+{
+    if (!ws)
+        return;
+    free(ws->block);
+    free(ws);
+}
+
+static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t longest, size_t h,
+                         size_t inter)
+{
+    size_t need = tokens * h * 5 + tokens * inter + longest * longest;
+    if (need > ws->floats) {
+        float *block = malloc(need * sizeof(float));
+        if (!block)
+            return -ENOMEM;
+        free(ws->block);
+        ws->block = block;
+        ws->floats = need;
+    }
+    float *p = ws->block;
+    ws->x = p, p += tokens * h;
+    ws->q = p, p += tokens * h;
+    ws->k = p, p += tokens * h;
+    ws->v = p, p += tokens * h;
+    ws->ctx = p, p += tokens * h;
+    ws->inter = p, p += tokens * inter;
+    ws->scores = p;
+    return 0;
+}
+
+/* --- kernels ------------------------------------------------------------------ */
+
+/* y[n, out] = x[n, in] w[out, in]^T + b[out] (+ y when @accumulate). */
+static void linear(const float *x, size_t n, size_t in, const float *w, const float *b, size_t out,
+                   float *y, bool accumulate)
+{
+    for (size_t r = 0; r < n; r++) {
+        float *row = y + r * out;
+        if (accumulate)
+            for (size_t j = 0; j < out; j++)
+                row[j] += b[j];
+        else
+            memcpy(row, b, out * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x,
+                (int)in, w, (int)in, 1.0f, y, (int)out);
+}
+
+/* Each of the @n rows of @x (@h wide): (x - mean) / sqrt(var + eps) * w + b. */
+static void layer_norm(float *x, size_t n, size_t h, const float *w, const float *b, float eps)
+{
+    for (size_t r = 0; r < n; r++) {
+        float *row = x + r * h;
+        double sum = 0, sq = 0;
+        for (size_t j = 0; j < h; j++)
+            sum += row[j];
+        double mean = sum / (double)h;
+        for (size_t j = 0; j < h; j++) {
+            double d = row[j] - mean;
+            sq += d * d;
+        }
+        float inv = (float)(1.0 / sqrt(sq / (double)h + eps));
+        float fmean = (float)mean;
+        for (size_t j = 0; j < h; j++)
+            row[j] = (row[j] - fmean) * inv * w[j] + b[j];
+    }
+}
+
+/* GELU with the exact error function: x/2 (1 + erf(x / sqrt 2)). */
+static void gelu(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+}
+
+static void softmax_rows(float *s, size_t rows, size_t cols)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *row = s + r * cols;
+        float max = row[0];
+        for (size_t j = 1; j < cols; j++)
+            max = row[j] > max ? row[j] : max;
+        float sum = 0;
+        for (size_t j = 0; j < cols; j++)
+            sum += row[j] = expf(row[j] - max);
+        float inv = 1.0f / sum;
+        for (size_t j = 0; j < cols; j++)
+            row[j] *= inv;
+    }
+}
+
+void embed_mean_pool(const float *hidden, size_t tokens, size_t dim, float *out)
+{
+    for (size_t j = 0; j < dim; j++)
+        out[j] = 0;
+    for (size_t t = 0; t < tokens; t++)
+        for (size_t j = 0; j < dim; j++)
+            out[j] += hidden[t * dim + j];
+    float inv = 1.0f / (float)tokens;
+    for (size_t j = 0; j < dim; j++)
+        out[j] *= inv;
+}
+
+void embed_l2_normalize(float *v, size_t dim)
+{
+    double sq = 0;
+    for (size_t j = 0; j < dim; j++)
+        sq += (double)v[j] * v[j];
+    double norm = sqrt(sq);
+    float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+    for (size_t j = 0; j < dim; j++)
+        v[j] *= inv;
+}
+
+/* --- forward pass --------------------------------------------------------------- */
+
+int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t count,
+                      const int32_t *const *ids, const size_t *lens, float *const *out)
+{
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size, heads = c->num_heads, d = h / heads;
+    size_t tokens = 0, longest = 0;
+    for (size_t b = 0; b < count; b++) {
+        if (lens[b] == 0 || lens[b] > c->max_positions)
+            return -EINVAL;
+        for (size_t t = 0; t < lens[b]; t++)
+            if (ids[b][t] < 0 || (unsigned)ids[b][t] >= c->vocab_size)
+                return -EINVAL;
+        tokens += lens[b];
+        longest = lens[b] > longest ? lens[b] : longest;
+    }
+    if (count == 0)
+        return 0;
+    if (workspace_fit(ws, tokens, longest, h, inter) < 0)
+        return -ENOMEM;
+    float *x = ws->x;
+
+    /* Embeddings. */
+    for (size_t b = 0, row = 0; b < count; b++)
+        for (size_t t = 0; t < lens[b]; t++, row++) {
+            const float *w = m->word + (size_t)ids[b][t] * h, *p = m->position + t * h;
+            float *dst = x + row * h;
+            for (size_t j = 0; j < h; j++)
+                dst[j] = w[j] + p[j] + m->token_type[j];
+        }
+    layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, c->layer_norm_eps);
+
+    float scale = 1.0f / sqrtf((float)d);
+    for (unsigned li = 0; li < c->num_layers; li++) {
+        const bert_layer *l = &m->layers[li];
+        linear(x, tokens, h, l->query_w, l->query_b, h, ws->q, false);
+        linear(x, tokens, h, l->key_w, l->key_b, h, ws->k, false);
+        linear(x, tokens, h, l->value_w, l->value_b, h, ws->v, false);
+        for (size_t b = 0, start = 0; b < count; start += lens[b], b++) {
+            int len = (int)lens[b];
+            for (size_t hd = 0; hd < heads; hd++) {
+                size_t off = start * h + hd * d;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, (int)d, scale,
+                            ws->q + off, (int)h, ws->k + off, (int)h, 0.0f, ws->scores, len);
+                softmax_rows(ws->scores, (size_t)len, (size_t)len);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, (int)d, len, 1.0f,
+                            ws->scores, len, ws->v + off, (int)h, 0.0f, ws->ctx + off, (int)h);
+            }
+        }
+        /* x = LayerNorm(x + ctx Wo^T + bo) */
+        linear(ws->ctx, tokens, h, l->attn_out_w, l->attn_out_b, h, x, true);
+        layer_norm(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps);
+        /* x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2) */
+        linear(x, tokens, h, l->inter_w, l->inter_b, inter, ws->inter, false);
+        gelu(ws->inter, tokens * inter);
+        linear(ws->inter, tokens, inter, l->out_w, l->out_b, h, x, true);
+        layer_norm(x, tokens, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps);
+    }
+    for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
+        embed_mean_pool(x + start * h, lens[b], h, out[b]);
+    return 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * A BERT encoder (Devlin et al., "BERT: Pre-training of Deep Bidirectional
+ * Transformers for Language Understanding", 2019; the Hugging Face
+ * transformers BertModel layout) with sentence-transformers' mean pooling,
+ * for sentence embeddings such as all-MiniLM-L6-v2.
+ *
+ * Post-LayerNorm transformer layers, exact (erf) GELU, absolute position
+ * embeddings, token type 0. Every matrix product is an OpenBLAS sgemm.
+ * A batch is packed: the sequences' tokens are stacked without padding and
+ * each sequence attends only to its own tokens, which is what BERT's
+ * padding mask computes, without spending work on the padded rows.
+ *
+ * A loaded model is read-only: threads share it. Each thread that runs it
+ * needs its own workspace.
+ */
+#ifndef CORING_EMBED_BERT_H
+#define CORING_EMBED_BERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coring/embed/safetensors.h"
+
+typedef struct embed_bert_config {
+    unsigned vocab_size;        /* 30522 */
+    unsigned hidden_size;       /* 384 */
+    unsigned num_layers;        /* num_hidden_layers: 6 */
+    unsigned num_heads;         /* num_attention_heads: 12 */
+    unsigned intermediate_size; /* 1536 */
+    unsigned max_positions;     /* max_position_embeddings: 512 */
+    unsigned type_vocab_size;   /* 2 */
+    float layer_norm_eps;       /* 1e-12 */
+} embed_bert_config;
+
+/*
+ * embed_bert_config_parse - read a Hugging Face config.json (@len bytes).
+ * Requires model_type "bert" (when present), hidden_act "gelu" (when
+ * present), hidden_size divisible by num_attention_heads, and sizes within
+ * sane bounds. Returns 0, or -EINVAL with a message in @err (@err_len bytes).
+ */
+int embed_bert_config_parse(const char *json, size_t len, embed_bert_config *cfg, char *err,
+                            size_t err_len);
+
+typedef struct embed_bert embed_bert;
+
+/*
+ * embed_bert_load - bind the weights of @st to a model of shape @cfg.
+ * Tensor names as transformers' BertModel writes them, with or without a
+ * "bert." prefix (embeddings.word_embeddings.weight, encoder.layer.N.
+ * attention.self.query.weight, ...); every one must be F32 and of the
+ * shape @cfg implies (linear weights are [out, in]).
+ * The model points into @st, which must outlive it.
+ * Returns 0 and *@out (free with embed_bert_free), -EINVAL with a message
+ * in @err naming the missing or mis-shaped tensor, or -ENOMEM.
+ */
+int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, embed_bert **out,
+                    char *err, size_t err_len);
+
+void embed_bert_free(embed_bert *m);
+
+/* embed_bert_config_of - the model's configuration. */
+const embed_bert_config *embed_bert_config_of(const embed_bert *m);
+
+/* Scratch memory for one thread's forward passes; grows to the largest
+ * batch seen. NULL on ENOMEM. */
+typedef struct embed_bert_workspace embed_bert_workspace;
+embed_bert_workspace *embed_bert_workspace_create(void);
+void embed_bert_workspace_free(embed_bert_workspace *ws);
+
+/*
+ * embed_bert_encode - run @count sequences through the encoder and mean-pool
+ * each one's last hidden states over its tokens (every token counts: the
+ * attention mask is 1 on all of them).
+ * @ids[i]: @lens[i] token ids (1 <= lens[i] <= max_positions, each below
+ * vocab_size). @out[i]: room for hidden_size floats, written.
+ * No normalisation here: see embed_l2_normalize.
+ * Returns 0, -EINVAL (a bad length or id; nothing written) or -ENOMEM.
+ * Thread: any, with a workspace of its own.
+ */
+int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t count,
+                      const int32_t *const *ids, const size_t *lens, float *const *out);
+
+/*
+ * embed_mean_pool - @out[j] = mean over the @tokens rows of @hidden
+ * (@tokens x @dim, row-major) of hidden[t][j]. @tokens >= 1.
+ * (sentence-transformers models.Pooling, pooling_mode_mean_tokens.)
+ */
+void embed_mean_pool(const float *hidden, size_t tokens, size_t dim, float *out);
+
+/*
+ * embed_l2_normalize - divide @v (@dim floats) by its Euclidean norm, or by
+ * 1e-12 when the norm is smaller (torch.nn.functional.normalize, as
+ * sentence-transformers' Normalize module does).
+ */
+void embed_l2_normalize(float *v, size_t dim);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * The inference pool: threads that run the encoder, so that no ring thread
+ * ever does. Callers (ring threads) submit jobs, one text each; an
+ * inference thread takes every job waiting, up to max_batch, waiting up to
+ * max_wait_us after the oldest one arrived for the batch to fill, runs them
+ * as one forward pass, and calls each job's done() from the inference
+ * thread.
+ *
+ * Submission takes a mutex shared with the inference threads only (never
+ * held during inference); the queue is bounded so that overload is
+ * answered at once (-EAGAIN) instead of queueing without limit.
+ */
+#ifndef CORING_EMBED_POOL_H
+#define CORING_EMBED_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coring/embed/bert.h"
+
+typedef struct embed_job embed_job;
+
+/* Called once per job, on an inference thread, when the job is finished
+ * (status set). It must not block; it may free nothing the pool still
+ * reads (the pool does not touch the job after done() returns). */
+typedef void (*embed_job_done_fn)(embed_job *job);
+
+struct embed_job {
+    const int32_t *ids; /* token ids ([CLS] ... [SEP]), not owned */
+    size_t count;       /* ids (1 ... max_positions) */
+    float *out;         /* hidden_size floats, written; not owned */
+    bool normalize;     /* L2-normalise out */
+    embed_job_done_fn done;
+    void *user; /* for done() */
+    int status; /* result: 0, -EINVAL, -ENOMEM, -ECANCELED */
+    /* Internal to the pool: */
+    embed_job *next;
+    uint64_t queued_ns;
+};
+
+typedef struct embed_pool_config {
+    unsigned threads;     /* inference threads (>= 1) */
+    unsigned max_batch;   /* texts per forward pass (>= 1) */
+    unsigned max_wait_us; /* how long a batch waits to fill (0: take what is there) */
+    unsigned max_queue;   /* texts waiting at most (>= max_batch) */
+} embed_pool_config;
+
+typedef struct embed_pool embed_pool;
+
+/*
+ * embed_pool_create - start @cfg->threads inference threads for @model
+ * (which must outlive the pool). Sets OpenBLAS to one thread: the pool's
+ * size is the parallelism. Returns 0 and *@out, -EINVAL (bad config),
+ * -ENOMEM or -EAGAIN (a thread could not start). Main thread.
+ */
+int embed_pool_create(const embed_bert *model, const embed_pool_config *cfg, embed_pool **out);
+
+/*
+ * embed_pool_submit - queue @n jobs (all or none). Each job's done() will
+ * be called exactly once, from an inference thread, unless this returns
+ * an error. Returns 0, -EAGAIN (the queue is full: try later) or
+ * -ESHUTDOWN (the pool is stopping). Thread: any.
+ */
+int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n);
+
+/*
+ * embed_pool_destroy - stop taking jobs, let the threads finish the batch
+ * they are running, fail what is still queued with -ECANCELED (calling
+ * done()), join the threads and free the pool. Main thread.
+ */
+void embed_pool_destroy(embed_pool *p);
+
+#endif

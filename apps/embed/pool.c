@@ -1,0 +1,200 @@
+/*
+ * The inference pool (see coring/embed/pool.h).
+ *
+ * One FIFO of jobs under a mutex, shared by the submitting ring threads and
+ * the inference threads; the mutex is held only to link or unlink jobs.
+ * Batching: an inference thread takes up to max_batch waiting jobs. When
+ * fewer are waiting and another inference thread is busy, it waits until
+ * the oldest job has waited max_wait_us for more to arrive; when every
+ * inference thread is idle it runs at once (waiting then would only add
+ * latency: under load, jobs pile up during a forward pass and the next
+ * batch fills by itself).
+ */
+#include "coring/embed/pool.h"
+
+#include "coring/core/log.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct embed_pool {
+    const embed_bert *model;
+    embed_pool_config cfg;
+    pthread_mutex_t lock;
+    pthread_cond_t arrived; /* jobs were queued, or stop */
+    embed_job *head, *tail; /* FIFO, under lock */
+    size_t queued;          /* jobs in it */
+    unsigned busy;          /* threads running a batch */
+    bool stop;
+    pthread_t *threads;
+    unsigned started;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Run @n jobs as one forward pass, or one by one when the batch fails
+ * (so that one bad job does not fail the others), then finish them. */
+static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs, size_t n,
+                      const int32_t **ids, size_t *lens, float **outs)
+{
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = jobs[i]->ids;
+        lens[i] = jobs[i]->count;
+        outs[i] = jobs[i]->out;
+    }
+    int err = embed_bert_encode(p->model, ws, n, ids, lens, outs);
+    for (size_t i = 0; i < n; i++) {
+        int status = err;
+        if (err < 0 && n > 1)
+            status = embed_bert_encode(p->model, ws, 1, &ids[i], &lens[i], &outs[i]);
+        if (status == 0 && jobs[i]->normalize)
+            embed_l2_normalize(jobs[i]->out, embed_bert_config_of(p->model)->hidden_size);
+        jobs[i]->status = status;
+    }
+    for (size_t i = 0; i < n; i++)
+        jobs[i]->done(jobs[i]);
+}
+
+static void *inference_main(void *arg)
+{
+    embed_pool *p = arg;
+    cr_log_set_thread_name("embed");
+    size_t max = p->cfg.max_batch;
+    embed_bert_workspace *ws = embed_bert_workspace_create();
+    embed_job **jobs = malloc(max * sizeof(*jobs));
+    const int32_t **ids = malloc(max * sizeof(*ids));
+    size_t *lens = malloc(max * sizeof(*lens));
+    float **outs = malloc(max * sizeof(*outs));
+    bool ok = ws && jobs && ids && lens && outs;
+    if (!ok)
+        cr_log_error("embed: inference thread out of memory; it will not run");
+    pthread_mutex_lock(&p->lock);
+    while (ok && !p->stop) {
+        if (!p->head) {
+            pthread_cond_wait(&p->arrived, &p->lock);
+            continue;
+        }
+        if (p->queued < max && p->busy > 0 && p->cfg.max_wait_us > 0) {
+            uint64_t deadline = p->head->queued_ns + (uint64_t)p->cfg.max_wait_us * 1000u;
+            if (now_ns() < deadline) {
+                struct timespec ts = {(time_t)(deadline / 1000000000u),
+                                      (long)(deadline % 1000000000u)};
+                pthread_cond_timedwait(&p->arrived, &p->lock, &ts);
+                continue;
+            }
+        }
+        size_t n = 0;
+        while (p->head && n < max) {
+            jobs[n++] = p->head;
+            p->head = p->head->next;
+        }
+        if (!p->head)
+            p->tail = NULL;
+        p->queued -= n;
+        p->busy++;
+        pthread_mutex_unlock(&p->lock);
+        run_batch(p, ws, jobs, n, ids, lens, outs);
+        pthread_mutex_lock(&p->lock);
+        p->busy--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    embed_bert_workspace_free(ws);
+    free(jobs);
+    free(ids);
+    free(lens);
+    free(outs);
+    return NULL;
+}
+
+int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n)
+{
+    if (n == 0)
+        return 0;
+    uint64_t now = now_ns();
+    pthread_mutex_lock(&p->lock);
+    int ret = p->stop ? -ESHUTDOWN : p->queued + n > p->cfg.max_queue ? -EAGAIN : 0;
+    if (ret == 0) {
+        for (size_t i = 0; i < n; i++) {
+            embed_job *j = jobs[i];
+            j->next = NULL;
+            j->queued_ns = now;
+            if (p->tail)
+                p->tail->next = j;
+            else
+                p->head = j;
+            p->tail = j;
+        }
+        p->queued += n;
+        pthread_cond_signal(&p->arrived);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return ret;
+}
+
+int embed_pool_create(const embed_bert *model, const embed_pool_config *cfg, embed_pool **out)
+{
+    *out = NULL;
+    if (cfg->threads < 1 || cfg->max_batch < 1 || cfg->max_queue < cfg->max_batch)
+        return -EINVAL;
+    embed_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->model = model;
+    p->cfg = *cfg;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->arrived, &ca);
+    pthread_condattr_destroy(&ca);
+    p->threads = calloc(cfg->threads, sizeof(*p->threads));
+    if (!p->threads) {
+        embed_pool_destroy(p);
+        return -ENOMEM;
+    }
+    openblas_set_num_threads(1);
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        int err = pthread_create(&p->threads[i], NULL, inference_main, p);
+        if (err) {
+            embed_pool_destroy(p);
+            return -err;
+        }
+        p->started++;
+    }
+    *out = p;
+    return 0;
+}
+
+void embed_pool_destroy(embed_pool *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    embed_job *rest = p->head;
+    p->head = p->tail = NULL;
+    p->queued = 0;
+    pthread_cond_broadcast(&p->arrived);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->started; i++)
+        pthread_join(p->threads[i], NULL);
+    while (rest) {
+        embed_job *next = rest->next;
+        rest->status = -ECANCELED;
+        rest->done(rest);
+        rest = next;
+    }
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->arrived);
+    free(p->threads);
+    free(p);
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/python3
+"""The embed app against implementations nobody on this project wrote.
+
+- Token ids: coring's tokenizer (the embed_tokenize test program) against
+  Hugging Face's JavaScript tokenizer (tokenize.mjs, @huggingface/tokenizers
+  from npm) on ../shared/data/minilm/tokenizer.json, for every sentence of
+  sentences.json.
+- Embeddings: the real coring binary's POST /embed, one text per request
+  and all texts in one request, against reference.py (a plain BERT in
+  PyTorch, float64) on the same random-weight models: one of
+  all-MiniLM-L6-v2's exact shapes and a tiny one (2 layers, hidden 32).
+  Every value must be within 1e-4.
+- The HTTP API: /v1/embeddings, errors, 503 without a model.
+
+Environment (set by CMake): EMBED_TOKENIZE (the embed_tokenize binary),
+EMBED_JS_DIR (a folder with tokenize.mjs after `npm ci`).
+"""
+
+import concurrent.futures
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import coring_server  # noqa: E402
+from coring_server import CoringServer, CoringTestCase  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(ROOT, "..", "shared", "data", "minilm")
+TOLERANCE = 1e-4
+MAX_IDS = 256
+PY = "/usr/bin/python3"
+
+with open(os.path.join(HERE, "sentences.json"), encoding="utf-8") as f:
+    SENTENCES = json.load(f)
+
+
+def run(cmd, **kw):
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if res.returncode != 0:
+        raise AssertionError("%s failed (%d):\n%s" % (cmd, res.returncode, res.stderr[-3000:]))
+    return res.stdout
+
+
+def ids_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def truncate(ids):
+    """tokenizers' truncation: max_length 256, right side, [SEP] kept."""
+    return ids if len(ids) <= MAX_IDS else ids[:MAX_IDS - 1] + [ids[-1]]
+
+
+def max_diff(a, b):
+    assert len(a) == len(b), (len(a), len(b))
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+class Models:
+    """Models, Hugging Face ids and torch references, made once."""
+    tmp = None
+    hf_ids = None
+    dirs = {}
+    refs = {}
+
+    @classmethod
+    def setup(cls):
+        if cls.tmp:
+            return
+        cls.tmp = tempfile.TemporaryDirectory(prefix="coring-embed-")
+        js_dir = os.environ.get("EMBED_JS_DIR")
+        if not js_dir:
+            raise unittest.SkipTest("EMBED_JS_DIR is not set (run through ctest)")
+        out = run(["node", os.path.join(js_dir, "tokenize.mjs"), os.path.join(DATA, "tokenizer.json"),
+                   os.path.join(HERE, "sentences.json")])
+        cls.hf_ids = [truncate(ids) for ids in ids_lines(out)]
+        ids_path = os.path.join(cls.tmp.name, "ids.jsonl")
+        with open(ids_path, "w") as f:
+            for ids in cls.hf_ids:
+                f.write(json.dumps(ids) + "\n")
+        shapes = {
+            "minilm": [],
+            "tiny": ["--layers", "2", "--hidden", "32", "--heads", "4", "--intermediate", "64",
+                     "--prefix", "bert.", "--seed", "7"],
+        }
+        for name, extra in shapes.items():
+            folder = os.path.join(cls.tmp.name, name)
+            run([PY, os.path.join(HERE, "make_model.py"), "--out", folder] + extra)
+            cls.dirs[name] = folder
+            cls.refs[name] = json.loads(run([PY, os.path.join(HERE, "reference.py"), folder, ids_path]))
+
+
+class TokenIds(unittest.TestCase):
+    def test_ids_match_hugging_face_tokenizer(self):
+        Models.setup()
+        tool = os.environ.get("EMBED_TOKENIZE")
+        mine = ids_lines(run([tool, os.path.join(DATA, "vocab.txt"), os.path.join(HERE, "sentences.json"),
+                              str(MAX_IDS)]))
+        self.assertEqual(len(mine), len(SENTENCES))
+        for sentence, got, want in zip(SENTENCES, mine, Models.hf_ids):
+            self.assertEqual(got, want, "token ids differ for %r" % sentence[:80])
+        self.assertGreaterEqual(len(SENTENCES), 30)
+        self.assertEqual(len(mine[-1]), MAX_IDS, "the long sentence must be truncated at 256 ids")
+
+
+class Embeddings(CoringTestCase):
+    server = None
+    model = "minilm"
+
+    @classmethod
+    def setUpClass(cls):
+        Models.setup()
+        cls.server = CoringServer(threads=2, apps="hello,embed",
+                                  args=["--embed-model", Models.dirs[cls.model], "--embed-threads", "2",
+                                        "--embed-max-batch", "8", "--max-body-bytes", "200000"])
+        cls.server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server:
+            cls.server.stop(expect_status=0)
+
+    def post(self, path, body, conn=None):
+        own = conn is None
+        conn = conn or self.server.connect(timeout=30)
+        try:
+            return conn.request("POST", path, {"Content-Type": "application/json"}, body)
+        finally:
+            if own:
+                conn.close()
+
+    def embed(self, body, conn=None):
+        resp = self.post("/embed", body, conn)
+        self.assertEqual(resp.status, 200, resp)
+        return resp.json()
+
+    def check(self, got, want, what):
+        diff = max_diff(got, want)
+        self.assertLessEqual(diff, TOLERANCE, "%s: max abs diff %.3g" % (what, diff))
+        return diff
+
+    def test_unbatched_matches_torch(self):
+        ref = Models.refs[self.model]["normalized"]
+        worst = 0
+        with self.server.connect(timeout=30) as conn:
+            for i, text in enumerate(SENTENCES):
+                got = self.embed({"text": text}, conn)["embedding"]
+                worst = max(worst, self.check(got, ref[i], "sentence %d %r" % (i, text[:40])))
+                self.assertAlmostEqual(math.sqrt(sum(x * x for x in got)), 1.0, places=5)
+        sys.stderr.write("\n[%s] unbatched: max abs diff vs torch %.3g over %d sentences\n"
+                         % (self.model, worst, len(SENTENCES)))
+
+    def test_batched_matches_torch(self):
+        ref = Models.refs[self.model]["normalized"]
+        got = self.embed({"texts": SENTENCES})["embeddings"]
+        self.assertEqual(len(got), len(SENTENCES))
+        worst = max(self.check(g, r, "sentence %d" % i) for i, (g, r) in enumerate(zip(got, ref)))
+        sys.stderr.write("\n[%s] batched: max abs diff vs torch %.3g\n" % (self.model, worst))
+
+    def test_concurrent_requests_are_batched_correctly(self):
+        ref = Models.refs[self.model]["normalized"]
+
+        def one(i):
+            return i, self.embed({"text": SENTENCES[i]})["embedding"]
+
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            for i, got in ex.map(one, list(range(len(SENTENCES))) * 2):
+                self.check(got, ref[i], "concurrent sentence %d" % i)
+
+    def test_normalize_false_gives_the_mean_pooled_vector(self):
+        ref = Models.refs[self.model]["pooled"]
+        got = self.embed({"texts": SENTENCES[:5], "normalize": False})["embeddings"]
+        for i in range(5):
+            self.check(got[i], ref[i], "unnormalized %d" % i)
+
+    def test_openai_shape(self):
+        ref = Models.refs[self.model]["normalized"]
+        resp = self.post("/v1/embeddings", {"input": SENTENCES[:3], "model": "all-MiniLM-L6-v2"})
+        self.assertEqual(resp.status, 200, resp)
+        doc = resp.json()
+        self.assertEqual(doc["object"], "list")
+        self.assertEqual(doc["model"], "all-MiniLM-L6-v2")
+        self.assertEqual([d["index"] for d in doc["data"]], [0, 1, 2])
+        for i, d in enumerate(doc["data"]):
+            self.assertEqual(d["object"], "embedding")
+            self.check(d["embedding"], ref[i], "openai %d" % i)
+        tokens = sum(len(Models.hf_ids[i]) for i in range(3))
+        self.assertEqual(doc["usage"], {"prompt_tokens": tokens, "total_tokens": tokens})
+        one = self.post("/v1/embeddings", {"input": SENTENCES[0]}).json()
+        self.assertEqual(len(one["data"]), 1)
+        self.assertEqual(one["model"], self.model)
+
+
+class TinyModel(Embeddings):
+    """The same checks on a 2-layer, hidden-32 model whose tensors carry "bert."."""
+    model = "tiny"
+
+
+class Errors(CoringTestCase):
+    @classmethod
+    def setUpClass(cls):
+        Models.setup()
+        cls.server = CoringServer(threads=1, apps="embed",
+                                  args=["--embed-model", Models.dirs["tiny"], "--max-body-bytes", "4096"])
+        cls.server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(expect_status=0)
+
+    def post(self, path, body):
+        with self.server.connect(timeout=30) as conn:
+            return conn.request("POST", path, {"Content-Type": "application/json"}, body)
+
+    def test_bad_bodies(self):
+        cases = [
+            ("/embed", b"", 400), ("/embed", b"{", 400), ("/embed", b'{"text": "\xff\xfe"}', 400),
+            ("/embed", b"[]", 422), ("/embed", {}, 422), ("/embed", {"text": ""}, 422),
+            ("/embed", {"text": 5}, 422), ("/embed", {"text": None}, 422), ("/embed", {"texts": "x"}, 422),
+            ("/embed", {"texts": []}, 422), ("/embed", {"texts": ["a", 1]}, 422),
+            ("/embed", {"texts": ["a", ""]}, 422), ("/embed", {"texts": ["a"] * 65}, 422),
+            ("/embed", {"text": "a", "texts": ["b"]}, 422), ("/embed", {"text": "a", "normalize": 1}, 422),
+            ("/embed", {"text": "x" * 5000}, 413),
+            ("/v1/embeddings", {}, 422), ("/v1/embeddings", {"input": [[1, 2]]}, 422),
+            ("/v1/embeddings", {"input": ""}, 422), ("/v1/embeddings", {"input": "a", "model": 3}, 422),
+            ("/v1/embeddings", {"input": "a", "encoding_format": "base64"}, 422),
+        ]
+        for path, body, status in cases:
+            self.assertJsonError(self.post(path, body), status, "%s %r" % (path, body))
+        # 64 texts are fine, and the connection and server still work.
+        resp = self.post("/embed", {"texts": ["a"] * 64})
+        self.assertEqual(resp.status, 200, resp)
+        self.assertEqual(len(resp.json()["embeddings"]), 64)
+
+    def test_get_is_405(self):
+        with self.server.connect(timeout=30) as conn:
+            self.assertJsonError(conn.request("GET", "/embed"), 405)
+
+
+class NoModel(CoringTestCase):
+    def test_routes_answer_503_and_the_rest_runs(self):
+        with CoringServer(threads=1, apps="hello,embed") as srv:
+            with srv.connect(timeout=30) as conn:
+                for path in ("/embed", "/v1/embeddings"):
+                    resp = conn.request("POST", path, {}, {"text": "hello"})
+                    self.assertJsonError(resp, 503, path)
+                    self.assertEqual(resp.json(), {"error": "no model loaded"})
+                self.assertEqual(conn.request("GET", "/json").status, 200)
+            srv.stop(expect_status=0)
+
+    def test_bad_model_folder_is_a_clear_start_up_error(self):
+        with tempfile.TemporaryDirectory() as empty:
+            cmd = [coring_server.binary(), "--port", "0", "--embed-model", empty]
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            self.assertEqual(res.returncode, 1, res.stderr)
+            self.assertIn("config.json", res.stderr)
+
+
+if __name__ == "__main__":
+    coring_server.main()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# tests/perf/smoke.sh CORING_BIN OUT_DIR: perf/run --quick hello, then check
+# the report (tests/perf/check_report.py). A smoke test of the harness, not
+# a benchmark: no figure is compared with anything.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+coring=${1:?coring binary}
+out=${2:?output directory}
+
+command -v wrk >/dev/null || { echo "SKIP: wrk is not installed"; exit 77; }
+cpus=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+((cpus >= 2)) || { echo "SKIP: $cpus CPU available, perf/run needs 2"; exit 77; }
+
+# Peers without a build step by default (a Rust or Go build would dominate
+# the test's time); every peer not installed here is reported "not run".
+servers=${PERF_SMOKE_SERVERS:-coring,nginx,fastify,express,fastapi}
+rm -rf "$out"
+"$repo/perf/run" --quick hello --coring "$coring" --servers "$servers" --out "$out"
+/usr/bin/python3 "$here/check_report.py" "$out" hello
