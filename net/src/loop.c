@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -747,6 +748,17 @@ static void raise_nofile_limit(void)
     }
 }
 
+static int signal_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t n = write(signal_pipe[1], &c, 1);
+    (void)n;
+    errno = saved;
+}
+
 /* Tell every worker to drain, through a small ring of the main thread's. */
 static void broadcast_shutdown(void)
 {
@@ -788,13 +800,23 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
     if (rt.max_conn_per_thread == 0)
         rt.max_conn_per_thread = 1;
 
+    /* SIGINT/SIGTERM: a handler that writes to a pipe, not sigwait, since
+     * libraries may have started threads of their own before main (OpenBLAS
+     * does, from a constructor) where the signals are not blocked; the
+     * handler runs whichever thread the kernel picks. Workers block them. */
     signal(SIGPIPE, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
-    sigset_t sigs;
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -errno;
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigset_t sigs, old_mask;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old_mask);
 
     rt.cpus = calloc(rt.threads, sizeof(int));
     rt.listen_fds = calloc(rt.threads, sizeof(int));
@@ -851,11 +873,12 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
         rt.hooks.on_listening(rt.cfg.host, port, rt.threads, rt.hooks.user);
 
     /* Wait for SIGINT/SIGTERM; notice workers that died on their own. */
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     for (;;) {
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
-        siginfo_t si;
-        int sig = sigtimedwait(&sigs, &si, &ts);
-        if (sig == SIGINT || sig == SIGTERM) {
+        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        unsigned char sig = 0;
+        if (poll(&pfd, 1, 200) > 0 && read(signal_pipe[0], &sig, 1) == 1 &&
+            (sig == SIGINT || sig == SIGTERM)) {
             cr_log_info("received %s: draining (deadline %.1f s)",
                         sig == SIGINT ? "SIGINT" : "SIGTERM",
                         (double)rt.cfg.shutdown_timeout_ns / 1e9);
@@ -881,6 +904,11 @@ out_close:
         if (rt.listen_fds[i] >= 0)
             close(rt.listen_fds[i]);
     free(tids);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
+    signal_pipe[0] = signal_pipe[1] = -1;
     free(rt.cpus);
     free(rt.listen_fds);
     free(rt.ring_fds);

@@ -57,9 +57,10 @@ net_config net_config_default(void);
 
 /*
  * net_run - serve until SIGINT/SIGTERM, then drain and return.
- * Call once, from the main thread, before any other thread exists: it
- * blocks SIGINT, SIGTERM and SIGPIPE in every thread and takes them with
- * sigwait. SIGHUP is ignored.
+ * Call once, from the main thread. It installs handlers for SIGINT and
+ * SIGTERM (which start the drain, whichever thread receives them; worker
+ * threads block them), ignores SIGPIPE and SIGHUP, and restores the
+ * default SIGINT/SIGTERM actions before returning.
  * Returns 0 after a clean shutdown, or a negative errno if start-up failed
  * (-EADDRINUSE, -EACCES, -EINVAL for a bad host, -ENOMEM, -ENOSYS when
  * io_uring is unavailable); the failure is logged.
