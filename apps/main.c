@@ -227,9 +227,14 @@ int main(int argc, char **argv)
         case OPT_DB_TIMEOUT:
             app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
             break;
-        case OPT_SEED_USERS:
-            app_opts.seed_users = optarg ? number("--seed-users", optarg, 1, 100000000) : 10000;
+        case OPT_SEED_USERS: {
+            /* --seed-users, --seed-users=N or --seed-users N */
+            const char *n = optarg;
+            if (!n && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+                n = argv[optind++];
+            app_opts.seed_users = n ? number("--seed-users", n, 1, 100000000) : 10000;
             break;
+        }
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
