@@ -72,6 +72,16 @@ static void write_user(cr_json_writer *w, const db_result *r, int row)
     cr_json_object_end(w);
 }
 
+/* Answer @status with the user in row @row of @r. */
+static void respond_user(http_ctx *ctx, int status, const db_result *r, int row)
+{
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    write_user(&w, r, row);
+    http_respond_json(ctx, status, b);
+}
+
 /* Answer a failed query: the database's state decides the status. */
 static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
 {
@@ -252,11 +262,7 @@ static void get_user(http_ctx *ctx, void *user)
     } else if (db_result_rows(&r) == 0) {
         http_respond_error(ctx, 404, "user not found");
     } else {
-        cr_buf *b = http_scratch();
-        cr_json_writer w;
-        cr_json_writer_init(&w, b);
-        write_user(&w, &r, 0);
-        http_respond_json(ctx, 200, b);
+        respond_user(ctx, 200, &r, 0);
     }
     db_result_clear(&r);
 }
@@ -309,11 +315,7 @@ static void create_user(http_ctx *ctx, void *user)
         char location[40];
         snprintf(location, sizeof(location), "/users/%s", db_result_text(&r, 0, 0, NULL));
         http_add_header(ctx, "Location", location);
-        cr_buf *b = http_scratch();
-        cr_json_writer w;
-        cr_json_writer_init(&w, b);
-        write_user(&w, &r, 0);
-        http_respond_json(ctx, 201, b);
+        respond_user(ctx, 201, &r, 0);
     }
     db_result_clear(&r);
 }

@@ -5,16 +5,22 @@
 
 #include <stddef.h>
 
-void db_queue_push(db_queue *q, db_pending *p)
+/* Link @p at the end of the list (*@head, *@tail). */
+static void link_tail(db_pending **head, db_pending **tail, db_pending *p)
 {
     p->next = NULL;
+    if (*tail)
+        (*tail)->next = p;
+    else
+        *head = p;
+    *tail = p;
+}
+
+void db_queue_push(db_queue *q, db_pending *p)
+{
     p->state = DB_PENDING_QUEUED;
     p->sync_after = p->aborted = p->failed = false;
-    if (q->queued_tail)
-        q->queued_tail->next = p;
-    else
-        q->queued_head = p;
-    q->queued_tail = p;
+    link_tail(&q->queued_head, &q->queued_tail, p);
     q->queued++;
 }
 
@@ -46,14 +52,9 @@ db_pending *db_queue_send_next(db_queue *q)
     if (!q->queued_head)
         q->queued_tail = NULL;
     q->queued--;
-    p->next = NULL;
     p->state = DB_PENDING_SENT;
     p->attempts++;
-    if (q->sent_tail)
-        q->sent_tail->next = p;
-    else
-        q->sent_head = p;
-    q->sent_tail = p;
+    link_tail(&q->sent_head, &q->sent_tail, p);
     q->sent++;
     return p;
 }
@@ -132,12 +133,7 @@ static void append_list(db_pending **head, db_pending **tail, db_pending *list)
 {
     while (list) {
         db_pending *next = list->next;
-        list->next = NULL;
-        if (*tail)
-            (*tail)->next = list;
-        else
-            *head = list;
-        *tail = list;
+        link_tail(head, tail, list);
         list = next;
     }
 }

@@ -12,6 +12,7 @@ import sys
 
 sys.dont_write_bytecode = True
 
+import contextlib  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
@@ -252,13 +253,23 @@ class UsersTest(cs.CoringTestCase):
         self.fail("no 200 within %.0f s; last answer %r; stderr:\n%s"
                   % (seconds, last, self.server.stderr_text()))
 
-    def test_postgres_stopped_and_started_under_load(self):
+    @contextlib.contextmanager
+    def _under_load(self, clients):
+        """Run @clients looping GET /users/1 for the block; yield their shared results."""
         stop = threading.Event()
         results = []
-        workers = [threading.Thread(target=self._load, args=(stop, results)) for _ in range(8)]
+        workers = [threading.Thread(target=self._load, args=(stop, results)) for _ in range(clients)]
         for w in workers:
             w.start()
         try:
+            yield results
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(DB_TIMEOUT + 10)
+
+    def test_postgres_stopped_and_started_under_load(self):
+        with self._under_load(8) as results:
             time.sleep(0.5)
             pg("stop", "fast")
             down_from = len(results)
@@ -268,10 +279,6 @@ class UsersTest(cs.CoringTestCase):
             self._wait_for_200(10)
             up_from = len(results)
             time.sleep(0.5)
-        finally:
-            stop.set()
-            for w in workers:
-                w.join(DB_TIMEOUT + 10)
         self.assertTrue(down, "no answers while PostgreSQL was down")
         for status, secs, doc in down:
             self.assertIn(status, (200, 503), "answer while down: %r %r" % (status, secs))
@@ -284,12 +291,7 @@ class UsersTest(cs.CoringTestCase):
         self.assertEqual({s for s, _, _ in after}, {200}, "answers after PostgreSQL came back")
 
     def test_terminated_backends(self):
-        stop = threading.Event()
-        results = []
-        workers = [threading.Thread(target=self._load, args=(stop, results)) for _ in range(4)]
-        for w in workers:
-            w.start()
-        try:
+        with self._under_load(4) as results:
             time.sleep(0.3)
             out = pg("psql", "-tAc", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                      "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
@@ -298,10 +300,6 @@ class UsersTest(cs.CoringTestCase):
             self._wait_for_200(5)
             mark = len(results)
             time.sleep(0.3)
-        finally:
-            stop.set()
-            for w in workers:
-                w.join(DB_TIMEOUT + 10)
         for status, secs, _ in results:
             self.assertIn(status, (200, 503), "answer around the kill: %r %r" % (status, secs))
             self.assertLess(secs, DB_TIMEOUT, "a request hung after its backend was killed")
