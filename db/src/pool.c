@@ -265,8 +265,12 @@ static void conn_down(db_conn *c, int err)
         if (err != -ECANCELED && !c->lost_logged) {
             const char *msg = PQerrorMessage(c->pg);
             size_t n = strcspn(msg, "\n");
-            cr_log_warn("database connection %u lost (%.*s): reconnecting", c->index, (int)n,
-                        n ? msg : cr_strerror(err));
+            if (n)
+                cr_log_warn("database connection %u lost (%.*s): reconnecting", c->index, (int)n,
+                            msg);
+            else
+                cr_log_warn("database connection %u lost (%s): reconnecting", c->index,
+                            cr_strerror(err));
             c->lost_logged = true;
         }
         PQfinish(c->pg);
@@ -319,9 +323,11 @@ static void complete(db_conn *c, db_pending *p)
         p->error = -EIO;
     } else if (p->failed) {
         const char *state = PQresultErrorField(p->result, PG_DIAG_SQLSTATE);
-        /* Class 08 (connection exception), 57P0x (shutdown, terminated
+        /* No SQLSTATE (an error libpq made up: the connection closed),
+         * class 08 (connection exception), 57P0x (shutdown, terminated
          * backend): the database went away, not the query's fault. */
-        if (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0))
+        if (!state || !*state || strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+            PQstatus(c->pg) == CONNECTION_BAD)
             p->error = -ECONNRESET;
         else
             p->error = -EREMOTEIO;
@@ -344,8 +350,10 @@ static int read_results(db_conn *c)
         if (r && (!ok || (ev != DB_EVENT_RESULT && ev != DB_EVENT_ERROR)))
             PQclear(r);
         if (!ok) {
-            cr_log_error("database connection %u: unexpected %s result: dropping the connection",
-                         c->index, r ? PQresStatus(PQresultStatus(r)) : "end-of-query");
+            /* A connection that broke makes libpq invent results: no news. */
+            if (PQstatus(c->pg) != CONNECTION_BAD)
+                cr_log_error("database connection %u: unexpected %s result: dropping it", c->index,
+                             r ? PQresStatus(PQresultStatus(r)) : "end-of-query");
             return -EPROTO;
         }
         if (done)
@@ -395,6 +403,15 @@ static int conn_serve(db_conn *c)
         bool busy = db_queue_busy(&c->q);
         if (busy && c->q.queued)
             continue; /* batch limit reached: keep sending */
+        /* Sending can read: when the socket's send buffer is full libpq
+         * reads the input into its own buffer (pqSendSome), and the socket
+         * is then no longer readable. Parse what libpq holds first. */
+        if (busy && !PQisBusy(c->pg)) {
+            int err = read_results(c);
+            if (err < 0)
+                return err;
+            continue;
+        }
         c->idle = !busy;
         net_task_set_idle(c->idle);
         int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0),
@@ -405,8 +422,10 @@ static int conn_serve(db_conn *c)
             return -ECANCELED;
         if (ev == -ETIMEDOUT) {
             if (!c->lost_logged)
-                cr_log_warn("database connection %u: no answer within the query timeout",
-                            c->index);
+                cr_log_warn("database connection %u: no answer within the query timeout "
+                            "(queued %u, sent %u, syncs %u, closing %d, libpq busy %d)",
+                            c->index, c->q.queued, c->q.sent, c->q.syncs, c->q.closing != NULL,
+                            PQisBusy(c->pg));
             return -ETIMEDOUT;
         }
         if (ev < 0)
