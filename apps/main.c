@@ -20,7 +20,7 @@
 #define CORING_VERSION "0.0.0"
 #endif
 
-static const app_def *const all_apps[] = {&app_hello, &app_todo, &app_embed};
+static const app_def *const all_apps[] = {&app_hello, &app_todo, &app_users, &app_embed};
 #define NUM_APPS (sizeof(all_apps) / sizeof(all_apps[0]))
 
 static const app_def *mounted[NUM_APPS];
@@ -51,6 +51,9 @@ static void usage(FILE *f)
             "  --max-connections N      open connections limit (default: from RLIMIT_NOFILE)\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
+            "  --db-pool N              database connections per worker thread (default 2)\n"
+            "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
+            "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -59,6 +62,9 @@ static void usage(FILE *f)
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
             "  --help                   show this help and exit\n"
             "  --version                show the version and exit\n"
+            "\n"
+            "Environment:\n"
+            "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users app)\n"
             "\n"
             "Apps:\n");
     for (size_t i = 0; i < NUM_APPS; i++)
@@ -151,14 +157,15 @@ int main(int argc, char **argv)
     net_config net = net_config_default();
     http_server_config http = http_server_config_default();
     const char *apps = NULL;
+    app_options app_opts = {0};
     app_embed_options embed = {.max_wait_us = 1000};
 
     enum {
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
         OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
-        OPT_HELP, OPT_VERSION, OPT_EMBED_MODEL, OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH,
-        OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
+        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_EMBED_MODEL,
+        OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -178,6 +185,9 @@ int main(int argc, char **argv)
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"db-pool", required_argument, NULL, OPT_DB_POOL},
+        {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
+        {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
         {"embed-model", required_argument, NULL, OPT_EMBED_MODEL},
         {"embed-threads", required_argument, NULL, OPT_EMBED_THREADS},
         {"embed-max-batch", required_argument, NULL, OPT_EMBED_MAX_BATCH},
@@ -241,6 +251,18 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
+        case OPT_DB_TIMEOUT:
+            app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
+            break;
+        case OPT_SEED_USERS: {
+            /* --seed-users, --seed-users=N or --seed-users N */
+            const char *n = optarg;
+            if (!n && optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+                n = argv[optind++];
+            app_opts.seed_users = n ? number("--seed-users", n, 1, 100000000) : 10000;
+            break;
+        }
         case OPT_EMBED_MODEL: embed.model_dir = optarg; break;
         case OPT_EMBED_THREADS:
             embed.threads = (unsigned)number("--embed-threads", optarg, 1, 1024);
@@ -290,6 +312,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    for (size_t i = 0; i < num_mounted; i++)
+        if (mounted[i]->start && mounted[i]->start(&app_opts) < 0)
+            return 1; /* the app logged why */
 
     http_server srv = {
         .cfg = http,

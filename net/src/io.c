@@ -169,3 +169,47 @@ int net_close(int fd)
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&op | NET_TAG_OP);
     return net_loop_wait(task, &op);
 }
+
+int net_park(int fd, unsigned events, uint64_t timeout_ns)
+{
+    net_task *task = net_task_current();
+    if (!task)
+        return -EPERM;
+    if (task->cancelled)
+        return -ECANCELED;
+    net_op op = {.task = task};
+    task->unparked = false;
+    task->park = &op;
+    if (fd < 0 && (timeout_ns == 0 || timeout_ns >= NET_COARSE_TIMEOUT_NS)) {
+        /* Nothing for the kernel to do: net_unpark, the tick or a cancel
+         * puts the task on the loop's ready list. */
+        task->park_sqe = false;
+        task->deadline_ns = timeout_ns ? task->loop->now_ns + timeout_ns : 0;
+        cr_coro_yield();
+        task->deadline_ns = 0;
+        task->park = NULL;
+        return op.res;
+    }
+    task->park_sqe = true;
+    net_loop_reserve(task->loop, 2);
+    struct __kernel_timespec ts;
+    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
+    int res;
+    if (fd < 0) {
+        ts.tv_sec = (long long)(timeout_ns / CR_NS_PER_S);
+        ts.tv_nsec = (long long)(timeout_ns % CR_NS_PER_S);
+        io_uring_prep_timeout(sqe, &ts, 0, 0);
+        res = submit_and_wait(task, &op, sqe, 0, NULL);
+        if (res == -ETIME)
+            res = -ETIMEDOUT;
+    } else {
+        io_uring_prep_poll_add(sqe, fd, events);
+        res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+    }
+    task->park = NULL;
+    if (task->cancelled)
+        return -ECANCELED;
+    if (task->unparked && (res == -ECANCELED || res == -ETIMEDOUT))
+        return 0;
+    return res;
+}

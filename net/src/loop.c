@@ -166,7 +166,10 @@ void net_task_cancel(net_task *task)
     if (task->cancelled)
         return;
     task->cancelled = true;
-    if (task->op) {
+    if (task->park && !task->park_sqe) {
+        if (!task->unparked)
+            net_loop_make_ready(task->loop, task, -ECANCELED);
+    } else if (task->op) {
         struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
         io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
         io_uring_sqe_set_data64(sqe, 0);
@@ -191,6 +194,45 @@ void net_task_set_idle(bool idle)
     task->idle = idle;
     if (idle && task->loop->draining)
         task->cancelled = true;
+}
+
+void net_loop_make_ready(net_loop *loop, net_task *task, int res)
+{
+    task->unparked = true;
+    task->park->res = res;
+    task->ready_next = NULL;
+    if (loop->ready_tail)
+        loop->ready_tail->ready_next = task;
+    else
+        loop->ready_head = task;
+    loop->ready_tail = task;
+}
+
+/* Resume the parked tasks woken since the last turn (and those they wake). */
+static void run_ready(net_loop *loop)
+{
+    net_task *t;
+    while ((t = loop->ready_head)) {
+        loop->ready_head = t->ready_next;
+        if (!loop->ready_head)
+            loop->ready_tail = NULL;
+        loop_resume(loop, t);
+    }
+}
+
+bool net_unpark(net_task *task)
+{
+    if (!task || !task->park || task->unparked)
+        return false;
+    if (!task->park_sqe) {
+        net_loop_make_ready(task->loop, task, 0);
+        return true;
+    }
+    task->unparked = true;
+    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
+    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->park | NET_TAG_OP, 0);
+    io_uring_sqe_set_data64(sqe, 0);
+    return true;
 }
 
 int net_loop_wait(net_task *task, net_op *op)
@@ -427,7 +469,11 @@ static void tick(net_loop *loop)
 {
     uint64_t now = cr_clock_now_ns();
     for (net_task *t = loop->tasks; t; t = t->next) {
-        if (t->deadline_ns && now >= t->deadline_ns && t->op) {
+        if (t->deadline_ns && now >= t->deadline_ns && t->park && !t->park_sqe) {
+            t->deadline_ns = 0;
+            if (!t->unparked)
+                net_loop_make_ready(loop, t, -ETIMEDOUT);
+        } else if (t->deadline_ns && now >= t->deadline_ns && t->op) {
             t->deadline_ns = 0;
             t->timed_out = true;
             struct io_uring_sqe *sqe = net_loop_sqe(loop);
@@ -503,6 +549,7 @@ static void loop_run(net_loop *loop)
     loop->now_ns = cr_clock_now_ns();
     submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
     for (;;) {
+        run_ready(loop);
         if (loop->draining && loop->task_count == 0)
             break;
         int ret = io_uring_submit_and_wait(&loop->ring, 1);
@@ -521,6 +568,7 @@ static void loop_run(net_loop *loop)
             io_uring_cq_advance(&loop->ring, n);
             for (unsigned i = 0; i < n; i++)
                 dispatch(loop, batch[i].data, batch[i].res, batch[i].flags);
+            run_ready(loop);
         }
     }
 }

@@ -54,6 +54,10 @@ struct net_task {
     bool timed_out;      /* the tick cancelled the operation: -ETIMEDOUT */
     bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
+    net_op *park;        /* in net_park(): its op, or NULL */
+    bool park_sqe;       /* the park waits on an SQE (poll or timeout) */
+    bool unparked;       /* the park was woken: by net_unpark, or scheduled already */
+    net_task *ready_next;/* in loop->ready */
     net_task *prev, *next;
 };
 
@@ -71,6 +75,7 @@ struct net_loop {
     bool accept_armed;
     bool retry_armed;
     net_msg *retry;      /* messages to re-post */
+    net_task *ready_head, *ready_tail; /* parked tasks to resume at the next turn */
     uint64_t last_accept_log, last_limit_log;
     uint64_t now_ns;     /* monotonic time, updated after each wait */
     struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
@@ -84,6 +89,9 @@ void net_loop_reserve(net_loop *loop, unsigned n);
 
 /* Yield until @op completes; returns op->res. */
 int net_loop_wait(net_task *task, net_op *op);
+
+/* Resume @task (parked with no SQE) at the loop's next turn with @res. */
+void net_loop_make_ready(net_loop *loop, net_task *task, int res);
 
 /* The calling thread's loop, or NULL off the worker threads. */
 net_loop *net_loop_current(void);

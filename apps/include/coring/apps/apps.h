@@ -7,11 +7,24 @@
 
 #include "coring/http/router.h"
 
+#include <stdint.h>
+
+/* Settings from the command line that apps may use. */
+typedef struct app_options {
+    unsigned db_pool;                 /* database connections per worker thread; 0: default (2) */
+    uint64_t db_timeout_ns;           /* per database query; 0: default (5 s) */
+    unsigned long long seed_users;    /* users to insert at start-up; 0: none */
+} app_options;
+
 typedef struct app_def {
     const char *name;       /* as given to --apps */
     const char *summary;    /* one line for --help */
     /* Add the app's routes (main thread, before serving). 0 or -errno. */
     int (*mount)(http_router *router);
+    /* Main thread, after mounting and before serving: check settings and
+     * prepare what the app needs (migrations). May block. 0, or -errno
+     * after logging why. Optional. */
+    int (*start)(const app_options *opts);
     /* On each worker thread before it serves / after it stopped. */
     int (*thread_init)(void);
     void (*thread_fini)(void);
@@ -24,6 +37,9 @@ extern const app_def app_hello;
 
 /* todo: an in-memory todo API sharded by id across the worker threads. */
 extern const app_def app_todo;
+
+/* users: a users API on PostgreSQL (DATABASE_URL), pipelined on the ring. */
+extern const app_def app_users;
 
 /* embed: sentence embeddings (BERT, e.g. all-MiniLM-L6-v2) on an
  * inference pool; POST /embed and POST /v1/embeddings. */

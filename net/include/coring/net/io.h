@@ -158,4 +158,36 @@ int net_wait_init(net_wait_handle *w);
 int net_wait(net_wait_handle *w);
 int net_wake(net_wait_handle *w);
 
+/*
+ * Parking: waiting for another coroutine of the same thread (a database
+ * connection's driver and the requests queued on it), with no message and
+ * no system call when nothing but the wake-up is waited for.
+ *
+ * net_park - suspend the current coroutine until one of:
+ *   - another coroutine (or loop callback) of this thread calls
+ *     net_unpark() on it: returns 0;
+ *   - @fd >= 0 becomes ready for @events (POLLIN, POLLOUT..., as net_poll):
+ *     returns the ready events mask (> 0); with @fd < 0 no descriptor is
+ *     watched and @events is ignored;
+ *   - @timeout_ns (relative, ns; 0: none) passes: returns -ETIMEDOUT;
+ *   - the task is cancelled (net_task_cancel, shutdown of an idle task):
+ *     returns -ECANCELED.
+ * A wake-up that races with readiness or the timeout may be reported as
+ * either: callers re-check their own state after any return. Returns -EPERM
+ * off a worker coroutine. Cost: with @fd < 0 and no timeout, or a timeout of
+ * at least 1 s (checked by the loop's tick, up to 100 ms late), no SQE at
+ * all; otherwise one poll or timeout SQE, plus a cancel on net_unpark.
+ */
+int net_park(int fd, unsigned events, uint64_t timeout_ns);
+
+/*
+ * net_unpark - wake @task if it is in net_park() and not already woken.
+ * Same thread only (a coroutine or a loop callback). The task does not run
+ * inside this call: it resumes at the loop's next turn, after the current
+ * completions, so the caller keeps running. Returns true when @task was
+ * parked and is now woken, false otherwise (not parked, or already woken by
+ * its timeout, readiness or cancellation).
+ */
+bool net_unpark(net_task *task);
+
 #endif

@@ -1,0 +1,396 @@
+/*
+ * users: a users API on PostgreSQL through the db layer (pipelined libpq
+ * on each worker's ring).
+ *
+ *   GET  /users[?limit=N&after_id=ID]  first users by id (limit 1..100,
+ *                                      default 50; keyset paging)
+ *   GET  /users/{id}                   200, or 404
+ *   POST /users {"name","email"}       201 + Location; 409 when the email
+ *                                      exists (case-insensitive); 400/422
+ *                                      for bad input
+ *
+ * A user is {"id": <int>, "name": "...", "email": "...", "created_at":
+ * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
+ * at start-up. While the database is unreachable every route answers 503
+ * {"error":"database unavailable"} at once.
+ */
+#include "coring/apps/apps.h"
+#include "coring/core/json.h"
+#include "coring/core/json_writer.h"
+#include "coring/core/log.h"
+#include "coring/db/admin.h"
+#include "coring/db/db.h"
+#include "coring/http/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define USERS_NAME_MAX 100   /* characters */
+#define USERS_EMAIL_MAX 254  /* characters (RFC 5321 path limit) */
+#define USERS_LIMIT_DEFAULT 50
+#define USERS_LIMIT_MAX 100
+
+/* The columns every statement returns, created_at already in RFC 3339. */
+#define USER_COLUMNS                                                                               \
+    "id, name, email, "                                                                            \
+    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+
+enum { STMT_LIST, STMT_GET, STMT_INSERT };
+
+static const db_statement statements[] = {
+    [STMT_LIST] = {"SELECT " USER_COLUMNS " FROM users WHERE id > $1 ORDER BY id LIMIT $2", 2,
+                   false},
+    [STMT_GET] = {"SELECT " USER_COLUMNS " FROM users WHERE id = $1", 1, false},
+    [STMT_INSERT] = {"INSERT INTO users (name, email) VALUES ($1, $2) RETURNING " USER_COLUMNS, 2,
+                     true},
+};
+
+static db_config config;
+
+/* --- answers ------------------------------------------------------------- */
+
+static void write_user(cr_json_writer *w, const db_result *r, int row)
+{
+    int64_t id = 0;
+    size_t len = 0;
+    const char *s;
+    db_result_int64(r, row, 0, &id);
+    cr_json_object_begin(w);
+    cr_json_key(w, "id", 2);
+    cr_json_int64(w, id);
+    cr_json_key(w, "name", 4);
+    s = db_result_text(r, row, 1, &len);
+    cr_json_string(w, s ? s : "", s ? len : 0);
+    cr_json_key(w, "email", 5);
+    s = db_result_text(r, row, 2, &len);
+    cr_json_string(w, s ? s : "", s ? len : 0);
+    cr_json_key(w, "created_at", 10);
+    s = db_result_text(r, row, 3, &len);
+    cr_json_string(w, s ? s : "", s ? len : 0);
+    cr_json_object_end(w);
+}
+
+/* Answer @status with the user in row @row of @r. */
+static void respond_user(http_ctx *ctx, int status, const db_result *r, int row)
+{
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    write_user(&w, r, row);
+    http_respond_json(ctx, status, b);
+}
+
+/* Answer a failed query: the database's state decides the status. */
+static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
+{
+    if (err == -EREMOTEIO) {
+        const char *state = db_result_sqlstate(r);
+        if (strcmp(state, "23505") == 0) {
+            http_respond_error(ctx, 409, "a user with this email already exists");
+            return;
+        }
+        if (strncmp(state, "22", 2) == 0 || strcmp(state, "23514") == 0) {
+            http_respond_error(ctx, 422, "invalid user");
+            return;
+        }
+        cr_log_error("users: database error %s: %s", state, db_result_message(r));
+        http_respond_error(ctx, 500, "database error");
+        return;
+    }
+    if (err == -ENOMEM) {
+        http_respond_error(ctx, 500, "out of memory");
+        return;
+    }
+    /* Not connected, connection lost, timed out, shutting down. */
+    http_add_header(ctx, "Retry-After", "1");
+    http_respond_error(ctx, 503, "database unavailable");
+}
+
+/* --- input --------------------------------------------------------------- */
+
+/* A decimal in [0, INT64_MAX]: digits only. */
+static bool parse_int64(const char *s, size_t len, int64_t *out)
+{
+    if (len == 0 || len > 19)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (d > 9 || v > (INT64_MAX - (int64_t)d) / 10)
+            return false;
+        v = v * 10 + (int64_t)d;
+    }
+    *out = v;
+    return true;
+}
+
+/* Characters (code points) of valid UTF-8. */
+static size_t utf8_chars(const char *s, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+static bool all_space(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+            return false;
+    return true;
+}
+
+/* A string field of the body: present, a string, no NUL. NULL after
+ * answering the error. The copy is NUL-terminated, in the request arena. */
+static const char *string_field(http_ctx *ctx, cr_json_value root, const char *key, size_t *len)
+{
+    char msg[64];
+    cr_json_value v;
+    const char *s;
+    if (cr_json_object_get(root, key, strlen(key), &v) != CR_JSON_OK) {
+        snprintf(msg, sizeof(msg), "%s is required", key);
+        http_respond_error(ctx, 422, msg);
+        return NULL;
+    }
+    if (cr_json_get_string(v, &s, len) != CR_JSON_OK) {
+        snprintf(msg, sizeof(msg), "%s must be a string", key);
+        http_respond_error(ctx, 422, msg);
+        return NULL;
+    }
+    if (*len == 0 || all_space(s, *len)) {
+        snprintf(msg, sizeof(msg), "%s must not be empty", key);
+        http_respond_error(ctx, 422, msg);
+        return NULL;
+    }
+    if (memchr(s, '\0', *len)) {
+        snprintf(msg, sizeof(msg), "%s must not contain NUL", key);
+        http_respond_error(ctx, 422, msg);
+        return NULL;
+    }
+    char *copy = cr_arena_alloc(ctx->arena, *len + 1);
+    if (!copy) {
+        http_respond_error(ctx, 500, "out of memory");
+        return NULL;
+    }
+    memcpy(copy, s, *len);
+    copy[*len] = '\0';
+    return copy;
+}
+
+static bool valid_email(const char *s, size_t len)
+{
+    const char *at = memchr(s, '@', len);
+    if (!at || at == s || at == s + len - 1 || memchr(at + 1, '@', len - (size_t)(at - s) - 1))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] <= ' ')
+            return false; /* no spaces nor control characters */
+    return true;
+}
+
+/* --- handlers ------------------------------------------------------------ */
+
+static void list_users(http_ctx *ctx, void *user)
+{
+    (void)user;
+    int64_t limit = USERS_LIMIT_DEFAULT, after = 0;
+    const char *q = ctx->req->query.ptr, *end = q + ctx->req->query.len;
+    while (q && q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(stop - q));
+        if (eq) {
+            size_t klen = (size_t)(eq - q), vlen = (size_t)(stop - eq - 1);
+            if (klen == 5 && memcmp(q, "limit", 5) == 0) {
+                if (!parse_int64(eq + 1, vlen, &limit) || limit < 1 || limit > USERS_LIMIT_MAX) {
+                    http_respond_error(ctx, 400, "limit must be an integer from 1 to 100");
+                    return;
+                }
+            } else if (klen == 8 && memcmp(q, "after_id", 8) == 0) {
+                if (!parse_int64(eq + 1, vlen, &after)) {
+                    http_respond_error(ctx, 400, "after_id must be a non-negative integer");
+                    return;
+                }
+            }
+        }
+        q = amp ? amp + 1 : end;
+    }
+    char after_s[24], limit_s[24];
+    snprintf(after_s, sizeof(after_s), "%lld", (long long)after);
+    snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
+    const char *params[] = {after_s, limit_s};
+    db_result r;
+    int err = db_query(STMT_LIST, 2, params, &r);
+    if (err < 0) {
+        answer_db_error(ctx, err, &r);
+    } else {
+        cr_buf *b = http_scratch();
+        cr_json_writer w;
+        cr_json_writer_init(&w, b);
+        cr_json_array_begin(&w);
+        for (int i = 0, n = db_result_rows(&r); i < n; i++)
+            write_user(&w, &r, i);
+        cr_json_array_end(&w);
+        http_respond_json(ctx, 200, b);
+    }
+    db_result_clear(&r);
+}
+
+static void get_user(http_ctx *ctx, void *user)
+{
+    (void)user;
+    const http_str *p = http_route_param(&ctx->params, "id");
+    int64_t id;
+    if (!p || !parse_int64(p->ptr, p->len, &id)) {
+        bool digits = p && p->len > 0 && strspn(p->ptr, "0123456789") >= p->len;
+        if (digits) /* too large to be an id */
+            http_respond_error(ctx, 404, "user not found");
+        else
+            http_respond_error(ctx, 400, "id must be a positive integer");
+        return;
+    }
+    char id_s[24];
+    snprintf(id_s, sizeof(id_s), "%lld", (long long)id);
+    const char *params[] = {id_s};
+    db_result r;
+    int err = db_query(STMT_GET, 1, params, &r);
+    if (err < 0) {
+        answer_db_error(ctx, err, &r);
+    } else if (db_result_rows(&r) == 0) {
+        http_respond_error(ctx, 404, "user not found");
+    } else {
+        respond_user(ctx, 200, &r, 0);
+    }
+    db_result_clear(&r);
+}
+
+static void create_user(http_ctx *ctx, void *user)
+{
+    (void)user;
+    if (!ctx->body || ctx->body_len == 0) {
+        http_respond_error(ctx, 400, "request body must be a JSON object");
+        return;
+    }
+    cr_json_value root;
+    cr_json_error jerr = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
+    if (jerr != CR_JSON_OK) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "invalid JSON: %s", cr_json_error_message(jerr));
+        http_respond_error(ctx, jerr == CR_JSON_ENOMEM ? 500 : 400, msg);
+        return;
+    }
+    if (cr_json_type_of(root) != CR_JSON_OBJECT) {
+        http_respond_error(ctx, 422, "body must be a JSON object");
+        return;
+    }
+    size_t name_len, email_len;
+    const char *name = string_field(ctx, root, "name", &name_len);
+    if (!name)
+        return;
+    const char *email = string_field(ctx, root, "email", &email_len);
+    if (!email)
+        return;
+    if (utf8_chars(name, name_len) > USERS_NAME_MAX) {
+        http_respond_error(ctx, 422, "name must be at most 100 characters");
+        return;
+    }
+    if (utf8_chars(email, email_len) > USERS_EMAIL_MAX) {
+        http_respond_error(ctx, 422, "email must be at most 254 characters");
+        return;
+    }
+    if (!valid_email(email, email_len)) {
+        http_respond_error(ctx, 422, "email must contain exactly one @ between a local part and a "
+                                     "domain, and no spaces");
+        return;
+    }
+    const char *params[] = {name, email};
+    db_result r;
+    int err = db_query(STMT_INSERT, 2, params, &r);
+    if (err < 0 || db_result_rows(&r) != 1) {
+        answer_db_error(ctx, err < 0 ? err : -EIO, &r);
+    } else {
+        char location[40];
+        snprintf(location, sizeof(location), "/users/%s", db_result_text(&r, 0, 0, NULL));
+        http_add_header(ctx, "Location", location);
+        respond_user(ctx, 201, &r, 0);
+    }
+    db_result_clear(&r);
+}
+
+/* --- the app ------------------------------------------------------------- */
+
+static int mount(http_router *r)
+{
+    int err;
+    if ((err = http_router_add(r, HTTP_GET, "/users", list_users, NULL)) < 0 ||
+        (err = http_router_add(r, HTTP_POST, "/users", create_user, NULL)) < 0 ||
+        (err = http_router_add(r, HTTP_GET, "/users/{id}", get_user, NULL)) < 0)
+        return err;
+    return 0;
+}
+
+static int start(const app_options *opts)
+{
+    const char *url = getenv("DATABASE_URL");
+    if (!url || !*url) {
+        cr_log_error("users: DATABASE_URL is not set. Set it to a libpq URI "
+                     "(postgresql://user@host:5432/db), or start coring with apps/run, which "
+                     "starts a local PostgreSQL, or leave the users app out: --apps hello,todo");
+        return -EINVAL;
+    }
+    config = db_config_default();
+    config.conninfo = url;
+    if (opts->db_pool)
+        config.connections = opts->db_pool;
+    if (opts->db_timeout_ns)
+        config.query_timeout_ns = opts->db_timeout_ns;
+    config.statements = statements;
+    config.statement_count = sizeof(statements) / sizeof(statements[0]);
+
+    char err[512];
+    int applied;
+    int ret = db_migrate(url, &applied, err, sizeof(err));
+    if (ret < 0) {
+        cr_log_error("users: database migrations failed: %s", err);
+        return ret;
+    }
+    if (opts->seed_users) {
+        char n[24];
+        snprintf(n, sizeof(n), "%llu", opts->seed_users);
+        const char *params[] = {n};
+        long long rows = 0;
+        /* Emails carry the transaction id: seeding twice adds new users. */
+        ret = db_exec(url,
+                      "INSERT INTO users (name, email) SELECT 'User ' || g, 'user' || g || '.' || "
+                      "txid_current() || '@seed.example.com' FROM generate_series(1, $1::bigint) g",
+                      1, params, &rows, err, sizeof(err));
+        if (ret < 0) {
+            cr_log_error("users: seeding failed: %s", err);
+            return ret;
+        }
+        cr_log_info("users: seeded %lld users", rows);
+    }
+    return 0;
+}
+
+static int thread_init(void)
+{
+    return db_thread_init(&config);
+}
+
+static void thread_fini(void)
+{
+    db_thread_fini();
+}
+
+const app_def app_users = {
+    .name = "users",
+    .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
+    .mount = mount,
+    .start = start,
+    .thread_init = thread_init,
+    .thread_fini = thread_fini,
+};

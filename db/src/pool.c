@@ -1,0 +1,597 @@
+/*
+ * The per-thread connection pool and each connection's driver coroutine:
+ * see coring/db/db.h for the contract, queue.h for the bookkeeping.
+ *
+ * Driver turn: send every queued query (one Sync after each writing
+ * statement and one at the end), PQflush, then park on the socket: for
+ * POLLIN always (results, or the server closing an idle connection), for
+ * POLLOUT while libpq has unsent bytes. A request queued while the driver
+ * has nothing in flight wakes it (net_unpark); one queued while results
+ * are awaited rides in the next batch, sent as soon as those results are
+ * read, which is what makes concurrent requests share round trips.
+ */
+#include "coring/db/db.h"
+
+#include "coring/core/clock.h"
+#include "coring/core/log.h"
+#include "coring/net/io.h"
+#include "coring/net/runtime.h"
+#include "queue.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define DB_MAX_BATCH 1024   /* queries sent per driver turn */
+#define DB_MAX_ATTEMPTS 3   /* sends of a query skipped by an earlier error */
+
+typedef struct db_pool db_pool;
+
+typedef struct db_conn {
+    db_pool *pool;
+    unsigned index;
+    PGconn *pg;
+    bool up;           /* open, statements prepared: takes queries */
+    bool idle;         /* driver parked with nothing in flight: wake it */
+    bool lost_logged;  /* the current outage was logged */
+    net_task *driver;
+    db_queue q;
+} db_conn;
+
+struct db_pool {
+    const db_config *cfg;
+    db_conn *conns;
+    unsigned up;
+    db_pending *free_list;
+    char (*names)[32];  /* prepared statement names */
+};
+
+static _Thread_local db_pool *tl_pool;
+
+db_config db_config_default(void)
+{
+    return (db_config){
+        .connections = 2,
+        .query_timeout_ns = 5 * CR_NS_PER_S,
+        .connect_timeout_ns = 5 * CR_NS_PER_S,
+        .backoff_min_ns = 50 * CR_NS_PER_MS,
+        .backoff_max_ns = 2 * CR_NS_PER_S,
+    };
+}
+
+/* --- queries' memory ------------------------------------------------------ */
+
+static db_pending *pending_alloc(db_pool *pool)
+{
+    db_pending *p = pool->free_list;
+    if (p)
+        pool->free_list = p->next;
+    else if (!(p = malloc(sizeof(*p))))
+        return NULL;
+    *p = (db_pending){0};
+    return p;
+}
+
+static void pending_free(db_pool *pool, db_pending *p)
+{
+    if (p->result)
+        PQclear(p->result);
+    p->result = NULL;
+    p->next = pool->free_list;
+    pool->free_list = p;
+}
+
+/* Hand @p's outcome to its waiter, or drop it when the waiter gave up. */
+static void pending_done(db_conn *c, db_pending *p)
+{
+    p->state = DB_PENDING_DONE;
+    if (p->waiter)
+        net_unpark(p->waiter);
+    else
+        pending_free(c->pool, p);
+}
+
+/* --- waiting for the socket --------------------------------------------- */
+
+/* Wait for @fd: through the ring from a coroutine, with poll(2) at
+ * start-up (@blocking). Returns the events, -ETIMEDOUT or -errno. */
+static int wait_socket(int fd, unsigned events, uint64_t timeout_ns, bool blocking)
+{
+    if (!blocking)
+        return net_park(fd, events, timeout_ns);
+    struct pollfd pfd = {.fd = fd, .events = (short)events};
+    int r = poll(&pfd, 1, (int)(timeout_ns / CR_NS_PER_MS));
+    if (r < 0)
+        return -errno;
+    return r == 0 ? -ETIMEDOUT : pfd.revents;
+}
+
+static void quiet_notice(void *arg, const char *message)
+{
+    (void)arg;
+    cr_log_debug("database: %s", message);
+}
+
+/* Read the results of the prepares and their Sync. 0 or -errno. */
+static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking)
+{
+    size_t ok = 0;
+    bool synced = false;
+    while (!synced) {
+        int f = PQflush(pg);
+        if (f < 0)
+            return -EIO;
+        while (!PQisBusy(pg)) {
+            PGresult *r = PQgetResult(pg);
+            if (!r)
+                continue; /* end of one prepare's results */
+            ExecStatusType st = PQresultStatus(r);
+            if (st == PGRES_COMMAND_OK) {
+                ok++;
+            } else if (st == PGRES_PIPELINE_SYNC) {
+                synced = true;
+            } else {
+                if (!c->lost_logged)
+                    cr_log_error("database: cannot prepare statement: %s",
+                                 PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
+                                     ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
+                                     : PQresStatus(st));
+                PQclear(r);
+                return -EIO;
+            }
+            PQclear(r);
+            if (synced)
+                break;
+        }
+        if (synced)
+            break;
+        uint64_t now = cr_clock_now_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        int ev = wait_socket(PQsocket(pg), POLLIN | (f ? POLLOUT : 0), deadline - now, blocking);
+        if (ev < 0)
+            return ev;
+        if (!PQconsumeInput(pg))
+            return -EIO;
+    }
+    return ok == c->pool->cfg->statement_count ? 0 : -EIO;
+}
+
+/*
+ * Open a connection without blocking (PQconnectStart/PQconnectPoll, libpq
+ * docs "Database Connection Control Functions"), switch it to non-blocking
+ * pipeline mode and prepare the statements. 0 or -errno; c->pg set on
+ * success.
+ */
+static int conn_open(db_conn *c, bool blocking)
+{
+    const db_config *cfg = c->pool->cfg;
+    uint64_t deadline = cr_clock_now_ns() + cfg->connect_timeout_ns;
+    PGconn *pg = PQconnectStart(cfg->conninfo);
+    if (!pg)
+        return -ENOMEM;
+    int err = 0;
+    if (PQstatus(pg) == CONNECTION_BAD) {
+        err = -ECONNREFUSED;
+        goto fail;
+    }
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED) {
+            err = -ECONNREFUSED;
+            goto fail;
+        }
+        uint64_t now = cr_clock_now_ns();
+        if (now >= deadline) {
+            err = -ETIMEDOUT;
+            goto fail;
+        }
+        /* The socket can change between attempts (several hosts). */
+        int ev = wait_socket(PQsocket(pg), st == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                             deadline - now, blocking);
+        if (ev < 0 && ev != -ETIMEDOUT) {
+            err = ev;
+            goto fail;
+        }
+        st = PQconnectPoll(pg);
+    }
+    PQsetNoticeProcessor(pg, quiet_notice, NULL);
+    int fd = PQsocket(pg);
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+        (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    if (PQsetnonblocking(pg, 1) != 0 || !PQenterPipelineMode(pg)) {
+        err = -EIO;
+        goto fail;
+    }
+    for (size_t i = 0; i < cfg->statement_count; i++) {
+        const db_statement *s = &cfg->statements[i];
+        if (!PQsendPrepare(pg, c->pool->names[i], s->sql, s->params, NULL)) {
+            err = -EIO;
+            goto fail;
+        }
+    }
+    if (!PQpipelineSync(pg)) {
+        err = -EIO;
+        goto fail;
+    }
+    err = read_prepares(c, pg, deadline, blocking);
+    if (err < 0)
+        goto fail;
+    c->pg = pg;
+    return 0;
+
+fail:
+    if (!c->lost_logged && err != -ECANCELED) {
+        const char *msg = PQerrorMessage(pg);
+        size_t n = strcspn(msg, "\n");
+        if (n)
+            cr_log_warn("database connection %u: cannot connect: %.*s", c->index, (int)n, msg);
+        else
+            cr_log_warn("database connection %u: cannot connect: %s", c->index, cr_strerror(err));
+    }
+    PQfinish(pg);
+    return err;
+}
+
+static void conn_up(db_conn *c)
+{
+    if (c->lost_logged)
+        cr_log_info("database connection %u: connected again", c->index);
+    c->lost_logged = false;
+    c->up = true;
+    c->pool->up++;
+}
+
+/* Drop the connection: every query on it fails with @err. */
+static void conn_down(db_conn *c, int err)
+{
+    if (c->up) {
+        c->up = false;
+        c->pool->up--;
+    }
+    c->idle = false;
+    if (c->pg) {
+        if (err != -ECANCELED && !c->lost_logged) {
+            const char *msg = PQerrorMessage(c->pg);
+            size_t n = strcspn(msg, "\n");
+            if (n)
+                cr_log_warn("database connection %u lost (%.*s): reconnecting", c->index, (int)n,
+                            msg);
+            else
+                cr_log_warn("database connection %u lost (%s): reconnecting", c->index,
+                            cr_strerror(err));
+            c->lost_logged = true;
+        }
+        PQfinish(c->pg);
+        c->pg = NULL;
+    }
+    db_pending *p = db_queue_take_all(&c->q);
+    while (p) {
+        db_pending *next = p->next;
+        p->next = NULL;
+        if (p->result)
+            PQclear(p->result);
+        p->result = NULL;
+        p->error = err == -ECANCELED ? -ECANCELED : -ECONNRESET;
+        pending_done(c, p);
+        p = next;
+    }
+}
+
+/* --- the driver ------------------------------------------------------------ */
+
+static db_event classify(const PGresult *r)
+{
+    if (!r)
+        return DB_EVENT_END;
+    switch (PQresultStatus(r)) {
+    case PGRES_PIPELINE_SYNC:
+        return DB_EVENT_SYNC;
+    case PGRES_PIPELINE_ABORTED:
+        return DB_EVENT_ABORTED;
+    case PGRES_FATAL_ERROR:
+    case PGRES_NONFATAL_ERROR:
+    case PGRES_BAD_RESPONSE:
+        return DB_EVENT_ERROR;
+    default:
+        return DB_EVENT_RESULT;
+    }
+}
+
+/* A query's results are complete: retry, fail or hand it over. */
+static void complete(db_conn *c, db_pending *p)
+{
+    if (p->aborted && !p->result) {
+        /* Skipped because an earlier query of its Sync group failed. */
+        if (p->waiter && p->attempts < DB_MAX_ATTEMPTS) {
+            db_queue_push(&c->q, p);
+            return;
+        }
+        p->error = -EIO;
+    } else if (!p->result) {
+        p->error = -EIO;
+    } else if (p->failed) {
+        const char *state = PQresultErrorField(p->result, PG_DIAG_SQLSTATE);
+        /* No SQLSTATE (an error libpq made up: the connection closed),
+         * class 08 (connection exception), 57P0x (shutdown, terminated
+         * backend): the database went away, not the query's fault. */
+        if (!state || !*state || strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+            PQstatus(c->pg) == CONNECTION_BAD)
+            p->error = -ECONNRESET;
+        else
+            p->error = -EREMOTEIO;
+    } else {
+        p->error = 0;
+    }
+    pending_done(c, p);
+}
+
+/* Read every result that is available. 0, or -EPROTO when they do not
+ * match what was sent. */
+static int read_results(db_conn *c)
+{
+    unsigned bound = 4 * (c->q.sent + c->q.syncs) + 8; /* never spin on a broken connection */
+    while (db_queue_busy(&c->q) && bound-- && !PQisBusy(c->pg)) {
+        PGresult *r = PQgetResult(c->pg);
+        db_event ev = classify(r);
+        db_pending *done;
+        bool ok = db_queue_feed(&c->q, ev, r, &done);
+        if (r && (!ok || (ev != DB_EVENT_RESULT && ev != DB_EVENT_ERROR)))
+            PQclear(r);
+        if (!ok) {
+            /* A connection that broke makes libpq invent results: no news. */
+            if (PQstatus(c->pg) != CONNECTION_BAD)
+                cr_log_error("database connection %u: unexpected %s result: dropping it", c->index,
+                             r ? PQresStatus(PQresultStatus(r)) : "end-of-query");
+            return -EPROTO;
+        }
+        if (done)
+            complete(c, done);
+    }
+    return 0;
+}
+
+/* Send what is queued. 0 or -EIO. */
+static int send_queued(db_conn *c)
+{
+    const db_config *cfg = c->pool->cfg;
+    bool unsynced = false;
+    db_pending *p;
+    for (unsigned n = 0; n < DB_MAX_BATCH && (p = db_queue_send_next(&c->q)); n++) {
+        if (!PQsendQueryPrepared(c->pg, c->pool->names[p->stmt], p->nparams, p->values, NULL, NULL,
+                                 0))
+            return -EIO;
+        unsynced = true;
+        if (cfg->statements[p->stmt].writes) {
+            if (!PQpipelineSync(c->pg))
+                return -EIO;
+            db_queue_mark_sync(&c->q);
+            unsynced = false;
+        }
+    }
+    if (unsynced) {
+        /* libpq 15 has no PQsendPipelineSync: one Sync (and flush) per turn. */
+        if (!PQpipelineSync(c->pg))
+            return -EIO;
+        db_queue_mark_sync(&c->q);
+    }
+    return 0;
+}
+
+/* Serve queries on an open connection until it breaks (-errno) or the
+ * driver is cancelled (-ECANCELED). */
+static int conn_serve(db_conn *c)
+{
+    const db_config *cfg = c->pool->cfg;
+    for (;;) {
+        if (send_queued(c) < 0)
+            return -EIO;
+        int f = PQflush(c->pg);
+        if (f < 0)
+            return -EIO;
+        bool busy = db_queue_busy(&c->q);
+        if (busy && c->q.queued)
+            continue; /* batch limit reached: keep sending */
+        /* Sending can read: when the socket's send buffer is full libpq
+         * reads the input into its own buffer (pqSendSome), and the socket
+         * is then no longer readable. Parse what libpq holds first. */
+        if (busy && !PQisBusy(c->pg)) {
+            int err = read_results(c);
+            if (err < 0)
+                return err;
+            continue;
+        }
+        c->idle = !busy;
+        net_task_set_idle(c->idle);
+        int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0),
+                          busy ? cfg->query_timeout_ns : 0);
+        c->idle = false;
+        net_task_set_idle(false);
+        if (ev == -ECANCELED)
+            return -ECANCELED;
+        if (ev == -ETIMEDOUT) {
+            if (!c->lost_logged)
+                cr_log_warn("database connection %u: no answer within the query timeout "
+                            "(queued %u, sent %u, syncs %u, closing %d, libpq busy %d)",
+                            c->index, c->q.queued, c->q.sent, c->q.syncs, c->q.closing != NULL,
+                            PQisBusy(c->pg));
+            return -ETIMEDOUT;
+        }
+        if (ev < 0)
+            return ev;
+        if (ev & (POLLIN | POLLERR | POLLHUP)) {
+            bool alive = PQconsumeInput(c->pg) == 1;
+            int err = read_results(c); /* even when it broke: results read before stand */
+            if (err < 0)
+                return err;
+            if (!alive || PQstatus(c->pg) == CONNECTION_BAD)
+                return -ECONNRESET;
+        }
+    }
+}
+
+static void driver_main(void *arg)
+{
+    db_conn *c = arg;
+    const db_config *cfg = c->pool->cfg;
+    c->driver = net_task_current();
+    uint64_t backoff = 0;
+    for (;;) {
+        if (!c->pg) {
+            net_task_set_idle(true);
+            if (backoff && net_park(-1, 0, backoff) == -ECANCELED)
+                break;
+            int err = conn_open(c, false);
+            if (err == -ECANCELED)
+                break;
+            if (err < 0) {
+                c->lost_logged = true; /* log the outage once, and its end */
+                backoff = backoff ? backoff * 2 : cfg->backoff_min_ns;
+                if (backoff > cfg->backoff_max_ns)
+                    backoff = cfg->backoff_max_ns;
+                continue;
+            }
+            conn_up(c);
+        }
+        uint64_t since = cr_clock_now_ns();
+        int err = conn_serve(c);
+        conn_down(c, err);
+        if (err == -ECANCELED)
+            break;
+        /* Reconnect at once after a long healthy run; keep backing off
+         * when connections keep breaking right after they open. */
+        if (cr_clock_now_ns() - since > cfg->backoff_max_ns)
+            backoff = 0;
+        else
+            backoff = backoff ? backoff : cfg->backoff_min_ns;
+    }
+    conn_down(c, -ECANCELED);
+    c->driver = NULL;
+}
+
+/* --- the pool ---------------------------------------------------------------- */
+
+int db_thread_init(const db_config *cfg)
+{
+    if (!cfg || !cfg->conninfo || !cfg->connections || net_thread_index() < 0)
+        return -EINVAL;
+    db_pool *pool = calloc(1, sizeof(*pool));
+    if (!pool)
+        return -ENOMEM;
+    pool->cfg = cfg;
+    pool->conns = calloc(cfg->connections, sizeof(db_conn));
+    pool->names = calloc(cfg->statement_count ? cfg->statement_count : 1, sizeof(*pool->names));
+    if (!pool->conns || !pool->names) {
+        free(pool->conns);
+        free(pool->names);
+        free(pool);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < cfg->statement_count; i++)
+        snprintf(pool->names[i], sizeof(pool->names[i]), "coring_%zu", i);
+    tl_pool = pool;
+    for (unsigned i = 0; i < cfg->connections; i++) {
+        db_conn *c = &pool->conns[i];
+        c->pool = pool;
+        c->index = (unsigned)net_thread_index() * cfg->connections + i;
+        /* Start-up may block: have the connections ready before serving. */
+        if (conn_open(c, true) == 0)
+            conn_up(c);
+        else
+            c->lost_logged = true;
+        int err = net_spawn(driver_main, c);
+        if (err < 0) {
+            cr_log_error("database: cannot start a connection driver: %s", cr_strerror(err));
+            return err;
+        }
+    }
+    return 0;
+}
+
+void db_thread_fini(void)
+{
+    db_pool *pool = tl_pool;
+    if (!pool)
+        return;
+    for (unsigned i = 0; i < pool->cfg->connections; i++) {
+        db_conn *c = &pool->conns[i];
+        if (c->driver)
+            continue; /* still running (the loop failed): leave it be */
+        if (c->pg)
+            PQfinish(c->pg);
+    }
+    while (pool->free_list) {
+        db_pending *p = pool->free_list;
+        pool->free_list = p->next;
+        free(p);
+    }
+    free(pool->conns);
+    free(pool->names);
+    free(pool);
+    tl_pool = NULL;
+}
+
+bool db_available(void)
+{
+    return tl_pool && tl_pool->up > 0;
+}
+
+int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out)
+{
+    out->pg = NULL;
+    db_pool *pool = tl_pool;
+    net_task *self = net_task_current();
+    if (!pool || !self)
+        return -EPERM;
+    const db_config *cfg = pool->cfg;
+    if (stmt >= cfg->statement_count || nparams != cfg->statements[stmt].params)
+        return -EINVAL;
+    db_conn *c = NULL;
+    for (unsigned i = 0; i < cfg->connections; i++) {
+        db_conn *k = &pool->conns[i];
+        if (k->up && (!c || k->q.queued + k->q.sent < c->q.queued + c->q.sent))
+            c = k;
+    }
+    if (!c)
+        return -ENOTCONN;
+    db_pending *p = pending_alloc(pool);
+    if (!p)
+        return -ENOMEM;
+    p->stmt = stmt;
+    p->nparams = nparams;
+    p->values = values;
+    p->writes = cfg->statements[stmt].writes;
+    p->waiter = self;
+    db_queue_push(&c->q, p);
+    if (c->idle) {
+        c->idle = false;
+        net_unpark(c->driver);
+    }
+    int res = net_park(-1, 0, cfg->query_timeout_ns);
+    if (p->state != DB_PENDING_DONE) {
+        /* Timed out or cancelled: unhook from the connection. A query
+         * still queued is dropped; one in flight is left to the driver,
+         * which frees it when its result arrives. */
+        if (p->state == DB_PENDING_QUEUED && db_queue_unqueue(&c->q, p))
+            pending_free(pool, p);
+        else
+            p->waiter = NULL;
+        return res == -ECANCELED ? -ECANCELED : -ETIMEDOUT;
+    }
+    int err = p->error;
+    out->pg = p->result;
+    p->result = NULL;
+    pending_free(pool, p);
+    return err;
+}

@@ -1,0 +1,152 @@
+/*
+ * The bookkeeping of one pipelined connection: see queue.h.
+ */
+#include "queue.h"
+
+#include <stddef.h>
+
+/* Link @p at the end of the list (*@head, *@tail). */
+static void link_tail(db_pending **head, db_pending **tail, db_pending *p)
+{
+    p->next = NULL;
+    if (*tail)
+        (*tail)->next = p;
+    else
+        *head = p;
+    *tail = p;
+}
+
+void db_queue_push(db_queue *q, db_pending *p)
+{
+    p->state = DB_PENDING_QUEUED;
+    p->sync_after = p->aborted = p->failed = false;
+    link_tail(&q->queued_head, &q->queued_tail, p);
+    q->queued++;
+}
+
+bool db_queue_unqueue(db_queue *q, db_pending *p)
+{
+    db_pending *prev = NULL;
+    for (db_pending *it = q->queued_head; it; prev = it, it = it->next) {
+        if (it != p)
+            continue;
+        if (prev)
+            prev->next = p->next;
+        else
+            q->queued_head = p->next;
+        if (q->queued_tail == p)
+            q->queued_tail = prev;
+        q->queued--;
+        p->next = NULL;
+        return true;
+    }
+    return false;
+}
+
+db_pending *db_queue_send_next(db_queue *q)
+{
+    db_pending *p = q->queued_head;
+    if (!p)
+        return NULL;
+    q->queued_head = p->next;
+    if (!q->queued_head)
+        q->queued_tail = NULL;
+    q->queued--;
+    p->state = DB_PENDING_SENT;
+    p->attempts++;
+    link_tail(&q->sent_head, &q->sent_tail, p);
+    q->sent++;
+    return p;
+}
+
+void db_queue_mark_sync(db_queue *q)
+{
+    if (q->sent_tail)
+        q->sent_tail->sync_after = true;
+    q->syncs++;
+}
+
+bool db_queue_busy(const db_queue *q)
+{
+    return q->sent || q->syncs || q->closing;
+}
+
+static db_pending *pop_sent(db_queue *q)
+{
+    db_pending *p = q->sent_head;
+    q->sent_head = p->next;
+    if (!q->sent_head)
+        q->sent_tail = NULL;
+    q->sent--;
+    p->next = NULL;
+    return p;
+}
+
+bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done)
+{
+    *done = NULL;
+    if (q->closing) {
+        /* The head's results are read; only its Sync's result may follow. */
+        if (ev != DB_EVENT_SYNC)
+            return false;
+        *done = q->closing;
+        q->closing = NULL;
+        q->syncs--;
+        return true;
+    }
+    if (ev == DB_EVENT_SYNC) {
+        /* Every Sync follows a query marked sync_after, so its result
+         * comes while that query is closing; anything else is a surprise. */
+        if (!q->syncs)
+            return false;
+        q->syncs--;
+        return true;
+    }
+    db_pending *p = q->sent_head;
+    if (!p)
+        return false;
+    switch (ev) {
+    case DB_EVENT_RESULT:
+    case DB_EVENT_ERROR:
+        if (p->result)
+            return false; /* one statement, one result */
+        p->result = res;
+        p->failed = ev == DB_EVENT_ERROR;
+        return true;
+    case DB_EVENT_ABORTED:
+        p->aborted = true;
+        return true;
+    case DB_EVENT_END:
+        pop_sent(q);
+        if (p->sync_after)
+            q->closing = p;
+        else
+            *done = p;
+        return true;
+    case DB_EVENT_SYNC:
+        break;
+    }
+    return false;
+}
+
+static void append_list(db_pending **head, db_pending **tail, db_pending *list)
+{
+    while (list) {
+        db_pending *next = list->next;
+        link_tail(head, tail, list);
+        list = next;
+    }
+}
+
+db_pending *db_queue_take_all(db_queue *q)
+{
+    db_pending *head = NULL, *tail = NULL;
+    if (q->closing) {
+        q->closing->next = NULL;
+        append_list(&head, &tail, q->closing);
+    }
+    append_list(&head, &tail, q->sent_head);
+    append_list(&head, &tail, q->queued_head);
+    *q = (db_queue){0};
+    return head;
+}

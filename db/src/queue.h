@@ -1,0 +1,94 @@
+/*
+ * Internal to db/: the bookkeeping of one pipelined connection, kept free
+ * of libpq calls and of the runtime so that it can be unit-tested alone.
+ *
+ * A query (db_pending) is queued by a request, then sent by the driver in
+ * a batch, then completed when its results have been read. The server
+ * answers in the order queries were sent; after a Sync it sends one more
+ * result (PGRES_PIPELINE_SYNC). So the driver feeds each PQgetResult()
+ * outcome, in order, to db_queue_feed(), which says which query it belongs
+ * to and when that query is complete:
+ *
+ *   data or error result  -> stored in the head query
+ *   PGRES_PIPELINE_ABORTED -> the head query was skipped (an earlier query
+ *                            of its Sync group failed): it may be re-sent
+ *   NULL                  -> end of the head query's results
+ *   PGRES_PIPELINE_SYNC   -> end of a Sync group
+ *
+ * A query followed by a Sync completes only when that Sync's result
+ * arrives: its implicit transaction has committed by then (libpq docs,
+ * "Pipeline Mode": statements between two Syncs run in one implicit
+ * transaction, and an error rolls back the whole group).
+ */
+#ifndef CORING_DB_QUEUE_H
+#define CORING_DB_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct pg_result;
+
+enum db_pending_state { DB_PENDING_QUEUED = 1, DB_PENDING_SENT, DB_PENDING_DONE };
+
+typedef struct db_pending {
+    struct db_pending *next;
+    unsigned stmt;               /* index in the pool's statements */
+    int nparams;
+    const char *const *values;   /* text parameters; the waiter's memory */
+    bool writes;                 /* statement changes data: Sync right after it */
+    bool sync_after;             /* a Sync was sent right after this query */
+    bool aborted;                /* PGRES_PIPELINE_ABORTED: it did not run */
+    bool failed;                 /* its result is an error */
+    unsigned attempts;           /* times sent */
+    int state;                   /* enum db_pending_state */
+    int error;                   /* outcome for the waiter: 0 or -errno */
+    struct pg_result *result;    /* owned until handed to the waiter */
+    void *waiter;                /* the waiting task; NULL once it gave up */
+} db_pending;
+
+typedef struct db_queue {
+    db_pending *queued_head, *queued_tail; /* not sent yet, in order */
+    db_pending *sent_head, *sent_tail;     /* sent, results not all read */
+    db_pending *closing;                   /* results read, waiting for its Sync result */
+    unsigned queued, sent;
+    unsigned syncs;                        /* Syncs sent whose result is not read */
+} db_queue;
+
+typedef enum db_event {
+    DB_EVENT_RESULT,   /* a result with data or a command status */
+    DB_EVENT_ERROR,    /* PGRES_FATAL_ERROR and friends */
+    DB_EVENT_ABORTED,  /* PGRES_PIPELINE_ABORTED */
+    DB_EVENT_END,      /* PQgetResult returned NULL */
+    DB_EVENT_SYNC,     /* PGRES_PIPELINE_SYNC */
+} db_event;
+
+/* Append @p to the queries waiting to be sent (state QUEUED). */
+void db_queue_push(db_queue *q, db_pending *p);
+
+/* Remove @p from the waiting queries. False when it is not there (sent). */
+bool db_queue_unqueue(db_queue *q, db_pending *p);
+
+/* Move the first waiting query to the sent list (state SENT, attempts+1)
+ * and return it; NULL when none waits. */
+db_pending *db_queue_send_next(db_queue *q);
+
+/* A Sync was sent after the last sent query. */
+void db_queue_mark_sync(db_queue *q);
+
+/* Whether results are still expected (queries or Syncs in flight). */
+bool db_queue_busy(const db_queue *q);
+
+/*
+ * db_queue_feed - account for one PQgetResult() outcome @ev (@res its
+ * result, stored in the head query for RESULT and ERROR). Returns false when
+ * @ev does not fit what was sent (the connection must be dropped); then
+ * @res was not stored. *@done is set to a query whose results are complete
+ * (taken off the queue), or NULL.
+ */
+bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done);
+
+/* Take every query off @q (waiting, sent and closing) as a list linked by
+ * `next`, in order, and reset @q. */
+db_pending *db_queue_take_all(db_queue *q);
+
+#endif

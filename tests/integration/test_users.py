@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""Integration tests of the users app against a real PostgreSQL.
+
+The class set-up starts a throw-away cluster in a temporary folder with
+db/pg-local (Unix socket only), runs coring with DATABASE_URL pointing at
+it, and removes both at the end, also when a test fails. Covered: every
+route and error, 200 concurrent clients, PostgreSQL stopped and started
+again under load, and backends killed with pg_terminate_backend.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import coring_server as cs  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
+JSON_HDR = {"Content-Type": "application/json"}
+RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+DB_TIMEOUT = 3          # --db-timeout, seconds
+BACKOFF_MAX = 2.0       # db_config's cap on the delay between reconnects, seconds
+SEEDED = 60
+
+
+def pg(cmd, *args, timeout=90):
+    return subprocess.run([PG_LOCAL, cmd, UsersTest.pgdir] + list(args), check=True, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+
+
+class UsersTest(cs.CoringTestCase):
+    server = None
+    pgdir = None
+
+    @classmethod
+    def setUpClass(cls):
+        # World-searchable so that the postgres user can reach it when we are root.
+        cls.pgdir = tempfile.mkdtemp(prefix="coring-pg-")
+        os.chmod(cls.pgdir, 0o755)
+        cls.addClassCleanup(shutil.rmtree, cls.pgdir, True)
+        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", cls.pgdir, "immediate"], timeout=60))
+        pg("start", "throwaway")
+        os.environ["DATABASE_URL"] = pg("url").strip()
+        cls.server = cls.start_server(["--seed-users", str(SEEDED)])
+        cls.addClassCleanup(cls.server.kill)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop(expect_status=0)
+
+    @classmethod
+    def start_server(cls, extra=()):
+        return cs.CoringServer(threads=2, apps="users",
+                               args=["--db-timeout", str(DB_TIMEOUT)] + list(extra)).start()
+
+    def setUp(self):
+        self.conn = self.server.connect()
+
+    def tearDown(self):
+        self.conn.close()
+
+    # -- helpers ----------------------------------------------------------
+    def req(self, method, path, body=None, conn=None, server=None):
+        h = dict(JSON_HDR) if body is not None else {}
+        if server is not None:
+            with server.connect() as c:
+                resp = c.request(method, path, h, body)
+        else:
+            resp = (conn or self.conn).request(method, path, h, body)
+        self.assertCommonHeaders(resp, "%s %s" % (method, path))
+        return resp
+
+    def assertUser(self, doc, name=None, email=None, what=""):
+        self.assertIsInstance(doc, dict, what)
+        self.assertEqual(set(doc), {"id", "name", "email", "created_at"}, "%s: %r" % (what, doc))
+        self.assertIsInstance(doc["id"], int, what)
+        self.assertGreater(doc["id"], 0, what)
+        self.assertRegex(doc["created_at"], RFC3339_UTC, what)
+        if name is not None:
+            self.assertEqual(doc["name"], name, what)
+        if email is not None:
+            self.assertEqual(doc["email"], email, what)
+
+    def create(self, name, email, conn=None):
+        resp = self.req("POST", "/users", {"name": name, "email": email}, conn=conn)
+        self.assertEqual(resp.status, 201, "POST /users: %r" % resp)
+        doc = resp.json()
+        self.assertUser(doc, name, email, "POST /users")
+        self.assertEqual(resp.header("Location"), "/users/%d" % doc["id"])
+        return doc
+
+    def unique_email(self, tag="u"):
+        return "%s-%d-%d@example.com" % (tag, time.monotonic_ns(), random.randrange(1 << 30))
+
+    # -- routes ---------------------------------------------------------------
+    def test_create_then_get(self):
+        email = self.unique_email("ana")
+        doc = self.create("Ana ✓", email)
+        resp = self.req("GET", "/users/%d" % doc["id"])
+        self.assertEqual(resp.status, 200, repr(resp))
+        self.assertTrue(resp.header("Content-Type").startswith("application/json"))
+        self.assertEqual(resp.json(), doc)
+
+    def test_get_missing_and_bad_ids(self):
+        self.assertJsonError(self.req("GET", "/users/987654321"), 404, "missing user")
+        self.assertJsonError(self.req("GET", "/users/99999999999999999999999"), 404, "huge id")
+        self.assertJsonError(self.req("GET", "/users/abc"), 400, "non-numeric id")
+        self.assertJsonError(self.req("GET", "/users/-1"), 400, "negative id")
+        self.assertEqual(self.req("DELETE", "/users/1").status, 405)
+
+    def test_list_default_limit_and_order(self):
+        docs = self.req("GET", "/users").json()
+        self.assertEqual(len(docs), 50, "default page size (seeded %d users)" % SEEDED)
+        ids = [d["id"] for d in docs]
+        self.assertEqual(ids, sorted(ids))
+        for d in docs:
+            self.assertUser(d, what="GET /users")
+
+    def test_list_paging(self):
+        first = self.req("GET", "/users?limit=3").json()
+        self.assertEqual(len(first), 3)
+        nxt = self.req("GET", "/users?limit=3&after_id=%d" % first[-1]["id"]).json()
+        self.assertEqual(len(nxt), 3)
+        self.assertGreater(nxt[0]["id"], first[-1]["id"])
+        both = self.req("GET", "/users?limit=6").json()
+        self.assertEqual(both, first + nxt)
+        full = self.req("GET", "/users?limit=100").json()
+        self.assertGreaterEqual(len(full), SEEDED)
+        self.assertLessEqual(len(full), 100)
+        self.assertEqual(self.req("GET", "/users?after_id=9223372036854775807").json(), [])
+
+    def test_list_bad_parameters(self):
+        for q in ("limit=0", "limit=101", "limit=abc", "limit=", "after_id=-1", "after_id=x",
+                  "limit=99999999999999999999"):
+            self.assertJsonError(self.req("GET", "/users?" + q), 400, q)
+
+    def test_duplicate_email(self):
+        email = self.unique_email("dup")
+        self.create("First", email)
+        resp = self.req("POST", "/users", {"name": "Second", "email": email.upper()})
+        self.assertJsonError(resp, 409, "same email, other case")
+        self.assertJsonError(self.req("POST", "/users", {"name": "Third", "email": email}), 409)
+
+    def test_invalid_bodies(self):
+        ok = self.unique_email("v")
+        cases = [
+            (b"", 400), (b"{", 400), (b"not json", 400), (b'{"name": "a", "email": ', 400),
+            ([], 422), (b'"a string"', 422), (b"42", 422), ({}, 422),
+            ({"email": ok}, 422), ({"name": "", "email": ok}, 422), ({"name": "   ", "email": ok}, 422),
+            ({"name": 5, "email": ok}, 422), ({"name": None, "email": ok}, 422),
+            ({"name": "A"}, 422), ({"name": "A", "email": ""}, 422),
+            ({"name": "A", "email": "no-at.example.com"}, 422),
+            ({"name": "A", "email": "two@@example.com"}, 422),
+            ({"name": "A", "email": "a@b@example.com"}, 422),
+            ({"name": "A", "email": "@example.com"}, 422), ({"name": "A", "email": "a@"}, 422),
+            ({"name": "A", "email": "a b@example.com"}, 422),
+            ({"name": "x" * 101, "email": ok}, 422),
+            ({"name": "A", "email": "a@" + "e" * 300}, 422),
+            ({"name": "A\u0000B", "email": ok}, 422),
+        ]
+        for body, status in cases:
+            resp = self.req("POST", "/users", body)
+            self.assertJsonError(resp, status, "body %r" % (body,))
+        # Limits are in characters: 100 of them, 3 bytes each, are fine.
+        self.create("é" * 100, ok)
+        # The connection survived all of the above.
+        self.assertEqual(self.req("GET", "/users?limit=1").status, 200)
+
+    # -- load -------------------------------------------------------------------
+    def test_concurrent_clients(self):
+        known = {d["id"]: d for d in self.req("GET", "/users?limit=100").json()}
+        ids = list(known)
+        clients, reads = 200, 50
+        errors = []
+        counts = [0] * clients
+        start = threading.Barrier(clients)
+
+        def client(k):
+            try:
+                rnd = random.Random(k)
+                with self.server.connect(timeout=20) as c:
+                    start.wait(30)
+                    for _ in range(reads):
+                        uid = rnd.choice(ids)
+                        r = c.request("GET", "/users/%d" % uid)
+                        if r.status != 200 or r.json() != known[uid]:
+                            errors.append("client %d: GET /users/%d -> %r" % (k, uid, r))
+                            return
+                        counts[k] += 1
+                    email = "load-%d-%d@example.com" % (k, time.monotonic_ns())
+                    r = c.request("POST", "/users", JSON_HDR, {"name": "Load %d" % k, "email": email})
+                    if r.status != 201 or r.json()["email"] != email:
+                        errors.append("client %d: POST -> %r" % (k, r))
+                        return
+                    uid = r.json()["id"]
+                    r2 = c.request("GET", "/users/%d" % uid)
+                    if r2.status != 200 or r2.json() != r.json():
+                        errors.append("client %d: GET own user -> %r" % (k, r2))
+                        return
+                    counts[k] += 1
+            except Exception as e:  # noqa: BLE001 - report every failure
+                errors.append("client %d: %r" % (k, e))
+
+        cs.raise_nofile_limit()
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors[:5], [], "%d failing clients" % len(errors))
+        self.assertEqual(sum(counts), clients * (reads + 1), "answers lost")
+        self.assertLess(time.monotonic() - t0, 60)
+
+    def _load(self, stop, results, path="/users/1"):
+        """Loop GET @path on one connection until @stop; record (status, seconds)."""
+        c = None
+        while not stop.is_set():
+            try:
+                if c is None:
+                    c = self.server.connect(timeout=DB_TIMEOUT + 5)
+                t = time.monotonic()
+                r = c.request("GET", path)
+                results.append((r.status, time.monotonic() - t, r.json() if r.status == 503 else None))
+            except Exception as e:  # noqa: BLE001
+                results.append(("error", repr(e), None))
+                if c is not None:
+                    c.close()
+                c = None
+                time.sleep(0.05)
+        if c is not None:
+            c.close()
+
+    def _wait_for_200(self, seconds):
+        deadline = time.monotonic() + seconds
+        last = None
+        while time.monotonic() < deadline:
+            with self.server.connect() as c:
+                last = c.request("GET", "/users/1")
+            if last.status == 200:
+                return
+            time.sleep(0.1)
+        self.fail("no 200 within %.0f s; last answer %r; stderr:\n%s"
+                  % (seconds, last, self.server.stderr_text()))
+
+    @contextlib.contextmanager
+    def _under_load(self, clients):
+        """Run @clients looping GET /users/1 for the block; yield their shared results."""
+        stop = threading.Event()
+        results = []
+        workers = [threading.Thread(target=self._load, args=(stop, results)) for _ in range(clients)]
+        for w in workers:
+            w.start()
+        try:
+            yield results
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(DB_TIMEOUT + 10)
+
+    def test_postgres_stopped_and_started_under_load(self):
+        with self._under_load(8) as results:
+            time.sleep(0.5)
+            pg("stop", "fast")
+            down_from = len(results)
+            time.sleep(1.5)
+            down = results[down_from:]
+            pg("start")
+            self._wait_for_200(10)
+            # Each thread's connections come back on their own backoff schedule.
+            time.sleep(BACKOFF_MAX + 0.5)
+            up_from = len(results)
+            time.sleep(0.5)
+        self.assertTrue(down, "no answers while PostgreSQL was down")
+        for status, secs, doc in down:
+            self.assertIn(status, (200, 503), "answer while down: %r %r" % (status, secs))
+            self.assertLess(secs, 1.5, "a request hung while PostgreSQL was down")
+            if status == 503:
+                self.assertEqual(doc, {"error": "database unavailable"})
+        self.assertIn(503, [s for s, _, _ in down])
+        after = results[up_from:]
+        self.assertTrue(after)
+        self.assertEqual({s for s, _, _ in after}, {200}, "answers after PostgreSQL came back; stderr:\n%s"
+                         % self.server.stderr_text())
+
+    def test_terminated_backends(self):
+        with self._under_load(4) as results:
+            time.sleep(0.3)
+            out = pg("psql", "-tAc", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+            self.assertGreaterEqual(int(out.strip()), 2, "backends terminated")
+            time.sleep(0.3)
+            self._wait_for_200(5)
+            time.sleep(BACKOFF_MAX / 2)
+            mark = len(results)
+            time.sleep(0.3)
+        for status, secs, _ in results:
+            self.assertIn(status, (200, 503), "answer around the kill: %r %r" % (status, secs))
+            self.assertLess(secs, DB_TIMEOUT, "a request hung after its backend was killed; stderr:\n%s"
+                            % self.server.stderr_text())
+        self.assertEqual({s for s, _, _ in results[mark:]}, {200})
+        # And a plain request afterwards, on a new connection.
+        self.assertEqual(self.req("GET", "/users/1").status, 200)
+
+    # -- start-up -------------------------------------------------------------
+    def test_restart_keeps_users_and_applies_no_migration_twice(self):
+        doc = self.create("Persisted", self.unique_email("p"))
+        other = self.start_server()
+        try:
+            resp = self.req("GET", "/users/%d" % doc["id"], server=other)
+            self.assertEqual(resp.json(), doc)
+        finally:
+            other.stop(expect_status=0)
+        self.assertNotIn("applied migration", other.stderr_text(200))
+        out = pg("psql", "-tAc", "SELECT string_agg(version::text, ',') FROM schema_migrations")
+        self.assertEqual(out.strip(), "1")
+
+    def test_no_database_url_fails_clearly(self):
+        env = dict(os.environ)
+        env.pop("DATABASE_URL", None)
+        p = subprocess.run([cs.binary(), "--host", cs.HOST, "--port", "0", "--apps", "users"], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=10, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("DATABASE_URL", p.stderr)
+
+
+if __name__ == "__main__":
+    cs.main()
