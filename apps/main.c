@@ -3,6 +3,7 @@
  * apps on one router and serves them on every core until SIGINT/SIGTERM.
  */
 #include "coring/apps/apps.h"
+#include "coring/apps/database.h"
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
@@ -118,6 +119,11 @@ static void select_apps(const char *list)
 static int apps_thread_init(void *user)
 {
     (void)user;
+    int db_err = app_db_thread_init();
+    if (db_err < 0) {
+        cr_log_error("database pool set-up failed: %s", cr_strerror(db_err));
+        return db_err;
+    }
     for (size_t i = 0; i < num_mounted; i++)
         if (mounted[i]->thread_init) {
             int err = mounted[i]->thread_init();
@@ -136,6 +142,7 @@ static void apps_thread_fini(void *user)
     for (size_t i = num_mounted; i-- > 0;)
         if (mounted[i]->thread_fini)
             mounted[i]->thread_fini();
+    app_db_thread_fini();
 }
 
 static void on_listening(const char *host, uint16_t port, unsigned threads, void *user)
@@ -312,6 +319,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    if (app_db_used() && app_db_start(&app_opts) < 0)
+        return 1; /* it logged why */
     for (size_t i = 0; i < num_mounted; i++)
         if (mounted[i]->start && mounted[i]->start(&app_opts) < 0)
             return 1; /* the app logged why */

@@ -15,6 +15,7 @@
  * {"error":"database unavailable"} at once.
  */
 #include "coring/apps/apps.h"
+#include "coring/apps/database.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
@@ -47,7 +48,8 @@ static const db_statement statements[] = {
                      true},
 };
 
-static db_config config;
+/* Index of STMT_LIST in the process-wide statement list (app_db_register). */
+static int stmt_base;
 
 /* --- answers ------------------------------------------------------------- */
 
@@ -223,7 +225,7 @@ static void list_users(http_ctx *ctx, void *user)
     snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
     const char *params[] = {after_s, limit_s};
     db_result r;
-    int err = db_query(STMT_LIST, 2, params, &r);
+    int err = db_query((unsigned)stmt_base + STMT_LIST, 2, params, &r);
     if (err < 0) {
         answer_db_error(ctx, err, &r);
     } else {
@@ -256,7 +258,7 @@ static void get_user(http_ctx *ctx, void *user)
     snprintf(id_s, sizeof(id_s), "%lld", (long long)id);
     const char *params[] = {id_s};
     db_result r;
-    int err = db_query(STMT_GET, 1, params, &r);
+    int err = db_query((unsigned)stmt_base + STMT_GET, 1, params, &r);
     if (err < 0) {
         answer_db_error(ctx, err, &r);
     } else if (db_result_rows(&r) == 0) {
@@ -308,7 +310,7 @@ static void create_user(http_ctx *ctx, void *user)
     }
     const char *params[] = {name, email};
     db_result r;
-    int err = db_query(STMT_INSERT, 2, params, &r);
+    int err = db_query((unsigned)stmt_base + STMT_INSERT, 2, params, &r);
     if (err < 0 || db_result_rows(&r) != 1) {
         answer_db_error(ctx, err < 0 ? err : -EIO, &r);
     } else {
@@ -329,61 +331,29 @@ static int mount(http_router *r)
         (err = http_router_add(r, HTTP_POST, "/users", create_user, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_GET, "/users/{id}", get_user, NULL)) < 0)
         return err;
-    return 0;
+    stmt_base = app_db_register("users", statements, sizeof(statements) / sizeof(statements[0]));
+    return stmt_base < 0 ? stmt_base : 0;
 }
 
 static int start(const app_options *opts)
 {
-    const char *url = getenv("DATABASE_URL");
-    if (!url || !*url) {
-        cr_log_error("users: DATABASE_URL is not set. Set it to a libpq URI "
-                     "(postgresql://user@host:5432/db), or start coring with apps/run, which "
-                     "starts a local PostgreSQL, or leave the users app out: --apps hello,todo");
-        return -EINVAL;
-    }
-    config = db_config_default();
-    config.conninfo = url;
-    if (opts->db_pool)
-        config.connections = opts->db_pool;
-    if (opts->db_timeout_ns)
-        config.query_timeout_ns = opts->db_timeout_ns;
-    config.statements = statements;
-    config.statement_count = sizeof(statements) / sizeof(statements[0]);
-
-    char err[512];
-    int applied;
-    int ret = db_migrate(url, &applied, err, sizeof(err));
-    if (ret < 0) {
-        cr_log_error("users: database migrations failed: %s", err);
-        return ret;
-    }
-    if (opts->seed_users) {
-        char n[24];
-        snprintf(n, sizeof(n), "%llu", opts->seed_users);
-        const char *params[] = {n};
-        long long rows = 0;
-        /* Emails carry the transaction id: seeding twice adds new users. */
-        ret = db_exec(url,
+    if (!opts->seed_users)
+        return 0;
+    char n[24], err[512];
+    snprintf(n, sizeof(n), "%llu", opts->seed_users);
+    const char *params[] = {n};
+    long long rows = 0;
+    /* Emails carry the transaction id: seeding twice adds new users. */
+    int ret = db_exec(app_db_url(),
                       "INSERT INTO users (name, email) SELECT 'User ' || g, 'user' || g || '.' || "
                       "txid_current() || '@seed.example.com' FROM generate_series(1, $1::bigint) g",
                       1, params, &rows, err, sizeof(err));
-        if (ret < 0) {
-            cr_log_error("users: seeding failed: %s", err);
-            return ret;
-        }
-        cr_log_info("users: seeded %lld users", rows);
+    if (ret < 0) {
+        cr_log_error("users: seeding failed: %s", err);
+        return ret;
     }
+    cr_log_info("users: seeded %lld users", rows);
     return 0;
-}
-
-static int thread_init(void)
-{
-    return db_thread_init(&config);
-}
-
-static void thread_fini(void)
-{
-    db_thread_fini();
 }
 
 const app_def app_users = {
@@ -391,6 +361,4 @@ const app_def app_users = {
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
     .mount = mount,
     .start = start,
-    .thread_init = thread_init,
-    .thread_fini = thread_fini,
 };

@@ -1,0 +1,88 @@
+/*
+ * The apps' shared database pool and migrations. See
+ * coring/apps/database.h.
+ */
+#include "coring/apps/database.h"
+
+#include "coring/core/log.h"
+#include "coring/db/admin.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STATEMENTS 64
+
+static db_statement statements[MAX_STATEMENTS];
+static size_t statement_count;
+static const char *users_of_db[8];
+static size_t num_users_of_db;
+static db_config config;
+
+int app_db_register(const char *app, const db_statement *stmts, size_t count)
+{
+    if (statement_count + count > MAX_STATEMENTS)
+        return -ENOSPC;
+    int base = (int)statement_count;
+    memcpy(statements + statement_count, stmts, count * sizeof(*stmts));
+    statement_count += count;
+    if (num_users_of_db < sizeof(users_of_db) / sizeof(users_of_db[0]))
+        users_of_db[num_users_of_db++] = app;
+    return base;
+}
+
+bool app_db_used(void)
+{
+    return statement_count > 0;
+}
+
+int app_db_start(const app_options *opts)
+{
+    const char *url = getenv("DATABASE_URL");
+    if (!url || !*url) {
+        char names[64] = "";
+        for (size_t i = 0; i < num_users_of_db; i++) {
+            strncat(names, i ? "," : "", sizeof(names) - strlen(names) - 1);
+            strncat(names, users_of_db[i], sizeof(names) - strlen(names) - 1);
+        }
+        cr_log_error("DATABASE_URL is not set, and the %s app%s need%s PostgreSQL. Set it to a "
+                     "libpq URI (postgresql://user@host:5432/db), or start coring with apps/run, "
+                     "which starts a local PostgreSQL, or leave %s out with --apps",
+                     names, num_users_of_db > 1 ? "s" : "", num_users_of_db > 1 ? "" : "s",
+                     num_users_of_db > 1 ? "them" : "it");
+        return -EINVAL;
+    }
+    config = db_config_default();
+    config.conninfo = url;
+    if (opts->db_pool)
+        config.connections = opts->db_pool;
+    if (opts->db_timeout_ns)
+        config.query_timeout_ns = opts->db_timeout_ns;
+    config.statements = statements;
+    config.statement_count = statement_count;
+
+    char err[512];
+    int applied = 0;
+    int ret = db_migrate(url, &applied, err, sizeof(err));
+    if (ret < 0) {
+        cr_log_error("database migrations failed: %s", err);
+        return ret;
+    }
+    return 0;
+}
+
+const char *app_db_url(void)
+{
+    return config.conninfo;
+}
+
+int app_db_thread_init(void)
+{
+    return app_db_used() ? db_thread_init(&config) : 0;
+}
+
+void app_db_thread_fini(void)
+{
+    if (app_db_used())
+        db_thread_fini();
+}

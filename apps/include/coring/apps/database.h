@@ -1,0 +1,47 @@
+/*
+ * The apps' shared database: one pipelined pool per worker thread (db/),
+ * whose prepared statements are those of every mounted app that uses it.
+ *
+ * An app registers its statements when it mounts and keeps the index of
+ * its first one; main() then, once, checks DATABASE_URL, applies the
+ * migrations and opens each worker's pool before the apps' own per-thread
+ * set-up.
+ */
+#ifndef CORING_APPS_DATABASE_H
+#define CORING_APPS_DATABASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "coring/apps/apps.h"
+#include "coring/db/db.h"
+
+/*
+ * app_db_register - add @count statements to the process-wide list.
+ * @stmts: static data, not copied. @app: the app's name, for messages.
+ * Returns the index of the first one (an app adds it to its own statement
+ * numbers for db_query), or -ENOSPC past 64 statements in all.
+ * Main thread, in an app's mount().
+ */
+int app_db_register(const char *app, const db_statement *stmts, size_t count);
+
+/* app_db_used - whether any mounted app registered statements. */
+bool app_db_used(void);
+
+/*
+ * app_db_start - read DATABASE_URL, apply the migrations (db_migrate) and
+ * prepare the pool settings from @opts. Main thread, after mounting and
+ * before serving; blocks. Returns 0, or -EINVAL (no DATABASE_URL) or the
+ * migration's error, after logging what went wrong and how to fix it.
+ */
+int app_db_start(const app_options *opts);
+
+/* app_db_url - the DATABASE_URL in use (after app_db_start), or NULL. */
+const char *app_db_url(void);
+
+/* app_db_thread_init / app_db_thread_fini - open / free this worker's pool
+ * (db_thread_init / db_thread_fini); no-ops when no app uses the database. */
+int app_db_thread_init(void);
+void app_db_thread_fini(void);
+
+#endif
