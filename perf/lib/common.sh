@@ -56,7 +56,7 @@ raise_nofile() {
   want=65536
   [[ $hard != unlimited && $hard -lt $want ]] && want=$hard
   ulimit -n "$want" 2>/dev/null || true
-  (( $(ulimit -n) >= min )) || die "open-files limit $(ulimit -n) < $min (hard $hard): raise it"
+  (( $(ulimit -n) >= min )) || log "warning: open-files limit $(ulimit -n) < $min (hard $hard): cases with more connections will see socket errors"
 }
 
 # free_port: print a TCP port on 127.0.0.1 that nothing listens on, below the

@@ -11,6 +11,9 @@ is never measured as if it were right.
   preload URL --count N              POST N todos ("todo 1".."todo N")
   check-todos URL --count N          GET /todos is 200, N todos ordered by id
   check-post URL                     POST /todos is 201 + Location + the todo
+  ids URL --out FILE                 write the ids GET /todos lists, one a line
+  check-todo URL --ids FILE          GET /todos/{id} is 200 + that todo for
+                                     ids of FILE, 404 + {"error"} for a missing one
 """
 
 import argparse
@@ -177,6 +180,40 @@ def cmd_check_post(a):
     print(f"ok POST /todos -> 201, Location {loc}")
 
 
+def cmd_ids(a):
+    status, headers, body = request(a.url.rstrip("/") + "/todos")
+    if status != 200:
+        fail(f"GET /todos -> {status}, want 200")
+    v = json_body(status, headers, body, "GET /todos")
+    ids = [t["id"] for t in v if is_todo(t)]
+    if not ids:
+        fail("GET /todos: no todos to take ids from")
+    with open(a.out, "w") as f:
+        f.write("".join(f"{i}\n" for i in ids))
+    print(f"ok {len(ids)} ids from GET /todos ({ids[0]}..{ids[-1]})")
+
+
+def cmd_check_todo(a):
+    base = a.url.rstrip("/")
+    with open(a.ids) as f:
+        ids = [int(line) for line in f if line.strip()]
+    for i in (ids[0], ids[len(ids) // 2], ids[-1]):
+        status, headers, body = request(f"{base}/todos/{i}")
+        if status != 200:
+            fail(f"GET /todos/{i} -> {status}, want 200")
+        v = json_body(status, headers, body, f"GET /todos/{i}")
+        if not is_todo(v) or v["id"] != i:
+            fail(f"GET /todos/{i} body {v!r}")
+    missing = max(ids) + 1000003
+    status, headers, body = request(f"{base}/todos/{missing}")
+    if status != 404:
+        fail(f"GET /todos/{missing} -> {status}, want 404")
+    v = json_body(status, headers, body, f"GET /todos/{missing}")
+    if not (isinstance(v, dict) and isinstance(v.get("error"), str)):
+        fail(f"GET /todos/{missing}: body {v!r}, want {{\"error\": ...}}")
+    print(f"ok GET /todos/{{id}} -> 200 + the todo for {len(ids)} ids; a missing id -> 404 {{\"error\"}}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,6 +241,14 @@ def main():
     s = sub.add_parser("check-post")
     s.add_argument("url")
     s.set_defaults(fn=cmd_check_post)
+    s = sub.add_parser("ids")
+    s.add_argument("url")
+    s.add_argument("--out", required=True)
+    s.set_defaults(fn=cmd_ids)
+    s = sub.add_parser("check-todo")
+    s.add_argument("url")
+    s.add_argument("--ids", required=True)
+    s.set_defaults(fn=cmd_check_todo)
     a = p.parse_args()
     try:
         a.fn(a)

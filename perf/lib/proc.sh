@@ -50,3 +50,65 @@ proc_peak_rss_kb() {
 
 # proc_count PID: how many processes the tree holds.
 proc_count() { proc_tree "$1" | wc -l; }
+
+# ------------------------------------------------------------------ cgroups
+# A server's peak memory is read from a cgroup of its own where the machine
+# allows one: cgroup v2 memory.peak, or cgroup v1 memory.max_usage_in_bytes
+# (the same high-water mark of the cgroup's charged memory: anonymous pages,
+# page cache it first touched, kernel memory such as socket buffers). Every
+# process of the server is in it, so nginx's or node:cluster's shared pages
+# count once. Without one (no write access, v2 without the memory controller
+# delegated), peak RSS is VmHWM summed over the tree, as above.
+#
+# cg_detect: sets CG_BASE (the directory to make per-server cgroups in),
+# CG_PEAK_FILE and CG_KIND ("cgroup v2 memory.peak", ...), or leaves CG_BASE
+# empty.
+CG_BASE="" CG_PEAK_FILE="" CG_KIND=""
+cg_detect() {
+  local path base peak kind probe
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    path=$(awk -F: '$1 == "0" { print $3; exit }' /proc/self/cgroup)
+    base=/sys/fs/cgroup${path%/}
+    peak=memory.peak kind="cgroup v2 memory.peak"
+  else
+    path=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ { print $3; exit }' /proc/self/cgroup)
+    [[ -n $path ]] || return 0
+    base=/sys/fs/cgroup/memory${path%/}
+    peak=memory.max_usage_in_bytes kind="cgroup v1 memory.max_usage_in_bytes"
+  fi
+  probe=$base/coring-perf-probe-$$
+  mkdir "$probe" 2>/dev/null || return 0
+  if [[ -r $probe/$peak ]] && (echo "$BASHPID" >"$probe/cgroup.procs") 2>/dev/null; then
+    CG_BASE=$base CG_PEAK_FILE=$peak CG_KIND=$kind
+  fi
+  rmdir "$probe" 2>/dev/null || true
+  return 0
+}
+
+# cg_new NAME: make a cgroup for one server, print its path (nothing if none).
+cg_new() {
+  [[ -n $CG_BASE ]] || return 0
+  local d=$CG_BASE/coring-perf-$$-$1
+  rmdir "$d" 2>/dev/null || true
+  mkdir "$d" 2>/dev/null && echo "$d"
+  return 0
+}
+
+# cg_peak_kb DIR: the cgroup's peak memory in KiB (nothing if unreadable).
+cg_peak_kb() {
+  local v
+  [[ -n $1 && -r $1/$CG_PEAK_FILE ]] || return 0
+  v=$(<"$1/$CG_PEAK_FILE")
+  echo $((v / 1024))
+}
+
+# cg_remove DIR: remove an emptied cgroup (its processes have exited).
+cg_remove() {
+  local i
+  [[ -n $1 && -d $1 ]] || return 0
+  for ((i = 0; i < 20; i++)); do
+    rmdir "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 0
+}

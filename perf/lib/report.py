@@ -2,15 +2,17 @@
 """perf/lib/report.py: turn a results directory's raw/ tree into results.json
 and REPORT.md, and print the tables. Standard library only.
 
-  report.py finalize RESULTS_DIR      write results.json + REPORT.md, print the tables
+  report.py finalize RESULTS_DIR      write results.json + REPORT.md + charts/, print the tables
   report.py run-line RUN_DIR CLK_TCK  one run's figures on one line (progress log)
+  report.py cold-line FILE.json       one cold start's figures on one line (progress log)
 
 perf/run writes raw/ as it goes (key=value text files, one value per line):
 
   raw/meta.txt                              machine, versions, settings, commands
   raw/cases.txt                             "<scenario>/<case>" per line, in run order
-  raw/<scenario>/<case>/case.txt            what the case measures
-  raw/<scenario>/<case>/<server>/server.txt status, commands, peak RSS, checks
+  raw/<scenario>/<case>/case.txt            what the case measures (<case> = <name>-<N>cpu)
+  raw/<scenario>/<case>/<server>/server.txt status, commands, layout, peak memory, checks
+  raw/<scenario>/coldstart-<N>cpu/<server>.json  cold start (launches, median) and idle RSS
   raw/<scenario>/<case>/<server>/run<i>/wrk.txt      wrk's stdout (WRK_JSON line)
   raw/<scenario>/<case>/<server>/run<i>/metrics.txt  CPU ticks, wall time, wrk CPU
 
@@ -18,7 +20,8 @@ A run's figures: req/s = responses / wrk's duration; latency percentiles
 from wrk's histogram; server CPU us/request = (utime+stime ticks of the
 server's process tree during the run) / CLK_TCK / responses; server CPU % =
 that CPU time / wall time of the run; wrk CPU % likewise for the client. A
-case's figure is the median over its runs.
+case's figure is the median over its runs; req/s of every run is shown too.
+Charts (perf/lib/charts.py, matplotlib) are drawn when matplotlib imports.
 """
 
 import json
@@ -28,6 +31,7 @@ import statistics
 import sys
 
 SUBJECT = "coring"
+CLIENT_BOUND = 0.90   # wrk CPU at or above this: req/s is the client's limit
 
 
 def read_kv(path):
@@ -138,6 +142,7 @@ def summarise(runs):
     return {
         "runs": len(good),
         "rps": median(rps),
+        "rps_runs": rps,
         "rps_min": min(rps),
         "rps_max": max(rps),
         "latency_us": {k: median([r["latency_us"].get(k) for r in good]) for k in pct},
@@ -183,6 +188,35 @@ def build(results_dir):
         },
         "cases": [],
     }
+    doc["not_run"] = {k[len("notrun."):]: meta[k] for k in meta if k.startswith("notrun.")}
+    doc["sizes"] = {}
+    for k in meta:
+        if k.startswith("size."):
+            b, _, what = meta[k].partition(" ")
+            doc["sizes"][k[len("size."):]] = {"bytes": num(b, int), "what": what}
+    doc["method"]["peak_memory"] = (meta.get("setting.memory_peak") or "") + \
+        " of a cgroup holding only the server's processes, read after the case's last run (VmHWM is recorded too)"
+    doc["method"]["cold_start"] = ("launch (exec of the pinned command) to the first 200 of the scenario's probe "
+                                   "path, polled every 2 ms; median of the launches; idle RSS = VmRSS summed over "
+                                   "the process tree 0.5 s after the last launch's first 200")
+    doc["coldstart"] = {}
+    for sc in sorted(os.listdir(raw)) if os.path.isdir(raw) else []:
+        sdir = os.path.join(raw, sc)
+        if not os.path.isdir(sdir):
+            continue
+        for d in sorted(os.listdir(sdir)):
+            m = re.fullmatch(r"coldstart-(\d+)cpu", d)
+            if not m:
+                continue
+            for f in sorted(os.listdir(os.path.join(sdir, d))):
+                if not f.endswith(".json"):
+                    continue
+                try:
+                    cs = json.load(open(os.path.join(sdir, d, f)))
+                except (OSError, ValueError):
+                    continue
+                cs["command"] = read_kv(os.path.join(sdir, d, f[:-5] + ".txt")).get("command")
+                doc["coldstart"].setdefault(sc, {}).setdefault(m.group(1), {})[f[:-5]] = cs
     order_path = os.path.join(raw, "cases.txt")
     order = [line.strip() for line in open(order_path)] if os.path.exists(order_path) else []
     for key in order:
@@ -198,6 +232,11 @@ def build(results_dir):
             "method": c.get("method"),
             "path": c.get("path"),
             "connections": num(c.get("connections"), int),
+            "cpus": num(c.get("cpus"), int) or 1,
+            "server_cpus": c.get("server_cpus"),
+            "client_cpu": c.get("client_cpu"),
+            "shared_with_client": c.get("shared_with_client") == "1",
+            "not_run": {p: doc["not_run"].get(p, "not run") for p in c.get("not_run", "").split()},
             "wrk_script": c.get("wrk_script"),
             "notes": c.get("notes") or None,
             "servers": [],
@@ -211,7 +250,9 @@ def build(results_dir):
                 "reason": s.get("reason") or None,
                 "commands": {k[len("command."):]: s[k] for k in s if k.startswith("command.")},
                 "checks": [s[k] for k in sorted(s) if k.startswith("check.")],
+                "layout": s.get("layout") or None,
                 "peak_rss_kb": num(s.get("peak_rss_kb"), int),
+                "cgroup_peak_kb": num(s.get("cgroup_peak_kb"), int),
                 "processes": num(s.get("processes"), int),
                 "runs": [],
             }
@@ -220,6 +261,12 @@ def build(results_dir):
                 entry["runs"].append(load_run(os.path.join(sdir, f"run{i}"), clk_tck))
                 i += 1
             entry["summary"] = summarise(entry["runs"])
+            cs = doc["coldstart"].get(case["scenario"], {}).get(str(case["cpus"]), {}).get(server, {})
+            entry["cold_start_ms"] = cs.get("median_ms")
+            # Idle memory the way peak memory is measured: the cgroup where there is one.
+            entry["idle_rss_kb"] = cs.get("idle_cgroup_kb") or cs.get("idle_rss_kb")
+            entry["idle_vmrss_kb"] = cs.get("idle_rss_kb")
+            entry["size_bytes"] = doc["sizes"].get(server, {}).get("bytes")
             if entry["status"] == "ok" and not all(r["ok"] for r in entry["runs"]):
                 entry["status"] = "failed"
                 entry["reason"] = entry["reason"] or "server exited during a run"
@@ -249,9 +296,17 @@ def fmt_ratio(a, b):
     return f"{a / b:.2f}×"
 
 
-HEADER = ["server", "req/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "HTTP ≥400",
-          "socket err", "CPU µs/req", "server CPU", "wrk CPU", "peak RSS MiB",
-          "coring÷it req/s", "coring÷it CPU/req"]
+HEADER = ["server", "req/s (median)", "req/s per run", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+          "non-2xx", "socket err", "CPU µs/req", "server CPU", "wrk CPU", "peak MiB", "idle MiB",
+          "cold start ms", "size MiB", "coring÷it req/s", "coring÷it CPU/req"]
+
+
+def peak_kb(s):
+    return s.get("cgroup_peak_kb") or s.get("peak_rss_kb")
+
+
+def mib(kb):
+    return "—" if kb is None else f"{kb / 1024:.1f}"
 
 
 def case_table(case):
@@ -264,58 +319,104 @@ def case_table(case):
             reason = (s.get("reason") or s["status"]).replace("|", "/")
             rows.append([s["server"], f"{s['status']}: {reason}"] + [""] * (len(HEADER) - 2))
             continue
-        rps = fmt_int(m["rps"])
-        if m["runs"] > 1 and m["rps"]:
-            rps += f" ±{(m['rps_max'] - m['rps_min']) / 2 / m['rps'] * 100:.0f}%"
+        bound = m["client_cpu_util"] is not None and m["client_cpu_util"] >= CLIENT_BOUND
+        rps = fmt_int(m["rps"]) + (" ‡" if bound else "")
+        per_run = " / ".join(fmt_int(v) for v in m.get("rps_runs", []))
         lat = m["latency_us"]
         is_subject = s["server"] == SUBJECT
         rows.append([
-            s["server"], rps,
+            s["server"], rps, per_run,
             fmt_ms(lat.get("p50")), fmt_ms(lat.get("p90")), fmt_ms(lat.get("p99")),
             fmt_ms(lat.get("p99_9")),
             fmt_int(m["errors_status_ge_400"]), fmt_int(m["errors_socket"]),
             "—" if m["server_cpu_us_per_request"] is None else f"{m['server_cpu_us_per_request']:.2f}",
-            fmt_pct(m["server_cpu_util"]), fmt_pct(m["client_cpu_util"]),
-            "—" if s["peak_rss_kb"] is None else f"{s['peak_rss_kb'] / 1024:.1f}",
+            fmt_pct(m["server_cpu_util"]), fmt_pct(m["client_cpu_util"]) + (" ‡" if bound else ""),
+            mib(peak_kb(s)), mib(s.get("idle_rss_kb")),
+            "—" if s.get("cold_start_ms") is None else f"{s['cold_start_ms']:.1f}",
+            "—" if s.get("size_bytes") is None else f"{s['size_bytes'] / 1048576:.1f}",
             "—" if is_subject or subject is None else fmt_ratio(subject["rps"], m["rps"]),
             "—" if is_subject or subject is None else fmt_ratio(subject["server_cpu_us_per_request"],
                                                               m["server_cpu_us_per_request"]),
         ])
+    for p, reason in case.get("not_run", {}).items():
+        rows.append([p, "not run: " + reason.replace("|", "/")] + [""] * (len(HEADER) - 2))
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
-def markdown(doc):
+def shape_text(case):
+    t = f"server on {case['cpus']} core{'s' if case['cpus'] > 1 else ''} (CPU {case.get('server_cpus')}), " \
+        f"wrk on CPU {case.get('client_cpu')}"
+    if case.get("shared_with_client"):
+        t += " — **the server shares wrk's core** (this machine has too few CPUs to keep them apart)"
+    return t
+
+
+def layouts(case):
+    parts = [f"{s['server']}: {s['layout']}" for s in case["servers"] if s.get("layout")]
+    return "Processes: " + "; ".join(parts) + "." if parts else ""
+
+
+def markdown(doc, charts):
     st, mc, vs = doc["settings"], doc["machine"], doc["versions"]
+    shapes = str(st.get("shapes", "1")).split()
+    shape_desc = "; ".join(
+        f"{n} core{'s' if n != '1' else ''}: server on CPU {st.get('server_cpus.' + n, '?')}"
+        + (" (shared with wrk)" if str(st.get("shared_with_client." + n)) == "1" else "")
+        for n in shapes)
     out = [
-        f"# coring benchmark — {doc.get('started_at', '')[:10]} on {mc.get('hostname', '?')}",
+        f"# coring benchmark — {(doc.get('started_at') or '')[:10]} on {mc.get('hostname', '?')}",
         "",
-        f"- Machine: {mc.get('cpu_model', '?')}, {mc.get('nproc', '?')} CPUs, "
-        f"kernel {mc.get('kernel', '?')}, {mc.get('os', '?')}, {mc.get('memory', '?')}",
-        "- Versions: " + ", ".join(v if v.lower().startswith(k) else f"{k} {v}" for k, v in vs.items()),
+        f"- Machine: {mc.get('cpu_model', '?')}, {mc.get('nproc', '?')} CPUs ({mc.get('cpus_available', '?')} "
+        f"usable here), kernel {mc.get('kernel', '?')}, {mc.get('os', '?')}, {mc.get('memory', '?')}",
+        "- Versions: " + "; ".join(f"{k}: {v}" for k, v in vs.items()),
         f"- Mode: {st.get('mode', '?')}; {st.get('runs', '?')} run(s) of {st.get('duration_s', '?')} s per "
-        f"case and server after {st.get('warmup_s', '?')} s of warm-up; server pinned to CPU "
-        f"{st.get('server_cpu', '?')}, wrk (1 thread) to CPU {st.get('client_cpu', '?')}, all on 127.0.0.1.",
+        f"case and server, after {st.get('warmup_s', '?')} s of warm-up; cold start = median of "
+        f"{st.get('coldstart_launches', '?')} launches.",
+        f"- Shapes: {shape_desc}; wrk (1 thread) on CPU {st.get('client_cpu', '?')}; everything on 127.0.0.1.",
+        f"- Peak memory: {st.get('memory_peak', 'VmHWM')}.",
         f"- Command: `{doc['commands'].get('perf_run')}`; started {doc.get('started_at')}, "
         f"finished {doc.get('finished_at')}.",
         "",
-        "Figures are medians over runs (± is half the req/s range). CPU µs/req = the server's "
-        "user+system CPU time during the run ÷ responses; server/wrk CPU = CPU time ÷ wall time "
-        "(100% = one core). HTTP ≥400 is wrk's non-2xx/3xx counter; socket err = connect + read + "
-        "write + timeout. coring÷it: above 1 on req/s and below 1 on CPU/req favour coring. "
-        "Latency percentiles are wrk 4's, which adds synthetic samples for coordinated omission: "
-        "they rank servers under the same client but are not raw per-request latencies; — = wrk gave none. "
-        "See perf/README.md for the method and its caveats.",
+        "How to read: figures are medians over runs, and every run's req/s is shown (one run lies). "
+        "**‡** = wrk's core was saturated (wrk CPU ≥ 90%): that req/s is the load generator's limit, not "
+        "the server's — compare CPU µs/req instead. CPU µs/req = the server's user+system CPU time during "
+        "the run ÷ responses; server/wrk CPU = CPU time ÷ wall time (100% = one core). non-2xx is wrk's "
+        "count of status > 399; socket err = connect + read + write + timeout. peak MiB = the case's memory "
+        "high-water mark (warm-up included); idle MiB = RSS after the first response; cold start = launch "
+        "to first 200; size = what the server runs from disk (see results.json for what each counts). "
+        "coring÷it: above 1 on req/s and below 1 on CPU/req favour coring. Latency percentiles are wrk 4's, "
+        "corrected for coordinated omission: they rank servers under the same client but are not raw "
+        "per-request latencies; — = none. See perf/README.md for the method and its caveats.",
         "",
     ]
+    if doc.get("not_run"):
+        out.append("Not run here: " + "; ".join(f"**{p}** ({r})" for p, r in doc["not_run"].items()) + ".")
+        out.append("")
+    by_scenario = {}
     for case in doc["cases"]:
-        out.append(f"## {case['scenario']} / {case['case']}: {case['description']}")
+        by_scenario.setdefault(case["scenario"], []).append(case)
+    for scenario, cases in by_scenario.items():
+        out.append(f"## {scenario}")
         out.append("")
-        out.append(f"`{case['method']} {case['path']}`, {case['connections']} connections, "
-                   f"wrk script `perf/wrk/{case['wrk_script']}`.")
-        if case.get("notes"):
-            out.append(case["notes"])
-        out.append("")
-        out.append(case_table(case))
+        for chart in charts.get(scenario, []):
+            out.append(f"![{scenario}: {os.path.basename(chart)}]({chart})")
+            out.append("")
+        for case in cases:
+            out.append(f"### {scenario} / {case['case']}, {case['cpus']} core{'s' if case['cpus'] > 1 else ''}: "
+                       f"{case['description']}")
+            out.append("")
+            out.append(f"`{case['method']} {case['path']}`, {case['connections']} connections, "
+                       f"wrk script `perf/wrk/{case['wrk_script']}`; {shape_text(case)}.")
+            if case.get("notes"):
+                out.append(case["notes"])
+            lay = layouts(case)
+            if lay:
+                out.append(lay)
+            out.append("")
+            out.append(case_table(case))
+            out.append("")
+    if charts.get("_error"):
+        out.append(f"Charts: not drawn ({charts['_error']}).")
         out.append("")
     return "\n".join(out)
 
@@ -323,7 +424,7 @@ def markdown(doc):
 def console(doc):
     out = []
     for case in doc["cases"]:
-        out.append(f"\n== {case['scenario']}/{case['case']}: {case['description']}")
+        out.append(f"\n== {case['scenario']}/{case['case']} ({case['cpus']} core(s)): {case['description']}")
         out.append(case_table(case))
     return "\n".join(out)
 
@@ -340,15 +441,33 @@ def main():
               f"{'—' if cpu is None else f'{cpu:.2f}'} µs CPU/req, server CPU {fmt_pct(r['server_cpu_util'])}, "
               f"wrk CPU {fmt_pct(r['client_cpu_util'])}, errors {r['errors']['status_ge_400']}+{r['errors']['socket']}")
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "cold-line":
+        try:
+            d = json.load(open(sys.argv[2]))
+        except (OSError, ValueError) as e:
+            print(f"no result ({e})")
+            return
+        print(d.get("error") or f"{d.get('median_ms')} ms (launches {d.get('launches_ms')}), "
+                                  f"idle RSS {mib(d.get('idle_rss_kb'))} MiB")
+        return
     if len(sys.argv) != 3 or sys.argv[1] != "finalize":
         sys.exit(__doc__)
     results_dir = sys.argv[2]
     doc = build(results_dir)
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import charts as charts_mod
+        charts = charts_mod.draw(doc, results_dir)
+    except ImportError as e:
+        charts = {"_error": f"{e}; install python3-matplotlib"}
+    except Exception as e:  # a chart must never lose the figures
+        charts = {"_error": f"{type(e).__name__}: {e}"}
+    doc["charts"] = charts
     with open(os.path.join(results_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=2, ensure_ascii=False)
         f.write("\n")
     with open(os.path.join(results_dir, "REPORT.md"), "w", encoding="utf-8") as f:
-        f.write(markdown(doc) + "\n")
+        f.write(markdown(doc, charts) + "\n")
     print(console(doc))
 
 

@@ -8,11 +8,8 @@
 # naming it in a scenario's case lines; nothing here changes.
 
 CORING_BUILD_DIR=${CORING_BUILD_DIR:-$REPO_DIR/build-perf}
-CORING_BIN=$CORING_BUILD_DIR/apps/coring
+CORING_BIN=${CORING_BIN:-$CORING_BUILD_DIR/apps/coring}
 CORING_APPS=${CORING_APPS:-hello,todo}
-SERVER_CPU=${PERF_SERVER_CPU:-0}
-# shellcheck disable=SC2034 # used by the files that source this one
-CLIENT_CPU=${PERF_CLIENT_CPU:-1}
 
 # rel TEXT: TEXT with this checkout's path dropped, for the records.
 rel() {
@@ -54,7 +51,11 @@ peer_cmd() { "$PERF_DIR/peers/$1/peer" "${@:2}"; }
 server_supports() {
   [[ $1 == coring ]] && return 0
   [[ -x $PERF_DIR/peers/$1/peer ]] || return 1
-  peer_cmd "$1" apps | grep -qx "$2"
+  # Not `peer apps | grep -q`: grep exits at the first match and, with
+  # pipefail, the peer's SIGPIPE on the next line would read as "no".
+  local apps
+  apps=$(peer_cmd "$1" apps) || return 1
+  grep -qx "$2" <<<"$apps"
 }
 
 server_version() {
@@ -65,27 +66,52 @@ server_version() {
   fi
 }
 
-# server_argv NAME PORT RUNDIR: fill SERVER_ARGV with the pinned command line.
-server_argv() {
-  local name=$1 port=$2 rundir=$3
-  if [[ $name == coring ]]; then
-    SERVER_ARGV=(taskset -c "$SERVER_CPU" "$CORING_BIN" --host 127.0.0.1 --port "$port"
-                 --threads 1 --apps "$CORING_APPS" --log-level warn)
+# server_layout NAME CPUS APP: one line, the processes/threads NAME runs.
+server_layout() {
+  if [[ $1 == coring ]]; then
+    echo "1 process, $2 worker thread(s) (--threads $2)"
   else
-    SERVER_ARGV=(taskset -c "$SERVER_CPU" "$PERF_DIR/peers/$name/peer" exec "$port" "$rundir")
+    peer_cmd "$1" layout "$2" "$3" 2>/dev/null | head -n1 || true
   fi
 }
 
-# server_start NAME PORT RUNDIR LOGFILE: start NAME pinned to SERVER_CPU in
-# the background; sets SERVER_PID (the server itself: taskset and peer exec)
+# server_size NAME: "BYTES what" of what NAME runs from disk.
+server_size() {
+  if [[ $1 == coring ]]; then
+    echo "$(stat -L -c %s "$CORING_BIN") release binary (dynamically linked: liburing, simdjson)"
+  else
+    peer_cmd "$1" size 2>/dev/null | head -n1 || true
+  fi
+}
+
+# server_argv NAME PORT RUNDIR CPULIST NCPUS APP: fill SERVER_ARGV with the
+# pinned command line and SERVER_ENV with the environment a peer reads
+# (PERF_CPUS: cores given; PERF_APP: the app this case measures).
+server_argv() {
+  local name=$1 port=$2 rundir=$3 cpus=$4 n=$5 app=$6
+  SERVER_ENV=(PERF_CPUS="$n" PERF_APP="$app")
+  if [[ $name == coring ]]; then
+    SERVER_ARGV=(taskset -c "$cpus" "$CORING_BIN" --host 127.0.0.1 --port "$port"
+                 --threads "$n" --apps "$CORING_APPS" --log-level warn)
+  else
+    SERVER_ARGV=(taskset -c "$cpus" "$PERF_DIR/peers/$name/peer" exec "$port" "$rundir")
+  fi
+}
+
+# server_start NAME PORT RUNDIR LOGFILE CPULIST NCPUS APP [CGROUP]: start NAME
+# pinned to CPULIST in the background, in CGROUP if given; sets SERVER_PID
+# (the server itself: the subshell execs taskset, which execs the server)
 # and SERVER_COMMAND (for the records).
 server_start() {
-  local name=$1 port=$2 rundir=$3 log=$4
-  server_argv "$name" "$port" "$rundir"
-  "${SERVER_ARGV[@]}" >"$log" 2>&1 </dev/null &
+  local name=$1 port=$2 rundir=$3 log=$4 cg=${8:-}
+  server_argv "$name" "$port" "$rundir" "$5" "$6" "$7"
+  (
+    [[ -n $cg ]] && { echo "$BASHPID" >"$cg/cgroup.procs"; } 2>/dev/null
+    exec env "${SERVER_ENV[@]}" "${SERVER_ARGV[@]}"
+  ) >"$log" 2>&1 </dev/null &
   SERVER_PID=$!
   cleanup_register "$SERVER_PID"
-  SERVER_COMMAND=$(quote "${SERVER_ARGV[@]}")
+  SERVER_COMMAND=$(quote env "${SERVER_ENV[@]}" "${SERVER_ARGV[@]}")
   SERVER_COMMAND=${SERVER_COMMAND//"$rundir"/<rundir>}
 }
 

@@ -1,17 +1,21 @@
 # shellcheck shell=bash
 # perf/lib/wrk.sh: run wrk pinned to CLIENT_CPU, bounded in time.
 #
-# One wrk thread (-t1) on its own core: the client's ceiling is one core's
+# One wrk thread (-t1) on CLIENT_CPU: the client's ceiling is one core's
 # worth of wrk (see perf/README.md), the same for every server. Scripts live
-# in perf/wrk/ and share perf/wrk/report.lua through LUA_PATH.
+# in perf/wrk/ and share perf/wrk/report.lua through LUA_PATH. A script's
+# argument may name a file the scenario wrote for this server (the ids of
+# GET /todos/{id}): "@DIR@" in it stands for the server's results directory.
 
 WRK_BIN=${WRK_BIN:-wrk}
+WRK_ARG_DIR=${WRK_ARG_DIR:-}
 
 # wrk_argv URL CONNECTIONS SECONDS SCRIPT[:ARG]: fill WRK_ARGV.
 wrk_argv() {
   local url=$1 conns=$2 secs=$3 spec=$4 script arg=""
   script=${spec%%:*}
   [[ $spec == *:* ]] && arg=${spec#*:}
+  arg=${arg//@DIR@/$WRK_ARG_DIR}
   WRK_ARGV=(taskset -c "$CLIENT_CPU" "$WRK_BIN" -t1 "-c$conns" "-d${secs}s" --latency
             -s "$PERF_DIR/wrk/$script" "$url")
   [[ -n $arg ]] && WRK_ARGV+=(-- "$arg")

@@ -1,23 +1,31 @@
 # shellcheck shell=bash
 # perf/scenarios/hello.sh: coring's hello app, GET / -> {"message":"hello world"}.
-# Sourced by perf/run. A scenario file sets SCENARIO_APP and SCENARIO_CASES and
-# defines scenario_prepare; see perf/README.md ("Adding a scenario").
+# Sourced by perf/run. A scenario file sets SCENARIO_APP, SCENARIO_PROBE (the
+# path cold starts wait on) and SCENARIO_CASES and defines scenario_prepare;
+# see perf/README.md ("Adding a scenario").
 
 # shellcheck disable=SC2034 # read by perf/run
 SCENARIO_APP=hello
+# shellcheck disable=SC2034
+SCENARIO_PROBE=/
+
+HELLO_PEERS=nginx,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
 
 # One case per entry, whitespace-separated:
-#   name  connections  method  path  wrk-script[:arg]  peers(comma list)  quick|full  description...
-# "quick" cases also run under --quick. coring always runs first.
+#   name  connections  method  path  wrk-script[:arg]  peers(comma list)  mode  description...
+# mode: quick = also under --quick; quick1 = also under --quick, 1-core shape
+# only; full = full runs only. coring always runs first. Every case runs in
+# every shape of --cpus (1 and 2 cores).
 # shellcheck disable=SC2034 # read by perf/run
 SCENARIO_CASES=(
-  "get-c50          50    GET  /  get.lua          nginx,fastify  quick  GET / keep-alive, 50 connections"
-  "get-c1000        1000  GET  /  get.lua          nginx,fastify  full   GET / keep-alive, 1000 connections"
-  "pipeline16-c256  256   GET  /  pipeline.lua:16  nginx          quick  GET / with 16 requests pipelined per write, 256 connections"
+  "get-c50          50    GET  /  get.lua          $HELLO_PEERS  quick   GET / keep-alive, 50 connections"
+  "get-c1000        1000  GET  /  get.lua          $HELLO_PEERS  full    GET / keep-alive, 1000 connections"
+  "pipeline16-c256  256   GET  /  pipeline.lua:16  nginx         full    GET / with 16 requests pipelined per write, 256 connections"
 )
 
-# scenario_prepare CASE BASE_URL: runs once the server answers and before the
-# warm-up; prints what it checked; non-zero fails this server for this case.
+# scenario_prepare CASE BASE_URL SERVER_DIR: runs once the server answers and
+# before the warm-up; prints what it checked; non-zero fails this server for
+# this case. SERVER_DIR is where the server's results go (files for wrk).
 scenario_prepare() {
   local case=$1 url=$2
   "$PERF_PY" "$PERF_DIR/lib/http_client.py" check-hello "$url/" || return 1

@@ -4,22 +4,39 @@
 
 # shellcheck disable=SC2034 # read by perf/run
 SCENARIO_APP=todo
+# shellcheck disable=SC2034
+SCENARIO_PROBE=/todos
+
+TODO_PEERS=fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
 
 # shellcheck disable=SC2034 # read by perf/run
-SCENARIO_CASES=(
-  "get-todos-c100  100  GET   /todos  get.lua        fastify  quick  GET /todos with 100 todos preloaded, 100 connections"
-  "post-todo-c100  100  POST  /todos  post_todo.lua  fastify  quick  POST /todos (one JSON body, 201 + Location), 100 connections"
-)
+SCENARIO_CASES=()
+for c in 50 100 500 1000; do
+  mode=full
+  ((c == 100)) && mode=quick1
+  SCENARIO_CASES+=(
+    "get-todos-c$c  $c  GET   /todos       get.lua               $TODO_PEERS  $mode  GET /todos with 100 todos preloaded, $c connections"
+    "get-todo-c$c   $c  GET   /todos/{id}  get_todo.lua:@DIR@/ids.txt  $TODO_PEERS  $mode  GET /todos/{id} over the ids of 100 preloaded todos, $c connections"
+    "post-todo-c$c  $c  POST  /todos       post_todo.lua         $TODO_PEERS  $mode  POST /todos (one JSON body, 201 + Location), $c connections"
+  )
+done
+unset c mode
 
 TODO_PRELOAD=100
 
 scenario_prepare() {
-  local case=$1 url=$2 py=("$PERF_PY" "$PERF_DIR/lib/http_client.py")
+  local case=$1 url=$2 dir=$3 py=("$PERF_PY" "$PERF_DIR/lib/http_client.py")
   case $case in
     get-todos*)
       # Same 100 titles ("todo 1".."todo 100") on every server.
       "${py[@]}" preload "$url" --count "$TODO_PRELOAD" || return 1
       "${py[@]}" check-todos "$url" --count "$TODO_PRELOAD" || return 1
+      ;;
+    get-todo-*)
+      # The ids come from the server itself (coring's are sharded by thread).
+      "${py[@]}" preload "$url" --count "$TODO_PRELOAD" || return 1
+      "${py[@]}" ids "$url" --out "$dir/ids.txt" || return 1
+      "${py[@]}" check-todo "$url" --ids "$dir/ids.txt" || return 1
       ;;
     post-todo*)
       "${py[@]}" check-post "$url" || return 1
@@ -30,6 +47,7 @@ scenario_prepare() {
 scenario_notes() {
   case $1 in
     get-todos*) echo "Each server starts empty; 100 todos (titles \"todo 1\"..\"todo 100\") are POSTed before the warm-up: the response body is about 4.6 KB." ;;
-    post-todo*) echo "Every request creates a todo, so the in-memory list grows through warm-up and runs (to millions of entries on a fast server); that is part of what is measured." ;;
+    get-todo-*) echo "100 todos are POSTed first; wrk cycles over the ids the server's own GET /todos lists (perf/wrk/get_todo.lua), so every request hits an existing todo." ;;
+    post-todo*) echo "Every request creates a todo, so the in-memory list grows through warm-up and runs; that is part of what is measured." ;;
   esac
 }

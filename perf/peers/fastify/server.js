@@ -4,7 +4,10 @@
 // fastify user runs in production: logger off, one process, response schemas
 // (fast-json-stringify) on the hot routes, state in an in-memory Map.
 //
-//   node server.js --port P [--host 127.0.0.1]
+//   node server.js --port P [--host 127.0.0.1] [--workers N]
+//
+// --workers N > 1 forks N processes with node:cluster sharing the port (used
+// for hello on 2 cores only: todo's state lives in one process's memory).
 //
 //   GET    /           200 {"message":"hello world"}
 //   GET    /todos      200 [todo...] ordered by id
@@ -14,6 +17,7 @@
 //   DELETE /todos/:id  204 | 404
 //   todo = {"id":n,"title":"...","completed":false}
 
+const cluster = require('node:cluster')
 const Fastify = require('fastify')
 
 function arg (name, fallback) {
@@ -23,112 +27,128 @@ function arg (name, fallback) {
 
 const port = Number(arg('--port', process.env.PORT || '3000'))
 const host = arg('--host', '127.0.0.1')
+const workers = Number(arg('--workers', '1'))
 
-const app = Fastify({ logger: false })
-
-const todoSchema = {
-  type: 'object',
-  properties: {
-    id: { type: 'integer' },
-    title: { type: 'string' },
-    completed: { type: 'boolean' }
-  },
-  required: ['id', 'title', 'completed']
-}
-const errorSchema = {
-  type: 'object',
-  properties: { error: { type: 'string' } },
-  required: ['error']
+if (workers > 1 && cluster.isPrimary) {
+  for (let i = 0; i < workers; i++) cluster.fork()
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    process.on(signal, () => {
+      for (const w of Object.values(cluster.workers)) w.kill('SIGTERM')
+      process.exit(0)
+    })
+  }
+} else {
+  serve()
 }
 
-app.get('/', {
-  schema: {
-    response: {
-      200: {
-        type: 'object',
-        properties: { message: { type: 'string' } },
-        required: ['message']
+function serve () {
+
+  const app = Fastify({ logger: false })
+
+  const todoSchema = {
+    type: 'object',
+    properties: {
+      id: { type: 'integer' },
+      title: { type: 'string' },
+      completed: { type: 'boolean' }
+    },
+    required: ['id', 'title', 'completed']
+  }
+  const errorSchema = {
+    type: 'object',
+    properties: { error: { type: 'string' } },
+    required: ['error']
+  }
+
+  app.get('/', {
+    schema: {
+      response: {
+        200: {
+          type: 'object',
+          properties: { message: { type: 'string' } },
+          required: ['message']
+        }
       }
     }
+  }, async () => ({ message: 'hello world' }))
+
+  // Map keeps insertion order and ids only grow, so iteration is id order.
+  const todos = new Map()
+  let nextId = 1
+
+  function parseId (raw) {
+    return /^[1-9][0-9]{0,15}$/.test(raw) ? Number(raw) : 0
   }
-}, async () => ({ message: 'hello world' }))
 
-// Map keeps insertion order and ids only grow, so iteration is id order.
-const todos = new Map()
-let nextId = 1
-
-function parseId (raw) {
-  return /^[1-9][0-9]{0,15}$/.test(raw) ? Number(raw) : 0
-}
-
-function notFound (reply) {
-  return reply.code(404).send({ error: 'todo not found' })
-}
-
-function invalid (reply, message) {
-  return reply.code(422).send({ error: message })
-}
-
-app.get('/todos', {
-  schema: { response: { 200: { type: 'array', items: todoSchema } } }
-}, async () => Array.from(todos.values()))
-
-app.get('/todos/:id', {
-  schema: { response: { 200: todoSchema, 404: errorSchema } }
-}, async (request, reply) => {
-  const todo = todos.get(parseId(request.params.id))
-  return todo === undefined ? notFound(reply) : todo
-})
-
-app.post('/todos', {
-  schema: { response: { 201: todoSchema, 422: errorSchema } }
-}, async (request, reply) => {
-  const body = request.body
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    return invalid(reply, 'body must be a JSON object')
+  function notFound (reply) {
+    return reply.code(404).send({ error: 'todo not found' })
   }
-  if (typeof body.title !== 'string' || body.title.length === 0) {
-    return invalid(reply, 'title must be a non-empty string')
-  }
-  if (body.completed !== undefined && typeof body.completed !== 'boolean') {
-    return invalid(reply, 'completed must be a boolean')
-  }
-  const todo = { id: nextId++, title: body.title, completed: body.completed === true }
-  todos.set(todo.id, todo)
-  return reply.code(201).header('location', `/todos/${todo.id}`).send(todo)
-})
 
-app.patch('/todos/:id', {
-  schema: { response: { 200: todoSchema, 404: errorSchema, 422: errorSchema } }
-}, async (request, reply) => {
-  const todo = todos.get(parseId(request.params.id))
-  if (todo === undefined) return notFound(reply)
-  const body = request.body
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    return invalid(reply, 'body must be a JSON object')
+  function invalid (reply, message) {
+    return reply.code(422).send({ error: message })
   }
-  if (body.title !== undefined && (typeof body.title !== 'string' || body.title.length === 0)) {
-    return invalid(reply, 'title must be a non-empty string')
+
+  app.get('/todos', {
+    schema: { response: { 200: { type: 'array', items: todoSchema } } }
+  }, async () => Array.from(todos.values()))
+
+  app.get('/todos/:id', {
+    schema: { response: { 200: todoSchema, 404: errorSchema } }
+  }, async (request, reply) => {
+    const todo = todos.get(parseId(request.params.id))
+    return todo === undefined ? notFound(reply) : todo
+  })
+
+  app.post('/todos', {
+    schema: { response: { 201: todoSchema, 422: errorSchema } }
+  }, async (request, reply) => {
+    const body = request.body
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      return invalid(reply, 'body must be a JSON object')
+    }
+    if (typeof body.title !== 'string' || body.title.length === 0) {
+      return invalid(reply, 'title must be a non-empty string')
+    }
+    if (body.completed !== undefined && typeof body.completed !== 'boolean') {
+      return invalid(reply, 'completed must be a boolean')
+    }
+    const todo = { id: nextId++, title: body.title, completed: body.completed === true }
+    todos.set(todo.id, todo)
+    return reply.code(201).header('location', `/todos/${todo.id}`).send(todo)
+  })
+
+  app.patch('/todos/:id', {
+    schema: { response: { 200: todoSchema, 404: errorSchema, 422: errorSchema } }
+  }, async (request, reply) => {
+    const todo = todos.get(parseId(request.params.id))
+    if (todo === undefined) return notFound(reply)
+    const body = request.body
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      return invalid(reply, 'body must be a JSON object')
+    }
+    if (body.title !== undefined && (typeof body.title !== 'string' || body.title.length === 0)) {
+      return invalid(reply, 'title must be a non-empty string')
+    }
+    if (body.completed !== undefined && typeof body.completed !== 'boolean') {
+      return invalid(reply, 'completed must be a boolean')
+    }
+    if (body.title !== undefined) todo.title = body.title
+    if (body.completed !== undefined) todo.completed = body.completed
+    return todo
+  })
+
+  app.delete('/todos/:id', async (request, reply) => {
+    const id = parseId(request.params.id)
+    if (!todos.delete(id)) return notFound(reply)
+    return reply.code(204).send()
+  })
+
+  app.listen({ port, host }).catch((err) => {
+    console.error(err)
+    process.exit(1)
+  })
+
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    process.on(signal, () => { app.close().then(() => process.exit(0)) })
   }
-  if (body.completed !== undefined && typeof body.completed !== 'boolean') {
-    return invalid(reply, 'completed must be a boolean')
-  }
-  if (body.title !== undefined) todo.title = body.title
-  if (body.completed !== undefined) todo.completed = body.completed
-  return todo
-})
-
-app.delete('/todos/:id', async (request, reply) => {
-  const id = parseId(request.params.id)
-  if (!todos.delete(id)) return notFound(reply)
-  return reply.code(204).send()
-})
-
-app.listen({ port, host }).catch((err) => {
-  console.error(err)
-  process.exit(1)
-})
-
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.on(signal, () => { app.close().then(() => process.exit(0)) })
 }
