@@ -21,7 +21,7 @@
 #define CORING_VERSION "0.0.0"
 #endif
 
-static const app_def *const all_apps[] = {&app_hello, &app_todo, &app_users, &app_embed};
+static const app_def *const all_apps[] = {&app_hello, &app_todo, &app_users, &app_cep, &app_embed};
 #define NUM_APPS (sizeof(all_apps) / sizeof(all_apps[0]))
 
 static const app_def *mounted[NUM_APPS];
@@ -55,6 +55,10 @@ static void usage(FILE *f)
             "  --db-pool N              database connections per worker thread (default 2)\n"
             "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
+            "  --cep-upstream on|off    ask ViaCEP (VIACEP_URL) on a database miss (default on)\n"
+            "  --cep-negative-ttl S     remember unknown CEPs, seconds (default 3600)\n"
+            "  --cep-connect-timeout-ms N  upstream connect timeout (default 2000)\n"
+            "  --cep-timeout-ms N       upstream request timeout (default 5000)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -171,7 +175,8 @@ int main(int argc, char **argv)
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
         OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
-        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_EMBED_MODEL,
+        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
+        OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
     };
     static const struct option options[] = {
@@ -195,6 +200,10 @@ int main(int argc, char **argv)
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
+        {"cep-upstream", required_argument, NULL, OPT_CEP_UPSTREAM},
+        {"cep-negative-ttl", required_argument, NULL, OPT_CEP_NEGATIVE_TTL},
+        {"cep-connect-timeout-ms", required_argument, NULL, OPT_CEP_CONNECT_TIMEOUT},
+        {"cep-timeout-ms", required_argument, NULL, OPT_CEP_TIMEOUT},
         {"embed-model", required_argument, NULL, OPT_EMBED_MODEL},
         {"embed-threads", required_argument, NULL, OPT_EMBED_THREADS},
         {"embed-max-batch", required_argument, NULL, OPT_EMBED_MAX_BATCH},
@@ -282,6 +291,23 @@ int main(int argc, char **argv)
             break;
         case OPT_EMBED_MAX_QUEUE:
             embed.max_queue = (unsigned)number("--embed-max-queue", optarg, 1, 1u << 20);
+            break;
+        case OPT_CEP_UPSTREAM:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "coring: --cep-upstream: expected on or off\n");
+                return 2;
+            }
+            app_opts.cep_upstream_off = strcmp(optarg, "off") == 0;
+            break;
+        case OPT_CEP_NEGATIVE_TTL:
+            app_opts.cep_negative_ttl_ns = number("--cep-negative-ttl", optarg, 1, 30 * 86400) * CR_NS_PER_S;
+            break;
+        case OPT_CEP_CONNECT_TIMEOUT:
+            app_opts.cep_connect_timeout_ns =
+                number("--cep-connect-timeout-ms", optarg, 1, 600000) * CR_NS_PER_MS;
+            break;
+        case OPT_CEP_TIMEOUT:
+            app_opts.cep_total_timeout_ns = number("--cep-timeout-ms", optarg, 1, 600000) * CR_NS_PER_MS;
             break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;

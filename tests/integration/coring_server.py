@@ -435,11 +435,14 @@ def main():
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--binary")
     ap.add_argument("--expect-version")
+    ap.add_argument("--fake-viacep")
     ns, rest = ap.parse_known_args(sys.argv[1:])
     if ns.binary:
         _BINARY = os.path.abspath(ns.binary)
     if ns.expect_version:
         _EXTRA["expect_version"] = ns.expect_version
+    if ns.fake_viacep:
+        _EXTRA["fake_viacep"] = os.path.abspath(ns.fake_viacep)
     if not _BINARY or not os.access(_BINARY, os.X_OK):
         sys.stderr.write("coring binary not found or not executable: %r (use --binary PATH)\n" % _BINARY)
         sys.exit(2)

@@ -7,6 +7,7 @@
 
 #include "coring/http/router.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Settings from the command line that apps may use. */
@@ -14,6 +15,10 @@ typedef struct app_options {
     unsigned db_pool;                 /* database connections per worker thread; 0: default (2) */
     uint64_t db_timeout_ns;           /* per database query; 0: default (5 s) */
     unsigned long long seed_users;    /* users to insert at start-up; 0: none */
+    bool cep_upstream_off;            /* CEP: serve from the database only */
+    uint64_t cep_negative_ttl_ns;     /* CEP: how long an unknown CEP is remembered; 0: 1 h */
+    uint64_t cep_connect_timeout_ns;  /* CEP: upstream connect timeout; 0: 2 s */
+    uint64_t cep_total_timeout_ns;    /* CEP: upstream request timeout; 0: 5 s */
 } app_options;
 
 typedef struct app_def {
@@ -37,6 +42,10 @@ extern const app_def app_hello;
 
 /* todo: an in-memory todo API sharded by id across the worker threads. */
 extern const app_def app_todo;
+
+/* cep: Brazilian postal-code lookup, cache-aside in PostgreSQL in front of
+ * the ViaCEP API (VIACEP_URL). */
+extern const app_def app_cep;
 
 /* users: a users API on PostgreSQL (DATABASE_URL), pipelined on the ring. */
 extern const app_def app_users;

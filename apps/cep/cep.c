@@ -1,0 +1,460 @@
+/*
+ * cep: GET /api/v1/cep/{cep} answers a Brazilian postal code's address.
+ *
+ * Cache-aside: the database first (a prepared statement on the thread's
+ * pipelined pool); on a miss, the ViaCEP API ({VIACEP_URL}/{cep}/json/)
+ * through the ring-driven libcurl client, then the answer is stored
+ * (INSERT ... ON CONFLICT DO NOTHING) and returned. An unknown CEP is
+ * remembered for a while (negative cache) so a flood of them does not
+ * reach the upstream; concurrent misses for one CEP on one thread share a
+ * single upstream request (single flight). Each worker thread has its own
+ * negative cache and flights: nothing is shared between cores, so a CEP
+ * missed at the same moment on N threads may cost up to N upstream calls.
+ */
+#include "cep_code.h"
+
+#include "coring/apps/apps.h"
+#include "coring/apps/database.h"
+#include "coring/core/clock.h"
+#include "coring/core/json.h"
+#include "coring/core/json_writer.h"
+#include "coring/core/log.h"
+#include "coring/http/client.h"
+#include "coring/http/server.h"
+#include "coring/net/io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_UPSTREAM "https://viacep.com.br/ws"
+#define DEFAULT_NEGATIVE_TTL_NS (3600 * CR_NS_PER_S)
+#define NEGATIVE_CACHE_SLOTS 65536u /* per thread, power of two */
+
+/* The fields ViaCEP returns, in the order of the INSERT's parameters $2.. */
+static const char *const viacep_fields[] = {
+    "logradouro", "complemento", "unidade", "bairro", "localidade", "uf",
+    "estado",     "regiao",      "ibge",    "gia",    "ddd",        "siafi",
+};
+#define NUM_FIELDS (sizeof(viacep_fields) / sizeof(viacep_fields[0]))
+
+enum { STMT_GET, STMT_INSERT };
+static const db_statement statements[] = {
+    [STMT_GET] = {"SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd "
+                  "FROM cep_addresses WHERE cep = $1",
+                  1, false},
+    [STMT_INSERT] = {"INSERT INTO cep_addresses (cep, logradouro, complemento, unidade, bairro, "
+                     "localidade, uf, estado, regiao, ibge, gia, ddd, siafi) VALUES ($1, $2, $3, "
+                     "$4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (cep) DO NOTHING",
+                     13, true},
+};
+static int stmt_base;
+
+/* Settings, fixed before the workers start. */
+static char upstream[512] = DEFAULT_UPSTREAM;
+static bool upstream_off;
+static uint64_t negative_ttl_ns = DEFAULT_NEGATIVE_TTL_NS;
+static http_fetch_options fetch_options;
+
+/* --- negative cache: CEPs ViaCEP said do not exist (per thread) --------- */
+
+typedef struct negative_slot {
+    uint32_t key_plus_one; /* 0: empty */
+    uint64_t expires_ns;
+} negative_slot;
+
+/* A CEP answered by a flight, for the coroutines that waited on it. */
+typedef struct flight {
+    uint32_t key;
+    bool done;
+    int status;            /* 200, 404, 503 */
+    cr_buf body;           /* the response body */
+    unsigned refs;         /* the leader and each waiter */
+    net_task **waiters;    /* parked waiters; NULL where one left */
+    size_t num_waiters, cap_waiters;
+    struct flight *next;
+} flight;
+
+typedef struct cep_thread {
+    negative_slot *negative;
+    size_t negative_used;
+    flight *flights;       /* in progress on this thread */
+} cep_thread;
+
+static _Thread_local cep_thread *tl_cep;
+
+static uint32_t slot_of(uint32_t key)
+{
+    return (key * 2654435761u) & (NEGATIVE_CACHE_SLOTS - 1);
+}
+
+static bool negative_has(uint32_t key, uint64_t now)
+{
+    negative_slot *t = tl_cep->negative;
+    for (uint32_t i = slot_of(key);; i = (i + 1) & (NEGATIVE_CACHE_SLOTS - 1)) {
+        if (t[i].key_plus_one == 0)
+            return false;
+        if (t[i].key_plus_one == key + 1)
+            return t[i].expires_ns > now;
+    }
+}
+
+static void negative_add(uint32_t key, uint64_t now)
+{
+    cep_thread *ct = tl_cep;
+    /* Keep the table at most half full: when it fills, start again (a
+     * flood of unknown CEPs then costs one upstream call per CEP per TTL
+     * at worst, never memory). */
+    if (ct->negative_used >= NEGATIVE_CACHE_SLOTS / 2) {
+        memset(ct->negative, 0, NEGATIVE_CACHE_SLOTS * sizeof(negative_slot));
+        ct->negative_used = 0;
+    }
+    negative_slot *t = ct->negative;
+    uint32_t i = slot_of(key);
+    while (t[i].key_plus_one != 0 && t[i].key_plus_one != key + 1)
+        i = (i + 1) & (NEGATIVE_CACHE_SLOTS - 1);
+    if (t[i].key_plus_one == 0)
+        ct->negative_used++;
+    t[i] = (negative_slot){.key_plus_one = key + 1, .expires_ns = now + negative_ttl_ns};
+}
+
+/* --- answers ------------------------------------------------------------ */
+
+static void write_address(cr_buf *out, const char digits[9], const char *const values[7],
+                          const size_t lens[7], const char *source)
+{
+    static const char *const names[7] = {"logradouro", "complemento", "bairro", "localidade",
+                                         "uf",         "ibge",        "ddd"};
+    char formatted[10];
+    cep_format(digits, formatted);
+    cr_json_writer w;
+    cr_json_writer_init(&w, out);
+    cr_json_object_begin(&w);
+    cr_json_key(&w, "cep", 3);
+    cr_json_cstring(&w, formatted);
+    for (int i = 0; i < 7; i++) {
+        cr_json_key(&w, names[i], strlen(names[i]));
+        cr_json_string(&w, values[i] ? values[i] : "", values[i] ? lens[i] : 0);
+    }
+    cr_json_key(&w, "source", 6);
+    cr_json_cstring(&w, source);
+    cr_json_object_end(&w);
+}
+
+static void error_body(cr_buf *out, const char *message)
+{
+    cr_buf_append_str(out, "{\"error\":");
+    cr_json_escape_string(out, message, strlen(message));
+    cr_buf_append(out, "}", 1);
+}
+
+/* --- the upstream ---------------------------------------------------------- */
+
+/* Is ViaCEP's "erro" member true (or the older "true")? */
+static bool says_not_found(cr_json_value root)
+{
+    cr_json_value v;
+    if (cr_json_object_get(root, "erro", 4, &v) != CR_JSON_OK)
+        return false;
+    bool b;
+    const char *s;
+    size_t len;
+    if (cr_json_get_bool(v, &b) == CR_JSON_OK)
+        return b;
+    return cr_json_get_string(v, &s, &len) == CR_JSON_OK && len == 4 && memcmp(s, "true", 4) == 0;
+}
+
+/*
+ * Ask ViaCEP for @digits; store and answer. Fills f->status and f->body.
+ * Runs in the flight's leader coroutine.
+ */
+static void fetch_from_upstream(flight *f, const char digits[9], cr_arena *arena)
+{
+    char url[600];
+    snprintf(url, sizeof(url), "%s/%s/json/", upstream, digits);
+    http_fetch_result res;
+    int err = http_fetch(url, &fetch_options, &res);
+    if (err < 0 || res.status != 200) {
+        if (err < 0)
+            cr_log_warn("cep: upstream %s: %s", digits, res.error);
+        else
+            cr_log_warn("cep: upstream %s: status %ld", digits, res.status);
+        f->status = 503;
+        error_body(&f->body, "upstream unavailable");
+        cr_buf_free(&res.body);
+        return;
+    }
+
+    /* Parse, then copy what we need: the thread's parser is shared with
+     * every coroutine of this thread, and the INSERT below yields. */
+    cr_json_value root, v;
+    cr_json_error jerr = cr_json_parse(http_json_parser(), res.body.data, res.body.len, &root);
+    if (jerr != CR_JSON_OK || cr_json_type_of(root) != CR_JSON_OBJECT) {
+        cr_log_warn("cep: upstream %s: unparsable answer (%s)", digits,
+                    jerr != CR_JSON_OK ? cr_json_error_message(jerr) : "not an object");
+        f->status = 503;
+        error_body(&f->body, "upstream unavailable");
+        cr_buf_free(&res.body);
+        return;
+    }
+    if (says_not_found(root)) {
+        negative_add(cep_key(digits), cr_clock_now_ns());
+        f->status = 404;
+        error_body(&f->body, "CEP not found");
+        cr_buf_free(&res.body);
+        return;
+    }
+    const char *values[NUM_FIELDS];
+    size_t lens[NUM_FIELDS];
+    bool ok = true;
+    for (size_t i = 0; i < NUM_FIELDS; i++) {
+        const char *s = "";
+        size_t len = 0;
+        /* A field ViaCEP did not send is stored empty. */
+        if (cr_json_object_get(root, viacep_fields[i], strlen(viacep_fields[i]), &v) ==
+                CR_JSON_OK &&
+            cr_json_get_string(v, &s, &len) != CR_JSON_OK) {
+            s = "";
+            len = 0;
+        }
+        values[i] = cr_arena_strndup(arena, s, len);
+        lens[i] = len;
+        ok = ok && values[i] && !memchr(s, '\0', len);
+    }
+    /* The answer must be about the CEP asked for. */
+    const char *cep_text = NULL;
+    size_t cep_len = 0;
+    char echoed[9];
+    if (cr_json_object_get(root, "cep", 3, &v) == CR_JSON_OK)
+        cr_json_get_string(v, &cep_text, &cep_len);
+    if (!cep_text || cep_parse(cep_text, cep_len, echoed) < 0 || memcmp(echoed, digits, 8) != 0)
+        ok = false;
+    cr_buf_free(&res.body);
+    if (!ok) {
+        cr_log_warn("cep: upstream %s: answer without a matching cep or with bad fields", digits);
+        f->status = 503;
+        error_body(&f->body, "upstream unavailable");
+        return;
+    }
+
+    const char *params[1 + NUM_FIELDS] = {digits};
+    for (size_t i = 0; i < NUM_FIELDS; i++)
+        params[1 + i] = values[i];
+    db_result r = {0};
+    err = db_query((unsigned)stmt_base + STMT_INSERT, 1 + NUM_FIELDS, params, &r);
+    if (err < 0)
+        cr_log_warn("cep: could not store %s (%s%s%s): answering from the upstream", digits,
+                    cr_strerror(err), err == -EREMOTEIO ? ": " : "",
+                    err == -EREMOTEIO ? db_result_message(&r) : "");
+    db_result_clear(&r);
+
+    /* logradouro, complemento, bairro, localidade, uf, ibge, ddd */
+    static const int shown[7] = {0, 1, 3, 4, 5, 8, 10};
+    const char *out_values[7];
+    size_t out_lens[7];
+    for (int i = 0; i < 7; i++) {
+        out_values[i] = values[shown[i]];
+        out_lens[i] = lens[shown[i]];
+    }
+    f->status = 200;
+    write_address(&f->body, digits, out_values, out_lens, "viacep");
+}
+
+/* --- single flight ---------------------------------------------------------- */
+
+static void flight_release(flight *f)
+{
+    if (--f->refs)
+        return;
+    cr_buf_free(&f->body);
+    free(f->waiters);
+    free(f);
+}
+
+static void answer_from(http_ctx *ctx, const flight *f)
+{
+    if (f->status == 503)
+        http_add_header(ctx, "Retry-After", "1");
+    http_respond(ctx, f->status, "application/json", f->body.data, f->body.len);
+}
+
+/* Wait for the flight already fetching this CEP, and answer as it did. */
+static void join_flight(http_ctx *ctx, flight *f)
+{
+    net_task *self = net_task_current();
+    if (f->num_waiters == f->cap_waiters) {
+        size_t cap = f->cap_waiters ? f->cap_waiters * 2 : 8;
+        net_task **w = realloc(f->waiters, cap * sizeof(*w));
+        if (!w) {
+            http_respond_error(ctx, 503, "out of memory");
+            return;
+        }
+        f->waiters = w;
+        f->cap_waiters = cap;
+    }
+    size_t slot = f->num_waiters++;
+    f->waiters[slot] = self;
+    f->refs++;
+    while (!f->done)
+        if (net_park(-1, 0, 0) == -ECANCELED)
+            break;
+    f->waiters[slot] = NULL;
+    if (f->done)
+        answer_from(ctx, f);
+    else
+        http_respond_error(ctx, 503, "shutting down");
+    flight_release(f);
+}
+
+static void lead_flight(http_ctx *ctx, const char digits[9], uint32_t key)
+{
+    cep_thread *ct = tl_cep;
+    flight *f = calloc(1, sizeof(*f));
+    if (!f) {
+        http_respond_error(ctx, 503, "out of memory");
+        return;
+    }
+    f->key = key;
+    f->refs = 1;
+    f->next = ct->flights;
+    ct->flights = f;
+
+    fetch_from_upstream(f, digits, ctx->arena);
+
+    f->done = true;
+    for (flight **p = &ct->flights; *p; p = &(*p)->next)
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    for (size_t i = 0; i < f->num_waiters; i++)
+        if (f->waiters[i])
+            net_unpark(f->waiters[i]);
+    answer_from(ctx, f);
+    flight_release(f);
+}
+
+/* --- the handler ------------------------------------------------------------ */
+
+static void get_cep(http_ctx *ctx, void *user)
+{
+    (void)user;
+    const http_str *param = http_route_param(&ctx->params, "cep");
+    char digits[9];
+    if (!param || cep_parse(param->ptr, param->len, digits) < 0) {
+        http_respond_error(ctx, 400, "invalid CEP");
+        return;
+    }
+    uint32_t key = cep_key(digits);
+    if (negative_has(key, cr_clock_now_ns())) {
+        http_respond_error(ctx, 404, "CEP not found");
+        return;
+    }
+
+    const char *params[1] = {digits};
+    db_result r = {0};
+    int err = db_query((unsigned)stmt_base + STMT_GET, 1, params, &r);
+    if (err < 0) {
+        if (err == -EREMOTEIO)
+            cr_log_warn("cep: lookup failed: %s", db_result_message(&r));
+        db_result_clear(&r);
+        http_add_header(ctx, "Retry-After", "1");
+        http_respond_error(ctx, 503, "database unavailable");
+        return;
+    }
+    if (db_result_rows(&r) > 0) {
+        const char *values[7];
+        size_t lens[7];
+        for (int i = 0; i < 7; i++)
+            values[i] = db_result_text(&r, 0, i, &lens[i]);
+        cr_buf *b = http_scratch();
+        write_address(b, digits, values, lens, "database");
+        db_result_clear(&r);
+        http_respond_json(ctx, 200, b);
+        return;
+    }
+    db_result_clear(&r);
+
+    if (upstream_off) {
+        http_respond_error(ctx, 404, "CEP not found");
+        return;
+    }
+    for (flight *f = tl_cep->flights; f; f = f->next)
+        if (f->key == key) {
+            join_flight(ctx, f);
+            return;
+        }
+    lead_flight(ctx, digits, key);
+}
+
+/* --- the app ----------------------------------------------------------------- */
+
+static int mount(http_router *r)
+{
+    int err = http_router_add(r, HTTP_GET, "/api/v1/cep/{cep}", get_cep, NULL);
+    if (err < 0)
+        return err;
+    stmt_base = app_db_register("cep", statements, sizeof(statements) / sizeof(statements[0]));
+    return stmt_base < 0 ? stmt_base : 0;
+}
+
+static int start(const app_options *opts)
+{
+    const char *url = getenv("VIACEP_URL");
+    if (url && *url) {
+        size_t len = strlen(url);
+        while (len && url[len - 1] == '/')
+            len--;
+        if (len >= sizeof(upstream) ||
+            (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
+            cr_log_error("cep: VIACEP_URL must be an http:// or https:// URL under %zu bytes",
+                         sizeof(upstream));
+            return -EINVAL;
+        }
+        snprintf(upstream, sizeof(upstream), "%.*s", (int)len, url);
+    }
+    upstream_off = opts->cep_upstream_off;
+    if (opts->cep_negative_ttl_ns)
+        negative_ttl_ns = opts->cep_negative_ttl_ns;
+    fetch_options.connect_timeout_ns = opts->cep_connect_timeout_ns;
+    fetch_options.total_timeout_ns = opts->cep_total_timeout_ns;
+    fetch_options.max_body_bytes = 64 * 1024;
+    if (upstream_off)
+        cr_log_info("cep: upstream off: answering from the database only");
+    else
+        cr_log_info("cep: upstream %s", upstream);
+    return 0;
+}
+
+static int thread_init(void)
+{
+    cep_thread *ct = calloc(1, sizeof(*ct));
+    if (!ct)
+        return -ENOMEM;
+    ct->negative = calloc(NEGATIVE_CACHE_SLOTS, sizeof(negative_slot));
+    if (!ct->negative) {
+        free(ct);
+        return -ENOMEM;
+    }
+    tl_cep = ct;
+    return 0;
+}
+
+static void thread_fini(void)
+{
+    if (!tl_cep)
+        return;
+    free(tl_cep->negative);
+    free(tl_cep);
+    tl_cep = NULL;
+}
+
+const app_def app_cep = {
+    .name = "cep",
+    .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
+    .mount = mount,
+    .start = start,
+    .thread_init = thread_init,
+    .thread_fini = thread_fini,
+};

@@ -1,0 +1,290 @@
+#!/usr/bin/python3
+"""Integration tests of the CEP app: PostgreSQL cache-aside in front of ViaCEP.
+
+A throw-away PostgreSQL cluster (db/pg-local) and the fake ViaCEP upstream
+(coring-fake-viacep, loaded with apps/fake_viacep/make-data.py's records
+built from ../shared/data) run for the class; coring runs with VIACEP_URL
+pointing at the fake. Covered: hit, miss-then-hit (one upstream call), not
+found and the negative cache, invalid CEPs, a slow upstream (503 in about
+the timeout), upstream 500 / garbage / a 10 MB body (503, nothing stored),
+100 concurrent misses for one CEP (one upstream call), PostgreSQL down
+(503), and --cep-upstream off.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import concurrent.futures  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import unittest  # noqa: E402
+
+import coring_server as cs  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
+MAKE_DATA = os.path.join(ROOT, "apps", "fake_viacep", "make-data.py")
+EXTRA_DATA = os.path.join(ROOT, "apps", "fake_viacep", "extra.jsonl")
+UPSTREAM_TIMEOUT_MS = 1000
+SHOWN = ("cep", "logradouro", "complemento", "bairro", "localidade", "uf", "ibge", "ddd", "source")
+
+
+class FakeViaCep:
+    """The fake upstream process."""
+
+    def __init__(self, binary, data_files):
+        cmd = [binary, "--host", "127.0.0.1", "--port", "0", "--threads", "1"]
+        for f in data_files:
+            cmd += ["--data", f]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        self.port = None
+        deadline = time.monotonic() + 10
+        lines = []
+        while time.monotonic() < deadline and self.port is None:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"listening on http://[^:]+:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+        if self.port is None:
+            self.proc.kill()
+            raise AssertionError("fake ViaCEP did not start: %s" % "".join(lines))
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def call(self, method, path, body=None):
+        with cs.Conn("127.0.0.1", self.port) as c:
+            h = {"Content-Type": "application/json"} if body is not None else {}
+            return c.request(method, path, h, json.dumps(body).encode() if body is not None else None)
+
+    def behave(self, **kw):
+        assert self.call("PUT", "/_fake/behaviour", kw).status == 204
+
+    def reset(self):
+        assert self.call("POST", "/_fake/reset").status == 204
+
+    def requests(self):
+        return self.call("GET", "/_fake/stats").json()["requests"]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class CepTest(cs.CoringTestCase):
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        fake_bin = cs.option("fake_viacep")
+        if not fake_bin:
+            raise unittest.SkipTest("pass --fake-viacep PATH (the coring-fake-viacep binary)")
+        cls.tmp = tempfile.mkdtemp(prefix="coring-cep-")
+        os.chmod(cls.tmp, 0o755)  # the postgres user must reach the cluster when we are root
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        cls.pgdir = os.path.join(cls.tmp, "pg")
+        os.mkdir(cls.pgdir)
+        os.chmod(cls.pgdir, 0o755)
+        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", cls.pgdir, "immediate"], timeout=60))
+        cls.pg("start", "throwaway")
+        os.environ["DATABASE_URL"] = cls.pg("url").strip()
+
+        data = os.path.join(cls.tmp, "viacep.jsonl")
+        with open(data, "w") as f:
+            subprocess.run(["/usr/bin/python3", MAKE_DATA], stdout=f, check=True, timeout=60)
+        cls.records = {}
+        for path in (data, EXTRA_DATA):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    r = json.loads(line)
+                    cls.records[r["cep"]] = r
+        cls.fake = FakeViaCep(fake_bin, [data, EXTRA_DATA])
+        cls.addClassCleanup(cls.fake.stop)
+        os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % cls.fake.port
+        # One thread, so that every request shares one single-flight table.
+        cls.server = cs.CoringServer(threads=1, apps="cep", args=[
+            "--db-timeout", "3", "--cep-timeout-ms", str(UPSTREAM_TIMEOUT_MS),
+            "--cep-negative-ttl", "60"]).start()
+        cls.addClassCleanup(cls.server.kill)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop(expect_status=0)
+
+    @classmethod
+    def pg(cls, cmd, *args):
+        return subprocess.run([PG_LOCAL, cmd, cls.pgdir] + list(args), check=True, timeout=90,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+
+    def sql(self, query):
+        out = subprocess.run([PG_LOCAL, "psql", self.pgdir, "-At", "-F", "|", "-c", query],
+                             check=True, timeout=30, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True).stdout
+        return [line.split("|") for line in out.splitlines() if line]
+
+    def setUp(self):
+        self.fake.reset()
+
+    def get(self, cep, server=None):
+        with (server or self.server).connect(timeout=15) as c:
+            return c.request("GET", "/api/v1/cep/" + cep)
+
+    def assertAddress(self, resp, cep, source):
+        self.assertEqual(resp.status, 200, resp)
+        self.assertCommonHeaders(resp, cep)
+        doc = resp.json()
+        self.assertEqual(list(doc.keys()), list(SHOWN), "response shape")
+        want = self.records[cep]
+        for k in SHOWN[:-1]:
+            self.assertEqual(doc[k], want[k], "field %s of %s" % (k, cep))
+        self.assertEqual(doc["source"], source, resp)
+
+    def stored(self, cep8):
+        return self.sql("SELECT cep FROM cep_addresses WHERE cep = '%s'" % cep8)
+
+    # -- the tests --------------------------------------------------------
+    def test_invalid_ceps_touch_nothing(self):
+        for bad in ("0100100", "010010000", "01001-00", "0100a000", "ABCDEFGH", "01001_000",
+                    "%2001001000", "01001--000", "-"):
+            resp = self.get(bad)
+            self.assertJsonError(resp, 400, bad)
+            self.assertEqual(resp.json()["error"], "invalid CEP")
+        self.assertEqual(self.fake.requests(), 0, "an invalid CEP reached the upstream")
+
+    def test_miss_then_hit(self):
+        self.assertEqual(self.stored("01001000"), [])
+        self.assertAddress(self.get("01001-000"), "01001-000", "viacep")
+        self.assertEqual(self.fake.requests(), 1)
+        self.assertAddress(self.get("01001000"), "01001-000", "database")
+        self.assertAddress(self.get("01001-000"), "01001-000", "database")
+        self.assertEqual(self.fake.requests(), 1, "a cached CEP went to the upstream again")
+        row = self.sql("SELECT unidade, estado, regiao, gia, siafi, fetched_at IS NOT NULL "
+                       "FROM cep_addresses WHERE cep = '01001000'")
+        self.assertEqual(row, [["", "São Paulo", "Sudeste", "1004", "7107", "t"]],
+                         "the stored row keeps every ViaCEP field")
+
+    def test_record_with_empty_street_fields(self):
+        self.assertAddress(self.get("12140000"), "12140-000", "viacep")
+        self.assertAddress(self.get("12140-000"), "12140-000", "database")
+
+    def test_not_found_and_negative_cache(self):
+        resp = self.get("99999-999")
+        self.assertJsonError(resp, 404, "unknown CEP")
+        self.assertEqual(self.fake.requests(), 1)
+        for _ in range(5):
+            self.assertJsonError(self.get("99999999"), 404, "unknown CEP again")
+        self.assertEqual(self.fake.requests(), 1, "the negative cache did not stop upstream calls")
+        self.assertEqual(self.stored("99999999"), [])
+
+    def test_erro_as_a_string(self):
+        self.fake.behave(body="erro_string")
+        self.assertJsonError(self.get("99999-998"), 404, '"erro": "true"')
+
+    def assertUnavailableAndNothingStored(self, cep, what):
+        t0 = time.monotonic()
+        resp = self.get(cep)
+        elapsed = time.monotonic() - t0
+        self.assertJsonError(resp, 503, what)
+        self.assertEqual(resp.json()["error"], "upstream unavailable", what)
+        self.assertEqual(self.stored(cep.replace("-", "")), [], what + ": something was stored")
+        return elapsed
+
+    def test_slow_upstream_times_out(self):
+        self.fake.behave(delay_ms=4000)
+        elapsed = self.assertUnavailableAndNothingStored("20031-050", "slow upstream")
+        self.assertGreater(elapsed, UPSTREAM_TIMEOUT_MS / 1000 * 0.8, "503 before the timeout")
+        self.assertLess(elapsed, UPSTREAM_TIMEOUT_MS / 1000 + 1.5, "503 long after the timeout")
+
+    def test_upstream_500(self):
+        self.fake.behave(status=500)
+        self.assertUnavailableAndNothingStored("22021-001", "upstream 500")
+
+    def test_upstream_garbage(self):
+        self.fake.behave(body="garbage")
+        self.assertUnavailableAndNothingStored("28950-000", "garbage from upstream")
+
+    def test_upstream_huge_body(self):
+        self.fake.behave(body="huge")
+        self.assertUnavailableAndNothingStored("29260-000", "10 MB from upstream")
+
+    def test_upstream_down(self):
+        saved = os.environ["VIACEP_URL"]
+        dead = socket_port_nobody_listens_on()
+        os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % dead
+        try:
+            server = cs.CoringServer(threads=1, apps="cep", args=["--db-timeout", "3"]).start()
+        finally:
+            os.environ["VIACEP_URL"] = saved
+        try:
+            self.assertJsonError(self.get("29650-000", server), 503, "upstream refusing connections")
+        finally:
+            server.stop(expect_status=0)
+
+    def test_concurrent_misses_share_one_upstream_call(self):
+        self.fake.behave(delay_ms=300)
+        cep = "30130-001"
+        with concurrent.futures.ThreadPoolExecutor(max_workers=100) as pool:
+            resps = list(pool.map(lambda _: self.get(cep), range(100)))
+        for r in resps:
+            self.assertAddress(r, cep, "viacep")
+        self.assertEqual(self.fake.requests(), 1, "100 concurrent misses made %d upstream calls"
+                         % self.fake.requests())
+        self.assertAddress(self.get(cep), cep, "database")
+
+    def test_upstream_off(self):
+        server = cs.CoringServer(threads=1, apps="cep", args=["--cep-upstream", "off"]).start()
+        try:
+            self.assertJsonError(self.get("35400-000", server), 404, "--cep-upstream off")
+            self.assertEqual(self.fake.requests(), 0)
+            # Stored through the other server, then served by this one.
+            self.assertAddress(self.get("45530-000"), "45530-000", "viacep")
+            self.assertAddress(self.get("45530-000", server), "45530-000", "database")
+        finally:
+            server.stop(expect_status=0)
+
+    def test_zz_postgres_down(self):
+        # Last (zz): stops and restarts the cluster.
+        self.assertAddress(self.get("41820-020"), "41820-020", "viacep")
+        self.pg("stop", "fast")
+        try:
+            t0 = time.monotonic()
+            resp = self.get("41820-020")
+            self.assertJsonError(resp, 503, "PostgreSQL down")
+            self.assertEqual(resp.json()["error"], "database unavailable")
+            self.assertLess(time.monotonic() - t0, 4, "503 took longer than the query timeout")
+        finally:
+            self.pg("start", "throwaway")
+        deadline = time.monotonic() + 20
+        while True:
+            resp = self.get("41820-020")
+            if resp.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertAddress(resp, "41820-020", "database")
+
+
+def socket_port_nobody_listens_on():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+if __name__ == "__main__":
+    cs.main()
