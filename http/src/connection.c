@@ -200,7 +200,9 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         }
 
         c->sent_continue = false;
-        bool close = !req.keep_alive || net_draining();
+        /* CONNECT is refused (501) and the connection closed: a client may
+         * already have sent tunnel bytes (a TLS ClientHello) behind it. */
+        bool close = !req.keep_alive || net_draining() || req.method == HTTP_CONNECT;
         dispatch(c, &req, body, body_len, close);
         c->served = true;
         pos += consumed;
