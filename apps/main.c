@@ -43,7 +43,7 @@ static void usage(FILE *f)
             "  --recv-buffer-size KIB   size of each provided receive buffer (default 16)\n"
             "  --keepalive-timeout S    idle keep-alive timeout, seconds (default 60)\n"
             "  --header-timeout S       time to receive request headers, seconds (default 10)\n"
-            "  --body-timeout S         time allowed between body reads, seconds (default 10)\n"
+            "  --body-timeout S         time to receive a request body, seconds (default 10)\n"
             "  --shutdown-timeout S     drain deadline on SIGINT/SIGTERM, seconds (default 10)\n"
             "  --max-header-bytes N     request line + headers limit (default 16384)\n"
             "  --max-headers N          header count limit (default 100)\n"

@@ -27,7 +27,7 @@ typedef struct http_server_config {
     http_limits limits;
     uint64_t keepalive_timeout_ns; /* idle time allowed between requests (60 s) */
     uint64_t header_timeout_ns;    /* time to receive a whole header section (10 s) */
-    uint64_t body_timeout_ns;      /* time allowed between two reads of a body (10 s) */
+    uint64_t body_timeout_ns;      /* time to receive a whole body, from its headers (10 s) */
     uint64_t send_timeout_ns;      /* time allowed for one send to progress (30 s) */
     size_t output_flush_bytes;     /* send mid-batch once this much output is queued (64 KiB) */
     bool access_log;               /* one log line per request */
