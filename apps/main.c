@@ -11,10 +11,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef CORING_VERSION
 #define CORING_VERSION "0.0.0"
@@ -49,6 +52,8 @@ static void usage(FILE *f)
             "  --max-headers N          header count limit (default 100)\n"
             "  --max-body-bytes N       request body limit (default 1048576)\n"
             "  --max-connections N      open connections limit (default: from RLIMIT_NOFILE)\n"
+            "  --user NAME              when started as root: switch to this user once the\n"
+            "                           port is bound, before serving\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
             "  --help                   show this help and exit\n"
@@ -126,6 +131,45 @@ static void apps_thread_fini(void *user)
             mounted[i]->thread_fini();
 }
 
+/* --user: the account to run as, looked up before start-up. */
+static const char *run_as;
+
+/* Drop root for @run_as once the listeners are bound (so that ports below
+ * 1024 work) and before any worker thread or ring exists (so that every
+ * thread runs unprivileged): supplementary groups, then the group, then the
+ * user, and a check that root cannot be regained. */
+static int drop_privileges(void *user)
+{
+    (void)user;
+    if (!run_as)
+        return 0;
+    errno = 0;
+    struct passwd *pw = getpwnam(run_as);
+    if (!pw) {
+        cr_log_error("--user %s: no such user", run_as);
+        return errno ? -errno : -ENOENT;
+    }
+    if (geteuid() != 0) {
+        if (pw->pw_uid == geteuid())
+            return 0; /* already that user */
+        cr_log_error("--user %s: only root can switch users", run_as);
+        return -EPERM;
+    }
+    if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        int err = -errno;
+        cr_log_error("--user %s: cannot switch: %s", run_as, cr_strerror(err));
+        return err;
+    }
+    if (pw->pw_uid != 0 && setuid(0) == 0) {
+        cr_log_error("--user %s: root could be regained: refusing to run", run_as);
+        return -EPERM;
+    }
+    cr_log_info("running as user %s (uid %u, gid %u)", pw->pw_name, (unsigned)pw->pw_uid,
+                (unsigned)pw->pw_gid);
+    return 0;
+}
+
 static void on_listening(const char *host, uint16_t port, unsigned threads, void *user)
 {
     (void)user;
@@ -150,6 +194,7 @@ int main(int argc, char **argv)
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
         OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG, OPT_HELP, OPT_VERSION,
+        OPT_USER,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -169,6 +214,7 @@ int main(int argc, char **argv)
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"user", required_argument, NULL, OPT_USER},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -227,6 +273,7 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_USER: run_as = optarg; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
@@ -269,6 +316,7 @@ int main(int argc, char **argv)
         .thread_init = apps_thread_init,
         .thread_fini = apps_thread_fini,
         .on_listening = on_listening,
+        .after_bind = drop_privileges,
     };
     int ret = http_serve(&srv, &net);
     http_router_destroy(router);

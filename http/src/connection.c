@@ -103,8 +103,9 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
             ctx.params = m.params;
             m.handler(&ctx, m.user);
             if (!in.responded) {
-                cr_log_error("handler for %.*s answered nothing: 500",
-                             (int)req->path.len > 64 ? 64 : (int)req->path.len, req->path.ptr);
+                char path[80];
+                cr_log_escape(path, sizeof(path), req->path.ptr, req->path.len);
+                cr_log_error("handler for %s answered nothing: 500", path);
                 http_respond_error(&ctx, 500, "internal error");
             }
             break;

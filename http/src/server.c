@@ -61,9 +61,16 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
         srv->on_listening(host, port, threads, srv->user);
 }
 
+static int after_bind(void *user)
+{
+    http_server *srv = user;
+    return srv->after_bind ? srv->after_bind(srv->user) : 0;
+}
+
 int http_serve(http_server *srv, const net_config *net)
 {
     net_hooks hooks = {
+        .after_bind = after_bind,
         .thread_init = thread_init,
         .thread_fini = thread_fini,
         .on_connection = http_connection_main,

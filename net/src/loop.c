@@ -801,6 +801,8 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
     int ret = bind_listeners(&port);
     if (ret < 0)
         goto out_close;
+    if (rt.hooks.after_bind && (ret = rt.hooks.after_bind(rt.hooks.user)) < 0)
+        goto out_close;
 
     pthread_barrier_init(&rt.started, NULL, rt.threads + 1);
     atomic_store(&rt.running, rt.threads);

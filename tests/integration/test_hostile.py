@@ -10,6 +10,8 @@ import sys
 sys.dont_write_bytecode = True
 
 import errno  # noqa: E402
+import os  # noqa: E402
+import pwd  # noqa: E402
 import resource  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -321,6 +323,69 @@ class FaultTest(Base):
         self.assertTrue(srv.running(), "SIGHUP stopped the server")
         self.assertEqual(c.request("GET", "/json").status, 200)
         srv.stop(expect_status=0)
+
+
+class SecurityTest(Base):
+    def test_user_drops_root(self):
+        if os.geteuid() != 0:
+            self.skipTest("--user needs the suite to run as root")
+        try:
+            pw = pwd.getpwnam("nobody")
+        except KeyError:
+            self.skipTest("no user 'nobody'")
+        srv = self.start(threads=2, args=["--user", "nobody"])
+        tasks = os.listdir("/proc/%d/task" % srv.pid)
+        self.assertGreaterEqual(len(tasks), 3)
+        for tid in tasks:
+            with open("/proc/%d/task/%s/status" % (srv.pid, tid)) as f:
+                ids = {line.split(":")[0]: line.split()[1:] for line in f if line.startswith(("Uid", "Gid", "Groups"))}
+            self.assertEqual(ids["Uid"], [str(pw.pw_uid)] * 4, "thread %s: %r" % (tid, ids))
+            self.assertEqual(ids["Gid"], [str(pw.pw_gid)] * 4, "thread %s: %r" % (tid, ids))
+            self.assertNotIn("0", ids["Groups"], "thread %s kept group root: %r" % (tid, ids))
+        c = self.connect(srv)  # io_uring works unprivileged
+        for _ in range(3):
+            self.assertEqual(c.request("GET", "/json").status, 200)
+        r = c.request("POST", "/todos", body={"title": "as nobody"})
+        self.assertEqual(r.status, 201)
+        self.assertIn("running as user nobody", srv.stderr_text())
+        srv.stop(expect_status=0)
+
+    def test_user_unknown(self):
+        srv = cs.CoringServer(threads=1, args=["--user", "no-such-user-coring"])
+        with self.assertRaises(AssertionError):
+            srv.start()
+        srv.kill()
+        self.assertNotEqual(srv.proc.returncode, 0)
+        self.assertIn("no such user", srv.stderr_text())
+
+    def test_request_bytes_not_echoed_or_logged_raw(self):
+        srv = self.start(threads=1, args=["--access-log"])
+        evil = [
+            ("GET", "/todos/%0d%0aSet-Cookie:%20x=1"),
+            ("GET", "/\\x1b[31m/%1b%5b"),
+            ("BREW", "/x?%00"),
+        ]
+        for method, path in evil:
+            for value in ("a\xffb\x80", "a\x1bb"):
+                with srv.connect() as c:
+                    r = c.request(method, path, headers={"X-Evil": value})
+                    self.check_not_echoed(r)
+        c = self.connect(srv)
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: \xff\x80\r\n\r\n")
+        self.assertEqual(c.read_response().status, 200)
+        time.sleep(0.2)
+        for line in srv.stderr_text(200).splitlines():
+            self.assertFalse(any(ord(ch) < 0x20 and ch != "\t" for ch in line), "control byte logged: %r" % line)
+            self.assertNotIn("\ufffd", line, "raw non-ASCII request byte logged: %r" % line)
+
+    def check_not_echoed(self, r):
+        """No response header carries request bytes (a request-target or a field)."""
+        self.assertIn(r.status, (400, 404, 405, 501), r)
+        self.assertFalse(r.has_header("Set-Cookie"), r)
+        for k, v in r.headers:
+            self.assertNotIn("%0d", v.lower(), r)
+            self.assertNotIn("x-evil", k.lower(), r)
+            self.assertNotIn("\xff", v, r)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ typedef struct http_server {
     void (*thread_fini)(void *user);
     /* Once listening (main thread): the place for the start-up log line. */
     void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
+    /* After the listeners are bound, before the workers start (main thread):
+     * drop privileges here. 0 or -errno (aborts start-up). May be NULL. */
+    int (*after_bind)(void *user);
     void *user;
 } http_server;
 
