@@ -89,24 +89,22 @@ class SlowClientTest(Base):
             self.assertIn(b" 408 ", data[:20])
         self.assert_serves(srv, "after slowloris")
 
-    def test_slow_body(self):
+    def slow_body(self, head, what):
         # The body timeout is one deadline for the whole body, not per read.
         srv = self.start(args=["--body-timeout", "3", "--header-timeout", "60"])
         c = self.connect(srv)
-        c.send(b"POST /todos HTTP/1.1\r\n" + H + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        c.send(b"POST /todos HTTP/1.1\r\n" + H + head)
         took, data = self.trickle(c, 10)
-        self.assertLess(took, 5.5, "slow body cut after %.1f s with --body-timeout 3" % took)
+        self.assertLess(took, 5.5, "%s cut after %.1f s with --body-timeout 3" % (what, took))
         if data:
             self.assertIn(b" 408 ", data[:20])
-        self.assert_serves(srv, "after a slow body")
+        self.assert_serves(srv, "after a " + what)
+
+    def test_slow_body(self):
+        self.slow_body(b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{", "slow body")
 
     def test_slow_chunked_body(self):
-        srv = self.start(args=["--body-timeout", "3", "--header-timeout", "60"])
-        c = self.connect(srv)
-        c.send(b"POST /todos HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n64\r\n")
-        took, data = self.trickle(c, 10)
-        self.assertLess(took, 5.5, "slow chunked body cut after %.1f s with --body-timeout 3" % took)
-        self.assert_serves(srv, "after a slow chunked body")
+        self.slow_body(b"Transfer-Encoding: chunked\r\n\r\n64\r\n", "slow chunked body")
 
 
 class PipelineFloodTest(Base):
