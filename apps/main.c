@@ -12,10 +12,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef CORING_VERSION
 #define CORING_VERSION "0.0.0"
@@ -44,12 +47,14 @@ static void usage(FILE *f)
             "  --recv-buffer-size KIB   size of each provided receive buffer (default 16)\n"
             "  --keepalive-timeout S    idle keep-alive timeout, seconds (default 60)\n"
             "  --header-timeout S       time to receive request headers, seconds (default 10)\n"
-            "  --body-timeout S         time allowed between body reads, seconds (default 10)\n"
+            "  --body-timeout S         time to receive a request body, seconds (default 10)\n"
             "  --shutdown-timeout S     drain deadline on SIGINT/SIGTERM, seconds (default 10)\n"
             "  --max-header-bytes N     request line + headers limit (default 16384)\n"
             "  --max-headers N          header count limit (default 100)\n"
             "  --max-body-bytes N       request body limit (default 1048576)\n"
             "  --max-connections N      open connections limit (default: from RLIMIT_NOFILE)\n"
+            "  --user NAME              when started as root: switch to this user once the\n"
+            "                           port is bound, before serving\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
             "  --db-pool N              database connections per worker thread (default 2)\n"
@@ -149,6 +154,45 @@ static void apps_thread_fini(void *user)
     app_db_thread_fini();
 }
 
+/* --user: the account to run as, looked up before start-up. */
+static const char *run_as;
+
+/* Drop root for @run_as once the listeners are bound (so that ports below
+ * 1024 work) and before any worker thread or ring exists (so that every
+ * thread runs unprivileged): supplementary groups, then the group, then the
+ * user, and a check that root cannot be regained. */
+static int drop_privileges(void *user)
+{
+    (void)user;
+    if (!run_as)
+        return 0;
+    errno = 0;
+    struct passwd *pw = getpwnam(run_as);
+    if (!pw) {
+        cr_log_error("--user %s: no such user", run_as);
+        return errno ? -errno : -ENOENT;
+    }
+    if (geteuid() != 0) {
+        if (pw->pw_uid == geteuid())
+            return 0; /* already that user */
+        cr_log_error("--user %s: only root can switch users", run_as);
+        return -EPERM;
+    }
+    if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        int err = -errno;
+        cr_log_error("--user %s: cannot switch: %s", run_as, cr_strerror(err));
+        return err;
+    }
+    if (pw->pw_uid != 0 && setuid(0) == 0) {
+        cr_log_error("--user %s: root could be regained: refusing to run", run_as);
+        return -EPERM;
+    }
+    cr_log_info("running as user %s (uid %u, gid %u)", pw->pw_name, (unsigned)pw->pw_uid,
+                (unsigned)pw->pw_gid);
+    return 0;
+}
+
 static void on_listening(const char *host, uint16_t port, unsigned threads, void *user)
 {
     (void)user;
@@ -178,6 +222,7 @@ int main(int argc, char **argv)
         OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
+        OPT_USER,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -209,6 +254,7 @@ int main(int argc, char **argv)
         {"embed-max-batch", required_argument, NULL, OPT_EMBED_MAX_BATCH},
         {"embed-max-wait-us", required_argument, NULL, OPT_EMBED_MAX_WAIT},
         {"embed-max-queue", required_argument, NULL, OPT_EMBED_MAX_QUEUE},
+        {"user", required_argument, NULL, OPT_USER},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -309,6 +355,7 @@ int main(int argc, char **argv)
         case OPT_CEP_TIMEOUT:
             app_opts.cep_total_timeout_ns = number("--cep-timeout-ms", optarg, 1, 600000) * CR_NS_PER_MS;
             break;
+        case OPT_USER: run_as = optarg; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
@@ -357,6 +404,7 @@ int main(int argc, char **argv)
         .thread_init = apps_thread_init,
         .thread_fini = apps_thread_fini,
         .on_listening = on_listening,
+        .after_bind = drop_privileges,
     };
     int ret = http_serve(&srv, &net);
     for (size_t i = num_mounted; i-- > 0;)

@@ -286,7 +286,8 @@ cr_json_error cr_json_parse(cr_json_parser *p, const char *json, size_t len, cr_
     if (len > p->max_bytes)
         return CR_JSON_ETOOBIG;
     try {
-        if (len > p->capacity) {
+        /* A fresh parser has no buffer yet, even for empty input. */
+        if (len > p->capacity || !p->input) {
             cr_json_error err = reserve(p, len);
             if (err != CR_JSON_OK)
                 return err;

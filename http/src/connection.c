@@ -30,6 +30,7 @@ typedef struct http_conn {
     bool sent_continue; /* 100 Continue sent for the request being read */
     bool in_body;       /* the pending request's headers are complete */
     uint64_t request_start_ns; /* first byte of the pending request arrived */
+    uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
 } http_conn;
@@ -102,8 +103,9 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
             ctx.params = m.params;
             m.handler(&ctx, m.user);
             if (!in.responded) {
-                cr_log_error("handler for %.*s answered nothing: 500",
-                             (int)req->path.len > 64 ? 64 : (int)req->path.len, req->path.ptr);
+                char path[80];
+                cr_log_escape(path, sizeof(path), req->path.ptr, req->path.len);
+                cr_log_error("handler for %s answered nothing: 500", path);
                 http_respond_error(&ctx, 500, "internal error");
             }
             break;
@@ -127,6 +129,8 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
 static void await_body(http_conn *c, const http_request *req)
 {
     c->in_body = true;
+    if (c->body_start_ns == 0)
+        c->body_start_ns = cr_clock_now_ns();
     if (req->expect_continue && !c->sent_continue) {
         cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = true;
@@ -200,7 +204,10 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         }
 
         c->sent_continue = false;
-        bool close = !req.keep_alive || net_draining();
+        c->body_start_ns = 0;
+        /* CONNECT is refused (501) and the connection closed: a client may
+         * already have sent tunnel bytes (a TLS ClientHello) behind it. */
+        bool close = !req.keep_alive || net_draining() || req.method == HTTP_CONNECT;
         dispatch(c, &req, body, body_len, close);
         c->served = true;
         pos += consumed;
@@ -262,10 +269,13 @@ void http_connection_main(int fd, void *server)
         /* Idle: the keep-alive timeout (the header timeout before the first
          * request, as a new connection owes us one). Headers: one deadline for the
          * whole header section, so a byte every few seconds cannot hold
-         * the connection (slowloris). Body: a timeout between reads. */
+         * the connection (slowloris). Body: likewise one deadline for the
+         * whole body, counted from the end of its headers (a per-read timeout
+         * would let a byte every few seconds hold it for days). */
         uint64_t timeout = c.served ? cfg->keepalive_timeout_ns : cfg->header_timeout_ns;
         if (partial && c.in_body) {
-            timeout = cfg->body_timeout_ns;
+            uint64_t spent = cr_clock_now_ns() - c.body_start_ns;
+            timeout = spent < cfg->body_timeout_ns ? cfg->body_timeout_ns - spent : 1;
         } else if (partial) {
             uint64_t spent = cr_clock_now_ns() - c.request_start_ns;
             timeout = spent < cfg->header_timeout_ns ? cfg->header_timeout_ns - spent : 1;

@@ -12,6 +12,7 @@
  */
 #include "coring/http/parser.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <string.h>
 
@@ -314,9 +315,11 @@ static const char *parse_request_line(const char *p, const char *end, http_reque
         if (version[i] == '#' ? (c < '0' || c > '9') : c != version[i])
             return fail(req, ret, 400, "invalid HTTP-version");
     }
-    if (p[5] != '1' || p[7] > '1') /* RFC 9110 section 15.6.6 */
+    if (p[5] != '1') /* RFC 9110 section 15.6.6 */
         return fail(req, ret, 505, "HTTP version not supported");
-    req->minor_version = p[7] - '0';
+    /* RFC 9110 section 2.5: a higher minor version of a major version we
+     * implement is processed as the highest minor we know (HTTP/1.2 as 1.1). */
+    req->minor_version = p[7] > '1' ? 1 : p[7] - '0';
     p += sizeof(version) - 1;
 
     if (p == end)
@@ -493,6 +496,49 @@ static void on_connection(struct framing *f, http_str v)
     }
 }
 
+/* unreserved / sub-delims (RFC 3986 section 2): the bytes of a reg-name, with
+ * pct-encoded triplets, and of an IP-literal with ':' added. */
+static bool is_host_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL);
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 section 7.2), uri-host = IP-literal /
+ * IPv4address / reg-name (RFC 3986 section 3.2.2), port = *DIGIT. An empty
+ * value is valid (RFC 9110 section 7.2). */
+static bool valid_host(http_str v)
+{
+    const char *p = v.ptr;
+    const char *end = v.ptr + v.len;
+    if (p < end && *p == '[') {
+        const char *start = ++p;
+        while (p < end && (is_host_char(*p) || *p == ':'))
+            p++;
+        if (p == start || p == end || *p != ']')
+            return false;
+        p++;
+    } else {
+        while (p < end && *p != ':') {
+            if (*p == '%') {
+                if (end - p < 3 || !isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
+                    return false;
+                p += 3;
+            } else if (is_host_char(*p)) {
+                p++;
+            } else {
+                return false;
+            }
+        }
+    }
+    if (p < end && *p++ != ':')
+        return false;
+    for (; p < end; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
+}
+
 /* Looks at the fields that frame the message or the connection. Returns 0,
  * or -1 with the error set in @req. */
 static int on_field(http_request *req, struct framing *f, http_str name, http_str value)
@@ -503,6 +549,11 @@ static int on_field(http_request *req, struct framing *f, http_str name, http_st
             /* RFC 9112 section 3.2: 400 for more than one Host field */
             if (++f->hosts > 1) {
                 reject(req, 400, "more than one Host");
+                return -1;
+            }
+            /* ... and for an invalid one */
+            if (!valid_host(value)) {
+                reject(req, 400, "invalid Host");
                 return -1;
             }
         }
@@ -762,7 +813,11 @@ static int chunk_size_done(http_chunked_decoder *d)
     return 0;
 }
 
-/* One byte of everything but chunk-data. Returns 0, or an HTTP status. */
+/* One byte of everything but chunk-data. Returns 0, or an HTTP status.
+ * Every line of the chunked coding ends in CRLF (RFC 9112 section 7.1): the
+ * bare-LF leniency of section 2.2 covers the start-line and header fields
+ * only, and a chunk parser that accepts LF where a proxy in front does not
+ * (or the reverse) lets a request be smuggled inside another's body. */
 static int chunk_byte(http_chunked_decoder *d, unsigned char c)
 {
     switch (d->state) {
@@ -779,8 +834,6 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
             return 400;
         if (c == '\r')
             d->state = CHUNK_SIZE_LF;
-        else if (c == '\n')
-            return chunk_size_done(d);
         else if (c == ';')
             d->state = CHUNK_EXT;
         else if (is_ows((char)c))
@@ -798,9 +851,7 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
     case CHUNK_EXT:
         if (c == '\r')
             d->state = CHUNK_SIZE_LF;
-        else if (c == '\n')
-            return chunk_size_done(d);
-        else if (!value_table[c])
+        else if (!value_table[c]) /* a bare LF too */
             return 400;
         break;
     case CHUNK_SIZE_LF:
@@ -808,12 +859,9 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
             return 400;
         return chunk_size_done(d);
     case CHUNK_DATA_END:
-        if (c == '\r')
-            d->state = CHUNK_DATA_LF;
-        else if (c == '\n')
-            d->state = CHUNK_SIZE;
-        else
+        if (c != '\r')
             return 400;
+        d->state = CHUNK_DATA_LF;
         break;
     case CHUNK_DATA_LF:
         if (c != '\n')
@@ -823,8 +871,6 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
     case CHUNK_TRAILER_START:
         if (c == '\r')
             d->state = CHUNK_LAST_LF;
-        else if (c == '\n')
-            d->state = CHUNK_DONE;
         else if (tchar_table[c])
             d->state = CHUNK_TRAILER_NAME;
         else /* obs-fold, or no field name (RFC 9112 section 5) */
@@ -839,9 +885,7 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
     case CHUNK_TRAILER_VALUE:
         if (c == '\r')
             d->state = CHUNK_TRAILER_LF;
-        else if (c == '\n')
-            d->state = CHUNK_TRAILER_START;
-        else if (!value_table[c])
+        else if (!value_table[c]) /* a bare LF too */
             return 400;
         break;
     case CHUNK_TRAILER_LF:

@@ -65,6 +65,12 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
         srv->on_listening(host, port, threads, srv->user);
 }
 
+static int after_bind(void *user)
+{
+    http_server *srv = user;
+    return srv->after_bind ? srv->after_bind(srv->user) : 0;
+}
+
 int http_serve(http_server *srv, const net_config *net)
 {
     if (http_client_global_init() < 0) {
@@ -72,6 +78,7 @@ int http_serve(http_server *srv, const net_config *net)
         return -EIO;
     }
     net_hooks hooks = {
+        .after_bind = after_bind,
         .thread_init = thread_init,
         .thread_fini = thread_fini,
         .on_connection = http_connection_main,

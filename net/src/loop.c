@@ -53,6 +53,18 @@ static struct {
 
 static _Thread_local net_loop *tl_loop;
 
+/* A message crosses threads through the kernel (IORING_OP_MSG_RING), which
+ * ThreadSanitizer cannot see: tell it that posting a message publishes what
+ * was written to it and that receiving one acquires that. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define NET_TSAN_RELEASE(p) __tsan_release(p)
+#define NET_TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define NET_TSAN_RELEASE(p) ((void)(p))
+#define NET_TSAN_ACQUIRE(p) ((void)(p))
+#endif
+
 static void loop_resume(net_loop *loop, net_task *task);
 
 /* --- SQEs ------------------------------------------------------------- */
@@ -247,6 +259,7 @@ int net_loop_wait(net_task *task, net_op *op)
 
 static void msg_post(net_loop *loop, net_msg *msg, unsigned target)
 {
+    NET_TSAN_RELEASE(msg);
     struct io_uring_sqe *sqe = net_loop_sqe(loop);
     io_uring_prep_msg_ring(sqe, rt.ring_fds[target], 0, (uint64_t)(uintptr_t)msg | NET_TAG_MSG, 0);
     /* Only a failure (e.g. -EOVERFLOW: the target's CQ is full) posts a
@@ -334,6 +347,7 @@ int net_wake(net_wait_handle *w)
     struct io_uring *r = wake_ring();
     if (!r)
         return -ENOMEM;
+    NET_TSAN_RELEASE(&w->msg);
     for (int tries = 0;; tries++) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(r);
         io_uring_prep_msg_ring(sqe, rt.ring_fds[w->msg.origin], 0,
@@ -355,6 +369,7 @@ int net_wake(net_wait_handle *w)
 
 static void msg_arrived(net_loop *loop, net_msg *msg)
 {
+    NET_TSAN_ACQUIRE(msg);
     if (msg->phase == NET_MSG_REQUEST) {
         msg->fn(msg);
         msg->phase = NET_MSG_REPLY;
@@ -880,6 +895,8 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
     uint16_t port = 0;
     int ret = bind_listeners(&port);
     if (ret < 0)
+        goto out_close;
+    if (rt.hooks.after_bind && (ret = rt.hooks.after_bind(rt.hooks.user)) < 0)
         goto out_close;
 
     pthread_barrier_init(&rt.started, NULL, rt.threads + 1);

@@ -62,8 +62,9 @@ def raise_nofile_limit():
 class CoringServer:
     """One coring process. Use start()/stop(), or as a context manager."""
 
-    def __init__(self, threads=2, apps="hello,todo", args=()):
+    def __init__(self, threads=2, apps="hello,todo", args=(), preexec_fn=None):
         self.threads = threads
+        self.preexec_fn = preexec_fn  # run in the child before exec (e.g. setrlimit)
         self.apps = apps
         self.args = list(args)
         self.proc = None
@@ -87,7 +88,7 @@ class CoringServer:
     def start(self):
         cmd = self.command()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, preexec_fn=self.preexec_fn)
         self.pid = self.proc.pid
         self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._reader.start()
@@ -119,6 +120,20 @@ class CoringServer:
                     self.host, self.port = m.group(1), int(m.group(2))
                     self._ready.set()
         self.proc.stderr.close()
+
+    def rss_kib(self):
+        """The server's resident set size (VmRSS), KiB."""
+        with open("/proc/%d/status" % self.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError("no VmRSS for pid %d" % self.pid)
+
+    def cpu_seconds(self):
+        """User + system CPU time the server has used so far, seconds."""
+        with open("/proc/%d/stat" % self.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stderr_text(self, last=40):
         with self._lock:

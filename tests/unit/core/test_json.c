@@ -612,3 +612,17 @@ Test(json, error_messages)
     }
     cr_assert_not_null(cr_json_error_message((cr_json_error)1000));
 }
+
+/* Found by tests/fuzz/fuzz_json: a parser that has never parsed anything has
+ * no input buffer yet, and empty input used to write its padding through a
+ * NULL pointer. */
+Test(json, empty_input_on_a_fresh_parser)
+{
+    cr_json_parser *p = cr_json_parser_create(0, 0);
+    cr_assert_not_null(p);
+    cr_json_value root;
+    cr_expect_eq(cr_json_parse(p, "", 0, &root), CR_JSON_EINVALID);
+    cr_expect(cr_json_is_null(root));
+    cr_expect_eq(cr_json_parse(p, "[1]", 3, &root), CR_JSON_OK);
+    cr_json_parser_destroy(p);
+}

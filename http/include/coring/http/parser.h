@@ -17,8 +17,10 @@
  * malformed HTTP-version, Transfer-Encoding together with Content-Length,
  * differing or malformed Content-Length values, Transfer-Encoding whose
  * final coding is not chunked, and any of these over their limits are
- * rejected. A bare LF ending a line is accepted (RFC 9112 section 2.2 allows
- * a recipient to), a bare CR is not.
+ * rejected, and so is a Host field whose value is not uri-host [":" port].
+ * A bare LF ending a start-line or field line is accepted (RFC 9112 section
+ * 2.2 allows a recipient to), a bare CR is not. HTTP/1.2 and later minor
+ * versions are read as HTTP/1.1 (RFC 9110 section 2.5).
  *
  * Status chosen for each error: 400 for syntax and framing, 414 when the
  * request target alone is over the limit, 431 when the header section is,
@@ -121,8 +123,9 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
  * Returns the number of input bytes consumed after the last-chunk and
  * trailers once the body is complete (>= 0), HTTP_PARSE_INCOMPLETE when the
  * body continues, or HTTP_PARSE_ERROR (status 400 for a malformed chunk
- * size, a size over 64 bits, bytes other than CRLF after chunk data; 413 when
- * the decoded size passes max_body).
+ * size, a size over 64 bits, bytes other than CRLF after chunk data, any line
+ * of the coding ended by a bare LF; 413 when the decoded size passes
+ * max_body; 431 for a trailer section over 8 KiB).
  */
 typedef struct http_chunked_decoder {
     int state;            /* internal */

@@ -27,7 +27,7 @@ typedef struct http_server_config {
     http_limits limits;
     uint64_t keepalive_timeout_ns; /* idle time allowed between requests (60 s) */
     uint64_t header_timeout_ns;    /* time to receive a whole header section (10 s) */
-    uint64_t body_timeout_ns;      /* time allowed between two reads of a body (10 s) */
+    uint64_t body_timeout_ns;      /* time to receive a whole body, from its headers (10 s) */
     uint64_t send_timeout_ns;      /* time allowed for one send to progress (30 s) */
     size_t output_flush_bytes;     /* send mid-batch once this much output is queued (64 KiB) */
     bool access_log;               /* one log line per request */
@@ -41,6 +41,9 @@ typedef struct http_server {
     void (*thread_fini)(void *user);
     /* Once listening (main thread): the place for the start-up log line. */
     void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
+    /* After the listeners are bound, before the workers start (main thread):
+     * drop privileges here. 0 or -errno (aborts start-up). May be NULL. */
+    int (*after_bind)(void *user);
     void *user;
 } http_server;
 

@@ -47,6 +47,11 @@ typedef struct net_hooks {
     /* Once the listeners are bound, on the main thread, with the bound port
      * and the thread count (the start-up log line goes here). */
     void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
+    /* Once the listeners are bound, on the main thread, before any worker
+     * thread (and so any ring) exists: the place to drop privileges
+     * (setgid/setuid), which then apply to every thread. Returns 0, or a
+     * negative errno to abort start-up. May be NULL. */
+    int (*after_bind)(void *user);
     void *user;
 } net_hooks;
 
