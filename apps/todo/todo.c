@@ -304,6 +304,14 @@ static bool parse_input(http_ctx *ctx, todo_input *in)
             http_respond_error(ctx, 422, "title must be at most 1000 bytes");
             return false;
         }
+        /* The string lives in the thread's JSON parser, which the next
+         * request on this thread reuses: a PATCH sent to another core
+         * yields before the owner copies it. */
+        in->title = cr_arena_strndup(ctx->arena, in->title, in->title_len);
+        if (!in->title) {
+            http_respond_error(ctx, 500, "out of memory");
+            return false;
+        }
     }
     if (cr_json_object_get(root, "completed", 9, &v) == CR_JSON_OK) {
         bool b;

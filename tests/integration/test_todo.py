@@ -7,6 +7,7 @@ sys.dont_write_bytecode = True
 
 import json  # noqa: E402
 import socket  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import coring_server as cs  # noqa: E402
@@ -99,6 +100,30 @@ class TodoTest(cs.CoringTestCase):
         return docs
 
     # -- health -----------------------------------------------------------
+    def test_concurrent_patches_across_threads_keep_their_titles(self):
+        # A PATCH for another thread's todo travels there as a message; its
+        # title must not be overwritten meanwhile by the next request parsed
+        # on the sending thread.
+        ids = [self.req("POST", "/todos", b'{"title":"p"}').json()["id"] for _ in range(40)]
+        wrong = []
+
+        def patcher(k):
+            with self.server.connect() as c:
+                for i in range(60):
+                    title = "w%d-r%d-%s" % (k, i, "x" * (i % 23))
+                    tid = ids[(k * 7 + i) % len(ids)]
+                    r = c.request("PATCH", "/todos/%d" % tid, dict(JSON_HDR),
+                                  json.dumps({"title": title}).encode())
+                    if r.status != 200 or r.json().get("title") != title:
+                        wrong.append((title, r.status, r.body[:80]))
+
+        threads = [threading.Thread(target=patcher, args=(k,)) for k in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(wrong[:5], [], "%d of 960 PATCHes answered another title" % len(wrong))
+
     def test_health(self):
         resp = self.req("GET", "/health")
         self.assertEqual((resp.status, resp.body), (200, b"OK"), repr(resp))
