@@ -445,6 +445,9 @@ static void driver_main(void *arg)
 {
     db_conn *c = arg;
     const db_config *cfg = c->pool->cfg;
+    /* Requests still in flight at shutdown need their connection: the
+     * driver ends only after them. */
+    net_task_set_service(true);
     c->driver = net_task_current();
     uint64_t backoff = 0;
     for (;;) {

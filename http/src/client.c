@@ -26,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(sizeof(((http_fetch_result *)0)->error) >= CURL_ERROR_SIZE,
+               "curl writes up to CURL_ERROR_SIZE bytes into CURLOPT_ERRORBUFFER");
+
 #define DEFAULT_CONNECT_TIMEOUT_NS (2 * CR_NS_PER_S)
 #define DEFAULT_TOTAL_TIMEOUT_NS (5 * CR_NS_PER_S)
 #define DEFAULT_MAX_BODY (64 * 1024)
@@ -85,6 +88,7 @@ static void watch_main(void *arg)
     socket_watch *w = arg;
     client_thread *ct = tl_client;
     w->task = net_task_current();
+    net_task_set_service(true); /* fetches in flight at shutdown need it */
     while (!w->removed) {
         unsigned events = (w->what & CURL_POLL_IN ? POLLIN : 0) |
                           (w->what & CURL_POLL_OUT ? POLLOUT : 0);
@@ -109,9 +113,8 @@ static void timer_main(void *arg)
 {
     client_thread *ct = arg;
     ct->timer = net_task_current();
+    net_task_set_service(true); /* fetches in flight at shutdown need it */
     for (;;) {
-        /* Nothing to time: let shutdown end this coroutine. */
-        net_task_set_idle(ct->running == 0 && ct->deadline_ns == 0);
         uint64_t now = cr_clock_now_ns();
         uint64_t wait = ct->deadline_ns == 0     ? 3600 * CR_NS_PER_S
                         : ct->deadline_ns > now ? ct->deadline_ns - now

@@ -327,9 +327,11 @@ void http_connection_main(int fd, void *server)
         } else {
             cr_buf_consume(&c.in, used);
         }
+        /* The header deadline runs from the first byte of the request
+         * being received: a completed request starts the next one's. */
         if (c.in.len == 0)
             c.request_start_ns = 0;
-        else if (c.request_start_ns == 0)
+        else if (c.request_start_ns == 0 || used > 0)
             c.request_start_ns = cr_clock_now_ns();
         if (action == CONN_CONTINUE && pending_too_large(&c, c.in.len)) {
             reject(&c, 413, "request too large");

@@ -48,6 +48,7 @@ static struct {
     net_loop **loops;
     pthread_barrier_t started;
     atomic_int init_failed;
+    atomic_uint drained;   /* workers with no task left after shutdown began */
     atomic_uint running;
 } rt;
 
@@ -129,6 +130,8 @@ static void task_main(void *p)
 
     if (fd >= 0)
         loop->connections--;
+    if (task.service)
+        loop->service_count--;
     loop->task_count--;
     if (task.prev)
         task.prev->next = task.next;
@@ -204,8 +207,20 @@ void net_task_set_idle(bool idle)
     if (!task)
         return;
     task->idle = idle;
-    if (idle && task->loop->draining)
+    if (idle && task->loop->draining && !task->service)
         task->cancelled = true;
+}
+
+void net_task_set_service(bool service)
+{
+    net_task *task = net_task_current();
+    if (!task || task->service == service)
+        return;
+    task->service = service;
+    if (service)
+        task->loop->service_count++;
+    else
+        task->loop->service_count--;
 }
 
 void net_loop_make_ready(net_loop *loop, net_task *task, int res)
@@ -281,9 +296,10 @@ int net_call(unsigned target, net_msg *msg)
     msg->origin = loop->index;
     msg->phase = NET_MSG_REQUEST;
     msg->target = (int)target;
+    msg->error = 0;
     msg_post(loop, msg, target);
     cr_coro_yield();
-    return 0;
+    return msg->error;
 }
 
 int net_wait_init(net_wait_handle *w)
@@ -381,6 +397,18 @@ static void msg_arrived(net_loop *loop, net_msg *msg)
 
 static void msg_failed(net_loop *loop, net_msg *msg, int res)
 {
+    if (res != -EOVERFLOW && res != -EAGAIN && res != -EBUSY) {
+        /* Not a full queue on the target: retrying would not help. */
+        cr_log_error("MSG_RING to thread %d failed: %s", msg->phase == NET_MSG_REQUEST ? msg->target
+                                                                                      : msg->origin,
+                     cr_strerror(res));
+        if (msg->phase == NET_MSG_REQUEST) {
+            /* We are the sender: the caller learns it failed. */
+            msg->error = res;
+            loop_resume(loop, msg->waiter);
+        }
+        return;
+    }
     /* Retry shortly; a full CQ on the target drains as it runs. */
     cr_log_debug("MSG_RING failed (%s), retrying", cr_strerror(res));
     msg->next_retry = loop->retry;
@@ -465,18 +493,38 @@ static void start_drain(net_loop *loop)
     close(loop->listen_fd);
     loop->listen_fd = -1;
     for (net_task *t = loop->tasks; t; t = t->next)
-        if (t->idle)
+        if (t->idle && !t->service)
             net_task_cancel(t);
     submit_ctrl_timeout(loop, &loop->drain_ts, rt.cfg.shutdown_timeout_ns, NET_CTRL_DEADLINE);
 }
 
 static void drain_deadline(net_loop *loop)
 {
-    if (loop->task_count)
-        cr_log_warn("shutdown deadline passed: cancelling %u unfinished connection(s)",
-                    loop->task_count);
+    unsigned left = loop->task_count - loop->service_count;
+    if (left)
+        cr_log_warn("shutdown deadline passed: cancelling %u unfinished task(s)", left);
     for (net_task *t = loop->tasks; t; t = t->next)
-        net_task_cancel(t);
+        if (!t->service)
+            net_task_cancel(t);
+}
+
+/*
+ * Shutdown, once the other tasks are gone: stop the services, then tell the
+ * runtime this worker is drained. A drained worker keeps running its ring
+ * until every worker is drained (NET_CTRL_EXIT), since another worker's
+ * last requests may still send it messages.
+ */
+static void drain_progress(net_loop *loop)
+{
+    if (!loop->services_cancelled && loop->task_count == loop->service_count) {
+        loop->services_cancelled = true;
+        for (net_task *t = loop->tasks; t; t = t->next)
+            net_task_cancel(t);
+    }
+    if (!loop->drained && loop->task_count == 0) {
+        loop->drained = true;
+        atomic_fetch_add(&rt.drained, 1);
+    }
 }
 
 /* Cancel the operations whose coarse deadline has passed, and re-arm. */
@@ -518,6 +566,9 @@ static void ctrl(net_loop *loop, unsigned cmd)
         break;
     case NET_CTRL_TICK:
         tick(loop);
+        break;
+    case NET_CTRL_EXIT:
+        loop->exit = true;
         break;
     }
 }
@@ -565,8 +616,11 @@ static void loop_run(net_loop *loop)
     submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
     for (;;) {
         run_ready(loop);
-        if (loop->draining && loop->task_count == 0)
-            break;
+        if (loop->draining) {
+            drain_progress(loop);
+            if (loop->exit)
+                break;
+        }
         int ret = io_uring_submit_and_wait(&loop->ring, 1);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
             cr_log_error("io_uring_submit_and_wait: %s", cr_strerror(ret));
@@ -822,34 +876,58 @@ static void on_stop_signal(int sig)
     errno = saved;
 }
 
-/* Tell every worker to drain, through a small ring of the main thread's. */
-static void broadcast_shutdown(void)
+/* Post control command @cmd to every worker, through a small ring of the
+ * main thread's. */
+static void broadcast(unsigned cmd)
 {
     struct io_uring ring;
     if (io_uring_queue_init(8, &ring, 0) < 0) {
-        cr_log_error("cannot create the control ring: exiting without draining");
-        exit(1);
+        cr_log_error("cannot create the control ring: exiting at once");
+        _exit(1);
     }
     for (unsigned i = 0; i < rt.threads; i++) {
-        struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-        io_uring_prep_msg_ring(sqe, rt.ring_fds[i], 0, NET_CTRL(NET_CTRL_SHUTDOWN), 0);
-        io_uring_sqe_set_data64(sqe, i);
-        io_uring_submit(&ring);
-        struct io_uring_cqe *cqe;
-        for (int tries = 0; tries < 100; tries++) {
+        for (int tries = 0; tries < 1000; tries++) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_msg_ring(sqe, rt.ring_fds[i], 0, NET_CTRL(cmd), 0);
+            io_uring_sqe_set_data64(sqe, i);
+            io_uring_submit(&ring);
+            struct io_uring_cqe *cqe;
             if (io_uring_wait_cqe(&ring, &cqe) < 0)
                 break;
             int res = cqe->res;
             io_uring_cqe_seen(&ring, cqe);
-            if (res >= 0)
+            if (res != -EOVERFLOW && res != -EAGAIN)
                 break;
-            usleep(1000); /* target CQ overflowing: try again */
-            sqe = io_uring_get_sqe(&ring);
-            io_uring_prep_msg_ring(sqe, rt.ring_fds[i], 0, NET_CTRL(NET_CTRL_SHUTDOWN), 0);
-            io_uring_submit(&ring);
+            usleep(1000); /* the worker's CQ is full: it drains as it runs */
         }
     }
     io_uring_queue_exit(&ring);
+}
+
+/*
+ * Shutdown from the main thread: tell the workers to drain, wait until every
+ * live worker has no task left, then let them all leave their loops at once
+ * (a drained worker may still be sent messages by the others until then).
+ * A second signal, or workers still busy 5 s past the drain deadline, end
+ * the process at once with status 1.
+ */
+static void shut_down(void)
+{
+    broadcast(NET_CTRL_SHUTDOWN);
+    uint64_t give_up = cr_clock_now_ns() + rt.cfg.shutdown_timeout_ns + 5 * CR_NS_PER_S;
+    while (atomic_load(&rt.drained) + (rt.threads - atomic_load(&rt.running)) < rt.threads) {
+        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        unsigned char sig = 0;
+        if (poll(&pfd, 1, 20) > 0 && read(signal_pipe[0], &sig, 1) == 1) {
+            cr_log_warn("second %s while draining: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            _exit(1);
+        }
+        if (cr_clock_now_ns() > give_up) {
+            cr_log_error("workers still busy 5 s after the shutdown deadline: exiting now");
+            _exit(1);
+        }
+    }
+    broadcast(NET_CTRL_EXIT);
 }
 
 int net_run(const net_config *cfg, const net_hooks *hooks)
@@ -857,6 +935,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
     rt.cfg = *cfg;
     rt.hooks = *hooks;
     atomic_store(&rt.init_failed, 0);
+    atomic_store(&rt.drained, 0);
     rt.threads = cfg->threads ? cfg->threads : net_affinity_cpus();
     raise_nofile_limit();
     rt.max_conn_per_thread = max_connections() / rt.threads;
@@ -955,7 +1034,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
             break;
         }
     }
-    broadcast_shutdown();
+    shut_down();
     for (unsigned i = 0; i < rt.threads; i++)
         pthread_join(tids[i], NULL);
     if (ret == 0)

@@ -23,7 +23,14 @@ enum {
     NET_TAG_MASK = 7,
 };
 
-enum { NET_CTRL_SHUTDOWN = 1, NET_CTRL_DEADLINE, NET_CTRL_ACCEPT, NET_CTRL_RETRY, NET_CTRL_TICK };
+enum {
+    NET_CTRL_SHUTDOWN = 1,
+    NET_CTRL_DEADLINE,
+    NET_CTRL_ACCEPT,
+    NET_CTRL_RETRY,
+    NET_CTRL_TICK,
+    NET_CTRL_EXIT,
+};
 
 /*
  * Timeouts of at least NET_COARSE_TIMEOUT_NS (keep-alive, header and body
@@ -53,6 +60,8 @@ struct net_task {
     bool cancelled;      /* every operation returns -ECANCELED from now on */
     bool timed_out;      /* the tick cancelled the operation: -ETIMEDOUT */
     bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
+    bool service;        /* serves other tasks (a database driver, the curl timer):
+                            shutdown ends it only once no other task is left */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
     net_op *park;        /* in net_park(): its op, or NULL */
     bool park_sqe;       /* the park waits on an SQE (poll or timeout) */
@@ -70,6 +79,10 @@ struct net_loop {
     cr_stack_pool *stacks;
     net_task *tasks;     /* every live task of this thread */
     unsigned task_count;
+    unsigned service_count;  /* tasks marked as services, among task_count */
+    bool services_cancelled; /* draining, and no other task left: services told to stop */
+    bool drained;            /* draining and no task left; counted in the runtime */
+    bool exit;               /* every worker drained: leave the loop */
     unsigned connections;
     bool draining;
     bool accept_armed;

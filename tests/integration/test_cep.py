@@ -20,6 +20,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
@@ -255,6 +256,45 @@ class CepTest(cs.CoringTestCase):
             self.assertAddress(self.get("45530-000", server), "45530-000", "database")
         finally:
             server.stop(expect_status=0)
+
+    def sigterm_during_a_miss(self, shutdown_timeout, cep):
+        server = cs.CoringServer(threads=1, apps="cep", args=[
+            "--db-timeout", "3", "--cep-timeout-ms", "4000",
+            "--shutdown-timeout", str(shutdown_timeout)]).start()
+        self.fake.behave(delay_ms=1500)
+        result = {}
+
+        def ask():
+            try:
+                result["resp"] = self.get(cep, server)
+            except (OSError, cs.ProtocolError) as e:
+                result["error"] = e
+
+        t = threading.Thread(target=ask)
+        t.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        t.join(15)
+        status = server.wait(15)
+        self.assertIsNotNone(status, "still running 15 s after SIGTERM; stderr:\n" + server.stderr_text())
+        self.assertEqual(status, 0, server.stderr_text())
+        return result, time.monotonic() - t0
+
+    def test_sigterm_during_a_miss_finishes_it(self):
+        # SIGTERM while the upstream call is in flight: the curl timer and
+        # socket watchers and the database driver keep running for the
+        # request in flight, which stores its row and answers.
+        result, _ = self.sigterm_during_a_miss(5, "53990-000")
+        self.assertIn("resp", result, "no answer to the request in flight at SIGTERM: %r" % result)
+        self.assertAddress(result["resp"], "53990-000", "viacep")
+        self.assertEqual(self.stored("53990000"), [["53990000"]], "the row was not stored")
+
+    def test_sigterm_during_a_miss_past_the_deadline_does_not_hang(self):
+        # The upstream call outlasts the drain deadline: the request is cut,
+        # and coring still exits 0 soon after the call ends.
+        _, elapsed = self.sigterm_during_a_miss(1, "57030-170")
+        self.assertLess(elapsed, 4, "exit took %.1f s (deadline 1 s, upstream 1.5 s)" % elapsed)
 
     def test_zz_postgres_down(self):
         # Last (zz): stops and restarts the cluster.

@@ -12,6 +12,7 @@ import re  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import coring_server as cs  # noqa: E402
@@ -203,6 +204,35 @@ class TimeoutTest(ServerTestBase):
         self.assertGreater(time.monotonic() - t0, 0.5)
         srv.stop(expect_status=0)
 
+    def test_header_deadline_restarts_with_each_request(self):
+        # A steady pipelining client whose writes end mid-request: each
+        # request gets its own header deadline, so no 408 comes.
+        srv = self.start(args=["--header-timeout", "2", "--keepalive-timeout", "30"])
+        c = self.connect(srv, nodelay=True)
+        req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+        stream = req * 200
+        sent = 0
+        answered = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3.5 and sent < len(stream):
+            # 7 bytes first, then two requests' worth: every write ends 7
+            # bytes into a request, so the server never has a clean cut.
+            chunk = stream[sent:sent + (7 if sent == 0 else len(req) * 2)]
+            c.send(chunk)
+            sent += len(chunk)
+            time.sleep(0.05)
+            c.sock.settimeout(0.05)
+            try:
+                data = c.sock.recv(65536)
+            except socket.timeout:
+                data = b""
+            self.assertNotIn(b" 408 ", data, "408 for a client sending a request every 50 ms")
+            self.assertTrue(data or time.monotonic() - t0 < 3.5, "connection closed")
+            answered += data.count(b"HTTP/1.1 200")
+        self.assertGreater(time.monotonic() - t0, 2.5, "the client did not run past the header timeout")
+        self.assertGreater(answered, 50)
+        srv.stop(expect_status=0)
+
 
 class ShutdownTest(ServerTestBase):
     def test_sigterm_with_idle_keepalive_connection(self):
@@ -218,6 +248,44 @@ class ShutdownTest(ServerTestBase):
         self.assertEqual(status, 0, "exit status after SIGTERM; stderr:\n" + srv.stderr_text())
         self.assertLess(elapsed, 3)
         self.assertTrue(c.closed_by_peer(timeout=2), "idle connection not closed at shutdown")
+
+    def test_sigterm_under_cross_core_load(self):
+        # Many threads, pipelined GET /todos (every shard is asked through
+        # cross-core messages), then SIGTERM: a worker that drained first
+        # must keep answering the others' messages until all are done.
+        srv = self.start(threads=6, args=["--shutdown-timeout", "3"])
+        for i in range(6):
+            self.assertEqual(self.connect(srv).request("POST", "/todos", {"Content-Type": "application/json"},
+                                                       b'{"title":"t%d"}' % i).status, 201)
+        stop = time.monotonic() + 3
+        errors = []
+
+        def load():
+            try:
+                with cs.Conn(cs.HOST, srv.port) as c:
+                    while time.monotonic() < stop:
+                        c.send(b"GET /todos HTTP/1.1\r\nHost: x\r\n\r\n" * 4)
+                        for _ in range(4):
+                            r = c.read_response()
+                            if r.status != 200:
+                                errors.append(r.status)
+            except (OSError, cs.ProtocolError):
+                pass  # closed by the drain: expected
+
+        threads = [threading.Thread(target=load) for _ in range(24)]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        status = srv.wait(8)
+        for t in threads:
+            t.join()
+        self.assertIsNotNone(status, "still running 8 s after SIGTERM under cross-core load "
+                             "(--shutdown-timeout 3); stderr:\n" + srv.stderr_text())
+        self.assertEqual(status, 0, srv.stderr_text())
+        self.assertLess(time.monotonic() - t0, 4.5)
+        self.assertEqual(errors, [], "non-200 answers during the drain")
 
     def test_sigint(self):
         srv = self.start(args=["--shutdown-timeout", "10"])

@@ -27,7 +27,7 @@ typedef struct http_fetch_options {
 typedef struct http_fetch_result {
     long status;        /* the response's status code; 0 if none arrived */
     cr_buf body;        /* the response body; owned by the caller: cr_buf_free */
-    char error[128];    /* curl's message when the fetch failed, else "" */
+    char error[256];    /* curl's message when the fetch failed (CURL_ERROR_SIZE), else "" */
 } http_fetch_result;
 
 /*

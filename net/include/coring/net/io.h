@@ -106,6 +106,16 @@ void net_task_set_idle(bool idle);
  */
 void net_task_interrupt(net_task *task);
 
+/*
+ * net_task_set_service - mark the current task as a service coroutine that
+ * other tasks depend on (a database connection's driver, the curl timer,
+ * a socket watcher), or unmark it. Shutdown neither cancels a service when
+ * it is idle nor at the drain deadline: services run until every other task
+ * of the thread has ended, then they are cancelled (their operations return
+ * -ECANCELED) and must end.
+ */
+void net_task_set_service(bool service);
+
 /* net_task_cancel - cancel @task's in-flight operation (it returns
  * -ECANCELED), and every later one until the task ends. Same thread only. */
 void net_task_cancel(net_task *task);
@@ -119,7 +129,9 @@ void net_task_cancel(net_task *task);
  * coroutine resumes. The message, and anything it points to, must stay
  * valid until net_call returns; while it is away the target owns it.
  * Calling with @target == net_thread_index() runs @fn directly.
- * Returns 0, or -EINVAL for a bad target.
+ * Returns 0, -EINVAL for a bad target, or the -errno of a MSG_RING that
+ * could not be posted (other than a full completion queue, which is
+ * retried); @fn has then not run.
  */
 typedef struct net_msg net_msg;
 typedef void (*net_msg_fn)(net_msg *msg);
@@ -131,6 +143,7 @@ struct net_msg {
     int origin;           /* the sender's thread index */
     int target;           /* the receiver's thread index */
     int phase;            /* request or reply */
+    int error;            /* the message could not be posted (-errno) */
 };
 
 int net_call(unsigned target, net_msg *msg);
