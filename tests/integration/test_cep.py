@@ -235,6 +235,44 @@ class CepTest(cs.CoringTestCase):
         finally:
             server.stop(expect_status=0)
 
+    def test_upstream_resets_connections(self):
+        # An upstream that accepts and resets every connection (SO_LINGER 0).
+        import socket
+        import struct
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(16)
+        lsock.settimeout(0.2)
+        done = threading.Event()
+
+        def reset_all():
+            while not done.is_set():
+                try:
+                    c, _ = lsock.accept()
+                except OSError:
+                    continue
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                c.close()
+
+        t = threading.Thread(target=reset_all, daemon=True)
+        t.start()
+        saved = os.environ["VIACEP_URL"]
+        os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % lsock.getsockname()[1]
+        try:
+            server = cs.CoringServer(threads=1, apps="cep", args=["--db-timeout", "3"]).start()
+        finally:
+            os.environ["VIACEP_URL"] = saved
+        try:
+            t0 = time.monotonic()
+            self.assertJsonError(self.get("59178-000", server), 503, "upstream resetting connections")
+            self.assertLess(time.monotonic() - t0, 3)
+            self.assertEqual(self.stored("59178000"), [])
+        finally:
+            server.stop(expect_status=0)
+            done.set()
+            t.join(2)
+            lsock.close()
+
     def test_concurrent_misses_share_one_upstream_call(self):
         self.fake.behave(delay_ms=300)
         cep = "30130-001"
