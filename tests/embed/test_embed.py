@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -240,6 +241,41 @@ class Errors(CoringTestCase):
     def test_get_is_405(self):
         with self.server.connect(timeout=30) as conn:
             self.assertJsonError(conn.request("GET", "/embed"), 405)
+
+
+class Saturated(CoringTestCase):
+    def test_full_queue_answers_503_with_retry_after_and_recovers(self):
+        # One inference thread, room for 4 texts: 24 clients each sending 4
+        # long texts at once must overflow the queue.
+        Models.setup()
+        long_text = " ".join(SENTENCES[i % len(SENTENCES)] for i in range(6))
+        body = {"texts": [long_text] * 4}
+        with CoringServer(threads=1, apps="embed",
+                          args=["--embed-model", Models.dirs["minilm"], "--embed-threads", "1",
+                                "--embed-max-batch", "4", "--embed-max-queue", "4"]) as srv:
+            statuses = []
+
+            def client():
+                with srv.connect(timeout=60) as conn:
+                    resp = conn.request("POST", "/embed", {"Content-Type": "application/json"}, body)
+                    statuses.append(resp.status)
+                    if resp.status == 503:
+                        self.assertJsonError(resp, 503, "queue full")
+                        self.assertIsNotNone(resp.header("Retry-After"), "503 without Retry-After")
+
+            threads = [threading.Thread(target=client) for _ in range(24)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            self.assertEqual(len(statuses), 24, "some clients got no answer")
+            self.assertIn(503, statuses, "a full queue never answered 503: %r" % statuses)
+            self.assertIn(200, statuses)
+            self.assertEqual(set(statuses) - {200, 503}, set(), statuses)
+            with srv.connect(timeout=60) as conn:
+                resp = conn.request("POST", "/embed", {"Content-Type": "application/json"}, {"text": "after"})
+                self.assertEqual(resp.status, 200, "not serving after the flood")
+            srv.stop(expect_status=0)
 
 
 class NoModel(CoringTestCase):
