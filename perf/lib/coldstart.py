@@ -2,16 +2,17 @@
 """perf/lib/coldstart.py: cold start and idle memory of a server. Standard
 library only.
 
-  coldstart.py --url URL --launches N --out FILE [--cgroup DIR] -- ARGV...
+  coldstart.py --url URL --launches N --out FILE [--cgroup DIR] [--body JSON] -- ARGV...
 
 Launches ARGV (the server's pinned command line) N times, one after the
 other. For each: the time from just before the exec to the first 200 from
-URL (polled every 2 ms over fresh connections), then SIGTERM (SIGKILL after
-5 s). After the last launch's first 200 it waits IDLE_S and reads the idle
-memory: VmRSS summed over the server's process tree, and the cgroup's
-current usage when --cgroup DIR is given (the server is moved there before
-it execs). Writes JSON to FILE: every launch's ms, their median, idle RSS.
-Only ever stops the processes it started, by PID.
+URL (polled every 2 ms over fresh connections; a GET, or a POST of --body
+JSON), then SIGTERM (SIGKILL after 5 s). After the last launch's first 200
+it waits IDLE_S and reads the idle memory: VmRSS summed over the server's
+process tree, and the cgroup's current usage when --cgroup DIR is given
+(the server is moved there before it execs). Writes JSON to FILE: every
+launch's ms, their median, idle RSS. Only ever stops the processes it
+started, by PID.
 """
 
 import argparse
@@ -69,11 +70,15 @@ def cgroup_kb(cg):
     return None
 
 
-def status_of(host, port, path):
-    """Status of one GET on a fresh connection, or None if nothing answers."""
+def status_of(host, port, path, body=None):
+    """Status of one GET (a POST of the JSON BODY when given) on a fresh
+    connection, or None if nothing answers."""
+    head = f"{'GET' if body is None else 'POST'} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
     try:
-        with socket.create_connection((host, port), timeout=1) as s:
-            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+        with socket.create_connection((host, port), timeout=5) as s:
+            s.sendall((head + "\r\n").encode() + (body or b""))
             line = s.makefile("rb").readline()
         parts = line.split()
         return int(parts[1]) if len(parts) > 1 else None
@@ -106,6 +111,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--log", default=os.devnull)
     ap.add_argument("--cgroup")
+    # A probe that must POST (the embed app): --body JSON, by default from
+    # $PERF_PROBE_BODY_<app> for the $PERF_APP perf/run gives the servers, so
+    # that a scenario's exported setting applies to its own app only.
+    ap.add_argument("--body", default=os.environ.get("PERF_PROBE_BODY_" + os.environ.get("PERF_APP", "")))
     ap.add_argument("argv", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
@@ -121,8 +130,8 @@ def main():
             except OSError:
                 pass
 
-    result = {"url_path": u.path or "/", "launches_ms": [], "error": None,
-              "idle_rss_kb": None, "idle_cgroup_kb": None}
+    result = {"url_path": u.path or "/", "method": "GET" if a.body is None else "POST",
+              "launches_ms": [], "error": None, "idle_rss_kb": None, "idle_cgroup_kb": None}
     with open(a.log, "ab") as log:
         for i in range(a.launches):
             t0 = time.monotonic()
@@ -130,7 +139,8 @@ def main():
                                      preexec_fn=enter_cgroup)
             ms = None
             while time.monotonic() - t0 < a.timeout:
-                if status_of(u.hostname, u.port, u.path or "/") == 200:
+                if status_of(u.hostname, u.port, u.path or "/",
+                             None if a.body is None else a.body.encode()) == 200:
                     ms = (time.monotonic() - t0) * 1000
                     break
                 if child.poll() is not None:

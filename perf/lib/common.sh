@@ -40,12 +40,22 @@ stop_pid() {
   wait "$pid" 2>/dev/null || true
 }
 
+# Commands run by cleanup_all after those PIDs are stopped, for what was not
+# started as a child (a PostgreSQL cluster a scenario started with pg_ctl):
+# cleanup_register_cmd WORDS...
+declare -a CLEANUP_CMDS=()
+cleanup_register_cmd() { CLEANUP_CMDS+=("$(printf '%q ' "$@")"); }
+
 cleanup_all() {
-  local pid
+  local pid c
   for pid in "${CLEANUP_PIDS[@]}"; do
     stop_pid "$pid" 3
   done
   CLEANUP_PIDS=()
+  for c in "${CLEANUP_CMDS[@]}"; do
+    eval "$c" >/dev/null 2>&1 || true
+  done
+  CLEANUP_CMDS=()
 }
 
 # raise_nofile MIN: raise the soft open-files limit (wrk -c1000 needs one fd
@@ -60,11 +70,14 @@ raise_nofile() {
 }
 
 # free_port: print a TCP port on 127.0.0.1 that nothing listens on, below the
-# ephemeral range so that wrk's own connections never take it.
+# ephemeral range so that wrk's own connections never take it. The search
+# starts at a random port: another perf/run on the same machine, asking at
+# the same moment, then rarely gets the same one before either binds it.
 free_port() {
   "$PERF_PY" - <<'EOF'
-import socket
-for port in range(18080, 28000):
+import random, socket
+start = random.randrange(18080, 27000)
+for port in list(range(start, 28000)) + list(range(18080, start)):
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))

@@ -239,6 +239,9 @@ def build(results_dir):
             "not_run": {p: doc["not_run"].get(p, "not run") for p in c.get("not_run", "").split()},
             "wrk_script": c.get("wrk_script"),
             "notes": c.get("notes") or None,
+            # A reference the scenario measured beside the servers (users: the
+            # PostgreSQL ceiling from pgbench): name, rps, command.
+            "reference": read_kv(os.path.join(case_dir, "reference.txt")) or None,
             "servers": [],
         }
         for server in c.get("servers", "").split():
@@ -343,6 +346,22 @@ def case_table(case):
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+def reference_text(case):
+    """One line: the case's reference figure and coring's req/s as a fraction of it."""
+    ref = case.get("reference")
+    rps = num((ref or {}).get("rps"))
+    if not rps:
+        return ""
+    subject = next((s["summary"] for s in case["servers"]
+                    if s["server"] == SUBJECT and s["status"] == "ok" and s["summary"]), None)
+    t = f"Reference: {ref.get('name', '?')}: {rps:,.0f}/s"
+    if subject and subject.get("rps"):
+        t += f"; coring's req/s is {subject['rps'] / rps:.2f} of it"
+    if ref.get("command"):
+        t += f" (`{ref['command']}`)"
+    return t + "."
+
+
 def shape_text(case):
     t = f"server on {case['cpus']} core{'s' if case['cpus'] > 1 else ''} (CPU {case.get('server_cpus')}), " \
         f"wrk on CPU {case.get('client_cpu')}"
@@ -415,6 +434,9 @@ def markdown(doc, charts):
             out.append("")
             out.append(case_table(case))
             out.append("")
+            if reference_text(case):
+                out.append(reference_text(case))
+                out.append("")
     if charts.get("_error"):
         out.append(f"Charts: not drawn ({charts['_error']}).")
         out.append("")
@@ -426,6 +448,8 @@ def console(doc):
     for case in doc["cases"]:
         out.append(f"\n== {case['scenario']}/{case['case']} ({case['cpus']} core(s)): {case['description']}")
         out.append(case_table(case))
+        if reference_text(case):
+            out.append(reference_text(case))
     return "\n".join(out)
 
 

@@ -10,6 +10,13 @@
 CORING_BUILD_DIR=${CORING_BUILD_DIR:-$REPO_DIR/build-perf}
 CORING_BIN=${CORING_BIN:-$CORING_BUILD_DIR/apps/coring}
 CORING_APPS=${CORING_APPS:-hello,todo}
+# Per app (a scenario's SCENARIO_APP), so that nothing leaks into another
+# scenario: CORING_ARGS_FOR[app] replaces "--apps $CORING_APPS" on coring's
+# command line (users: "--apps users"); a function scenario_up_<app>, if a
+# scenario defines one, runs once in perf/run's shell before the first server
+# of that app starts (a database, a fake upstream; it exports what the
+# servers read, such as DATABASE_URL); its failure stops perf/run.
+declare -A CORING_ARGS_FOR=() SCENARIO_UP_DONE=()
 
 # rel TEXT: TEXT with this checkout's path dropped, for the records.
 rel() {
@@ -88,11 +95,16 @@ server_size() {
 # pinned command line and SERVER_ENV with the environment a peer reads
 # (PERF_CPUS: cores given; PERF_APP: the app this case measures).
 server_argv() {
-  local name=$1 port=$2 rundir=$3 cpus=$4 n=$5 app=$6
+  local name=$1 port=$2 rundir=$3 cpus=$4 n=$5 app=$6 apps
+  if [[ -z ${SCENARIO_UP_DONE[$app]:-} ]] && declare -F "scenario_up_$app" >/dev/null; then
+    SCENARIO_UP_DONE[$app]=1
+    "scenario_up_$app" || die "app $app: could not set up what its servers need (scenario_up_$app)"
+  fi
   SERVER_ENV=(PERF_CPUS="$n" PERF_APP="$app")
   if [[ $name == coring ]]; then
+    read -r -a apps <<<"${CORING_ARGS_FOR[$app]:---apps $CORING_APPS}"
     SERVER_ARGV=(taskset -c "$cpus" "$CORING_BIN" --host 127.0.0.1 --port "$port"
-                 --threads "$n" --apps "$CORING_APPS" --log-level warn)
+                 --threads "$n" "${apps[@]}" --log-level warn)
   else
     SERVER_ARGV=(taskset -c "$cpus" "$PERF_DIR/peers/$name/peer" exec "$port" "$rundir")
   fi

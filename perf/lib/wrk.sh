@@ -6,6 +6,10 @@
 # in perf/wrk/ and share perf/wrk/report.lua through LUA_PATH. A script's
 # argument may name a file the scenario wrote for this server (the ids of
 # GET /todos/{id}): "@DIR@" in it stands for the server's results directory.
+# A script that stops itself after a number of requests (perf/wrk/cep_count.lua)
+# has a line "-- perf-duration: N": wrk then runs with -dNs, a cap, whatever
+# the harness's duration. An executable "before-wrk" in that directory runs
+# before each wrk run (the cep scenario empties its cache table there).
 
 WRK_BIN=${WRK_BIN:-wrk}
 WRK_ARG_DIR=${WRK_ARG_DIR:-}
@@ -26,8 +30,13 @@ wrk_argv() {
 # OUTDIR/wrk.txt (stdout), OUTDIR/wrk.err, and sets WRK_CPU_S to the CPU
 # seconds (user+system) wrk used and WRK_COMMAND. Returns wrk's status.
 wrk_run() {
-  local out=$1 url=$2 conns=$3 secs=$4 spec=$5 pid rc=0
+  local out=$1 url=$2 conns=$3 secs=$4 spec=$5 pid rc=0 cap
   mkdir -p "$out"
+  cap=$(sed -n 's/^-- perf-duration: \([0-9][0-9]*\)$/\1/p' "$PERF_DIR/wrk/${spec%%:*}" 2>/dev/null | head -n1)
+  [[ -n $cap ]] && secs=$cap
+  if [[ -n $WRK_ARG_DIR && -x $WRK_ARG_DIR/before-wrk ]]; then
+    "$WRK_ARG_DIR/before-wrk" >"$out/before-wrk.log" 2>&1 || log "  before-wrk failed (see $(rel "$out/before-wrk.log"))"
+  fi
   wrk_argv "$url" "$conns" "$secs" "$spec"
   # shellcheck disable=SC2034 # read by the caller
   WRK_COMMAND="LUA_PATH='perf/wrk/?.lua;;' $(quote "${WRK_ARGV[@]}")"
