@@ -1,0 +1,69 @@
+# shellcheck shell=bash
+# perf/scenarios/embed.sh: coring's embed app, POST /embed {"text": ...} ->
+# {"embedding": [384 floats]}, a BERT encoder of all-MiniLM-L6-v2's shapes.
+# Sourced by perf/run; format described in perf/scenarios/hello.sh.
+#
+# The published workload (perf/README.md, "embed"):
+#   perf/run embed --duration 20          # 32 connections, 20 s, 2 runs
+#   perf/run --quick embed                # 1 s, "does it still work"
+#
+# The model: tests/embed/make_model.py's random weights of all-MiniLM-L6-v2's
+# shapes (fixed seed), written once into perf/results/models/minilm-random
+# (git-ignored; a stamp skips the work next time), with tokenizer.json from
+# ../shared/data/minilm for the node peer, which exports model.onnx there in
+# its setup. Every server serves those same weights.
+# The requests: 200 real-looking English sentences of 20-40 tokens
+# (perf/lib/embed.py pool, deterministic), rotated by perf/wrk/embed.lua.
+#
+# coring: --apps embed --embed-model DIR, with perf/run's --threads N (ring
+# threads = cores) and --embed-threads left at its default, the CPUs in the
+# affinity mask that taskset gives: 1 inference thread on 1 core, 2 on 2
+# cores. Inference is the work (~10 ms of sgemm a sentence against µs of
+# HTTP), so one inference thread per core keeps every core on forward
+# passes; more would only time-slice them, fewer would leave a core idle.
+# The ring thread(s) sleep in io_uring between requests and share the cores.
+# The peers get the same cores: torch.set_num_threads(N) and onnxruntime's
+# intraOpNumThreads = N.
+
+# shellcheck disable=SC2034 # read by perf/run
+SCENARIO_APP=embed
+# shellcheck disable=SC2034
+SCENARIO_PROBE=/embed
+
+EMBED_PEERS=fastapi-torch,fastify-onnx
+
+# shellcheck disable=SC2034 # read by perf/run
+SCENARIO_CASES=(
+  "embed-c32  32  POST  /embed  embed.lua:@DIR@/pool.txt  $EMBED_PEERS  quick   POST /embed over 200 sentences of 20-40 tokens, 32 keep-alive connections"
+  "embed-c1   1   POST  /embed  embed.lua:@DIR@/pool.txt  $EMBED_PEERS  quick1  POST /embed over the same sentences, 1 connection: single-request latency"
+)
+
+# The model folder, made now (before the peers' setup, which exports the
+# ONNX model into it), and what the servers read: coring's options for this
+# app, the folder for the peers, the cold-start probe's body (POST /embed).
+EMBED_MODEL=$PERF_DIR/results/models/minilm-random
+export PERF_EMBED_MODEL=$EMBED_MODEL
+export PERF_PROBE_BODY_embed='{"text":"hello world"}'
+"$PERF_PY" "$PERF_DIR/lib/embed.py" model "$EMBED_MODEL" >&2 ||
+  die "embed: could not write the model folder (tests/embed/make_model.py needs python3-numpy)"
+"$PERF_PY" "$PERF_DIR/lib/embed.py" pool "$EMBED_MODEL" "$EMBED_MODEL/pool.txt" >/dev/null ||
+  die "embed: could not write the sentence pool"
+# shellcheck disable=SC2034,SC2154 # read by perf/lib/server.sh (declared there)
+CORING_ARGS_FOR[embed]="--apps embed --embed-model $EMBED_MODEL"
+
+# scenario_prepare CASE URL DIR: the pool for wrk, then POST /embed checks:
+# 384 floats of unit length; a peer's vectors must agree with coring's (run
+# first, in the same case) within 1e-4.
+scenario_prepare() {
+  local case=$1 url=$2 dir=$3 ref=""
+  cp "$EMBED_MODEL/pool.txt" "$dir/pool.txt" || return 1
+  [[ ${dir##*/} == coring ]] || ref=$(dirname "$dir")/coring/vectors.json
+  "$PERF_PY" "$PERF_DIR/lib/embed.py" check "$url/embed" --out "$dir/vectors.json" ${ref:+--ref "$ref"} || return 1
+}
+
+scenario_notes() {
+  case $1 in
+    embed-c32) echo "coring: --embed-threads left at its default, one inference thread per core given. Same random MiniLM-shaped weights (6 layers, hidden 384) in every server; 200 sentences rotated; vectors checked against coring's (<= 1e-4) first. Compute-bound: req/s is sentences/s. Memory: coring maps the 90 MB weights file read-only, and a cgroup is not charged for page cache another process read first, so its peak MiB can leave the weights out; VmHWM (results.json peak_rss_kb) counts them in every server." ;;
+    embed-c1) echo "One connection: each request waits for the previous one, so p50 is the single-request latency (tokenize + one forward pass + JSON)." ;;
+  esac
+}
