@@ -363,11 +363,14 @@ int net_wake(net_wait_handle *w)
     struct io_uring *r = wake_ring();
     if (!r)
         return -ENOMEM;
+    /* Once posted, @w belongs to the woken coroutine (it may be reused at
+     * once): read what the post needs first. */
+    int ring_fd = rt.ring_fds[w->msg.origin];
+    uint64_t data = (uint64_t)(uintptr_t)&w->msg | NET_TAG_MSG;
     NET_TSAN_RELEASE(&w->msg);
     for (int tries = 0;; tries++) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-        io_uring_prep_msg_ring(sqe, rt.ring_fds[w->msg.origin], 0,
-                               (uint64_t)(uintptr_t)&w->msg | NET_TAG_MSG, 0);
+        io_uring_prep_msg_ring(sqe, ring_fd, 0, data, 0);
         io_uring_submit(r);
         struct io_uring_cqe *cqe;
         int ret = io_uring_wait_cqe(r, &cqe);
