@@ -444,6 +444,22 @@ class CoringTestCase(unittest.TestCase):
         self.assertEqual(int(resp.header("Content-Length")), len(resp.body), "Content-Length" + ctx)
 
 
+
+class SharedServerTestCase(CoringTestCase):
+    """One coring (hello and todo, 2 threads) for the whole class; it must
+    exit 0 on SIGTERM at the end."""
+
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = CoringServer(threads=2).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop(expect_status=0)
+
 def main():
     """Parse --binary and other --name value options, then run unittest."""
     global _BINARY

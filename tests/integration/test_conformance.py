@@ -166,17 +166,7 @@ TABLE = [
 ]
 
 
-class ConformanceTest(cs.CoringTestCase):
-    server = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = cs.CoringServer(threads=2).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop(expect_status=0)
+class ConformanceTest(cs.SharedServerTestCase):
 
     def test_table_size(self):
         self.assertGreaterEqual(len(TABLE), 40)

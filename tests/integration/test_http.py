@@ -80,18 +80,11 @@ MALFORMED = [
 ]
 
 
-class HttpTest(cs.CoringTestCase):
-    server = None
-
+class HttpTest(cs.SharedServerTestCase):
     @classmethod
     def setUpClass(cls):
         cls.nofile = cs.raise_nofile_limit()  # inherited by the server too
-        cls.server = cs.CoringServer(threads=2).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop(expect_status=0)
+        super().setUpClass()
 
     def connect(self, **kw):
         c = self.server.connect(**kw)

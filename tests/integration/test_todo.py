@@ -17,18 +17,7 @@ NOBODY = object()  # error(): send no body
 U64_MAX = 18446744073709551615
 
 
-class TodoTest(cs.CoringTestCase):
-    server = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = cs.CoringServer(threads=2).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop(expect_status=0)
-
+class TodoTest(cs.SharedServerTestCase):
     def setUp(self):
         self.conn = self.server.connect()
 
