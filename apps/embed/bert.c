@@ -287,9 +287,108 @@ static void linear(const float *x, size_t n, size_t in, const float *w, const fl
                 (int)in, w, (int)in, 1.0f, y, (int)out);
 }
 
+/*
+ * The element-wise kernels (LayerNorm, GELU, softmax) in AVX-512 where the
+ * CPU has it: at 30 tokens they are a third of a forward pass once the
+ * linear layers run in int8, most of it in scalar erff and expf calls.
+ * erf and exp come from glibc's vector math library, libmvec (glibc 2.35+:
+ * _ZGVeN16v_erff, _ZGVeN16v_expf, 16 lanes, within 4 ulp; the names follow
+ * the x86_64 vector function ABI).
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+AVX512 __m512 _ZGVeN16v_erff(__m512 x);
+AVX512 __m512 _ZGVeN16v_expf(__m512 x);
+
+static bool have_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+
+/* Lanes [0, n - i) of the 16 from @i, as a mask. */
+static inline __mmask16 tail_mask(size_t i, size_t n)
+{
+    return n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+}
+
+AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *w,
+                                     const float *b, float eps)
+{
+    for (size_t r = 0; r < n; r++) {
+        float *row = x + r * h;
+        __m512 sum = _mm512_setzero_ps();
+        for (size_t j = 0; j < h; j += 16)
+            sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(j, h), row + j));
+        __m512 mean = _mm512_set1_ps(_mm512_reduce_add_ps(sum) / (float)h);
+        __m512 sq = _mm512_setzero_ps();
+        for (size_t j = 0; j < h; j += 16) {
+            __mmask16 m = tail_mask(j, h);
+            __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, row + j), mean);
+            sq = _mm512_fmadd_ps(d, d, sq);
+        }
+        __m512 inv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(sq) / (float)h + eps));
+        for (size_t j = 0; j < h; j += 16) {
+            __mmask16 m = tail_mask(j, h);
+            __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), mean), inv);
+            d = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, w + j), _mm512_maskz_loadu_ps(m, b + j));
+            _mm512_mask_storeu_ps(row + j, m, d);
+        }
+    }
+}
+
+AVX512 static void gelu_avx512(float *x, size_t n)
+{
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512 rsqrt2 = _mm512_set1_ps((float)M_SQRT1_2);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(i, n);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 e = _ZGVeN16v_erff(_mm512_mul_ps(v, rsqrt2));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+    }
+}
+
+AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *row = s + r * cols;
+        __m512 max = _mm512_set1_ps(row[0]);
+        for (size_t j = 0; j < cols; j += 16) {
+            __mmask16 m = tail_mask(j, cols);
+            max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, row + j));
+        }
+        __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(max)), sum = _mm512_setzero_ps();
+        for (size_t j = 0; j < cols; j += 16) {
+            __mmask16 m = tail_mask(j, cols);
+            __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), top));
+            e = _mm512_maskz_mov_ps(m, e);
+            sum = _mm512_add_ps(sum, e);
+            _mm512_mask_storeu_ps(row + j, m, e);
+        }
+        __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+        for (size_t j = 0; j < cols; j += 16) {
+            __mmask16 m = tail_mask(j, cols);
+            _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
+        }
+    }
+}
+#else
+static bool have_avx512(void)
+{
+    return false;
+}
+#endif
+
 /* Each of the @n rows of @x (@h wide): (x - mean) / sqrt(var + eps) * w + b. */
 static void layer_norm(float *x, size_t n, size_t h, const float *w, const float *b, float eps)
 {
+#if defined(__x86_64__)
+    if (have_avx512()) {
+        layer_norm_avx512(x, n, h, w, b, eps);
+        return;
+    }
+#endif
     for (size_t r = 0; r < n; r++) {
         float *row = x + r * h;
         double sum = 0, sq = 0;
@@ -310,12 +409,24 @@ static void layer_norm(float *x, size_t n, size_t h, const float *w, const float
 /* GELU with the exact error function: x/2 (1 + erf(x / sqrt 2)). */
 static void gelu(float *x, size_t n)
 {
+#if defined(__x86_64__)
+    if (have_avx512()) {
+        gelu_avx512(x, n);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++)
         x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
 }
 
 static void softmax_rows(float *s, size_t rows, size_t cols)
 {
+#if defined(__x86_64__)
+    if (have_avx512()) {
+        softmax_rows_avx512(s, rows, cols);
+        return;
+    }
+#endif
     for (size_t r = 0; r < rows; r++) {
         float *row = s + r * cols;
         float max = row[0];
