@@ -16,6 +16,7 @@
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
+#include "coring/embed/blas.h"
 #include "coring/embed/embed.h"
 #include "coring/embed/pool.h"
 #include "coring/http/server.h"
@@ -377,12 +378,14 @@ static int load(void)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const embed_bert_config *c = &model->config;
+    char blas[256];
+    embed_blas_describe(blas, sizeof(blas));
     cr_log_info("embed: model %s (%u layers, hidden %u, %u heads, vocab %u, max %zu tokens) "
-                "loaded in %.1f ms; %u inference threads, batches of up to %u, wait %u us",
+                "loaded in %.1f ms; %u inference threads, batches of up to %u, wait %u us; %s",
                 model->name, c->num_layers, c->hidden_size, c->num_heads, c->vocab_size,
                 model->max_tokens,
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
-                cfg.threads, cfg.max_batch, cfg.max_wait_us);
+                cfg.threads, cfg.max_batch, cfg.max_wait_us, blas);
     return 0;
 }
 
