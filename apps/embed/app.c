@@ -19,6 +19,7 @@
 #include "coring/embed/blas.h"
 #include "coring/embed/embed.h"
 #include "coring/embed/pool.h"
+#include "coring/embed/qgemm.h"
 #include "coring/http/server.h"
 #include "coring/net/io.h"
 
@@ -362,6 +363,15 @@ static int load(void)
         cr_log_error("embed: cannot load the model: %s", err);
         return ret;
     }
+    if (options.int8 && (ret = embed_bert_quantize_int8(model->bert)) < 0) {
+        cr_log_error("embed: cannot quantise the model to int8: %s", cr_strerror(ret));
+        embed_model_close(model);
+        model = NULL;
+        return ret;
+    }
+    if (options.int8 && strcmp(embed_qgemm_kernel(), "AVX-512 VNNI") != 0)
+        cr_log_warn("embed: --embed-int8 without AVX-512 VNNI on this CPU runs portable C, "
+                    "slower than float32 here");
     embed_pool_config cfg = {
         .threads = options.threads ? options.threads : cpus_available(),
         .max_batch = options.max_batch ? options.max_batch : 32,
@@ -380,6 +390,9 @@ static int load(void)
     const embed_bert_config *c = &model->config;
     char blas[256];
     embed_blas_describe(blas, sizeof(blas));
+    if (options.int8)
+        snprintf(blas + strlen(blas), sizeof(blas) - strlen(blas),
+                 "; int8 linear layers on %s", embed_qgemm_kernel());
     cr_log_info("embed: model %s (%u layers, hidden %u, %u heads, vocab %u, max %zu tokens) "
                 "loaded in %.1f ms; %u inference threads, batches of up to %u, wait %u us; %s",
                 model->name, c->num_layers, c->hidden_size, c->num_heads, c->vocab_size,

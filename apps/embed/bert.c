@@ -14,6 +14,7 @@
 #include "coring/embed/bert.h"
 
 #include "coring/core/json.h"
+#include "coring/embed/qgemm.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -28,17 +29,38 @@ typedef struct bert_layer {
     const float *inter_w, *inter_b, *out_w, *out_b, *out_norm_w, *out_norm_b;
 } bert_layer;
 
+/* A layer's linear weights in int8 (embed_bert_quantize_int8). */
+typedef struct bert_qlayer {
+    embed_qweights query, key, value, attn_out, inter, out;
+} bert_qlayer;
+
 struct embed_bert {
     embed_bert_config cfg;
+    const embed_safetensors *st;
     const float *word, *position, *token_type, *emb_norm_w, *emb_norm_b;
     bert_layer *layers;
+    bert_qlayer *qlayers; /* NULL: float32 linear layers */
 };
 
 struct embed_bert_workspace {
     float *block;  /* one allocation holding the arrays below */
     size_t floats; /* its size */
     float *x, *q, *k, *v, *ctx, *inter, *scores;
+    /* int8 models: one quantised input, its rows' scales and zero points */
+    uint8_t *xq;
+    size_t xq_bytes;
+    float *xs;
+    int32_t *xz;
+    size_t rows;
 };
+
+/* Rows per pass through the feed-forward block in int8: its [rows, 1536]
+ * intermediate then stays in L2 between the first product, GELU,
+ * quantisation and the second product (float32 runs all rows at once:
+ * OpenBLAS repacks the weights on every call). */
+#ifndef FFN_ROWS_INT8
+#define FFN_ROWS_INT8 64
+#endif
 
 /* --- config.json ---------------------------------------------------------- */
 
@@ -173,6 +195,7 @@ int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, e
         return -ENOMEM;
     }
     m->cfg = *cfg;
+    m->st = st;
     int64_t h = cfg->hidden_size, inter = cfg->intermediate_size;
 #define W(dst, name, d0, d1)                                                                       \
     do {                                                                                           \
@@ -222,6 +245,15 @@ void embed_bert_free(embed_bert *m)
 {
     if (!m)
         return;
+    if (m->qlayers)
+        for (unsigned i = 0; i < m->cfg.num_layers; i++) {
+            bert_qlayer *q = &m->qlayers[i];
+            embed_qweights *all[] = {&q->query, &q->key,   &q->value,
+                                     &q->attn_out, &q->inter, &q->out};
+            for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
+                embed_qweights_free(all[j]);
+        }
+    free(m->qlayers);
     free(m->layers);
     free(m);
 }
@@ -229,6 +261,51 @@ void embed_bert_free(embed_bert *m)
 const embed_bert_config *embed_bert_config_of(const embed_bert *m)
 {
     return &m->cfg;
+}
+
+int embed_bert_quantize_int8(embed_bert *m)
+{
+    if (m->qlayers)
+        return 0;
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size;
+    bert_qlayer *q = calloc(c->num_layers, sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    m->qlayers = q; /* embed_bert_free releases a partial set */
+    for (unsigned i = 0; i < c->num_layers; i++) {
+        const bert_layer *l = &m->layers[i];
+        struct {
+            embed_qweights *dst;
+            const float *w;
+            size_t out, in;
+        } todo[] = {
+            {&q[i].query, l->query_w, h, h},      {&q[i].key, l->key_w, h, h},
+            {&q[i].value, l->value_w, h, h},      {&q[i].attn_out, l->attn_out_w, h, h},
+            {&q[i].inter, l->inter_w, inter, h}, {&q[i].out, l->out_w, h, inter},
+        };
+        for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
+            if (embed_qweights_init(todo[j].dst, todo[j].w, todo[j].out, todo[j].in) < 0) {
+                for (unsigned k = 0; k <= i; k++) {
+                    embed_qweights *all[] = {&q[k].query,    &q[k].key,   &q[k].value,
+                                             &q[k].attn_out, &q[k].inter, &q[k].out};
+                    for (size_t a = 0; a < sizeof(all) / sizeof(all[0]); a++)
+                        embed_qweights_free(all[a]);
+                }
+                free(q);
+                m->qlayers = NULL;
+                return -ENOMEM;
+            }
+            /* The float32 copy is not read again: out of the resident set. */
+            embed_safetensors_drop(m->st, todo[j].w, todo[j].out * todo[j].in * sizeof(float));
+        }
+    }
+    return 0;
+}
+
+bool embed_bert_is_int8(const embed_bert *m)
+{
+    return m->qlayers != NULL;
 }
 
 /* --- workspace ------------------------------------------------------------ */
@@ -243,6 +320,9 @@ void embed_bert_workspace_free(embed_bert_workspace *ws)
     if (!ws)
         return;
     free(ws->block);
+    free(ws->xq);
+    free(ws->xs);
+    free(ws->xz);
     free(ws);
 }
 
@@ -269,6 +349,32 @@ static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t longest
     return 0;
 }
 
+/* Room for @tokens quantised rows of up to @width bytes. */
+static int workspace_fit_int8(embed_bert_workspace *ws, size_t tokens, size_t width)
+{
+    if (tokens * width > ws->xq_bytes) {
+        uint8_t *xq = malloc(tokens * width);
+        if (!xq)
+            return -ENOMEM;
+        free(ws->xq);
+        ws->xq = xq;
+        ws->xq_bytes = tokens * width;
+    }
+    if (tokens > ws->rows) {
+        float *xs = malloc(tokens * sizeof(float));
+        int32_t *xz = malloc(tokens * sizeof(int32_t));
+        if (!xs || !xz) {
+            free(xs);
+            free(xz);
+            return -ENOMEM;
+        }
+        free(ws->xs);
+        free(ws->xz);
+        ws->xs = xs, ws->xz = xz, ws->rows = tokens;
+    }
+    return 0;
+}
+
 /* --- kernels ------------------------------------------------------------------ */
 
 /* y[n, out] = x[n, in] w[out, in]^T + b[out] (+ y when @accumulate). */
@@ -285,6 +391,24 @@ static void linear(const float *x, size_t n, size_t in, const float *w, const fl
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x,
                 (int)in, w, (int)in, 1.0f, y, (int)out);
+}
+
+/* Quantise @n rows of @x (@in wide) into @ws for the int8 layers after. */
+static void quantize_input(embed_bert_workspace *ws, const float *x, size_t n, size_t in)
+{
+    embed_quantize_rows(x, n, in, in, ws->xq, (in + 3) / 4 * 4, ws->xs, ws->xz);
+}
+
+/* y = x W^T + b (+ y when @accumulate): in int8 when @qw is given (then
+ * @ws holds x quantised by quantize_input), else in float32 with @w. */
+static void dense(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
+                  const float *w, const embed_qweights *qw, const float *b, size_t out, float *y,
+                  bool accumulate)
+{
+    if (qw)
+        embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, qw, b, y, out, accumulate);
+    else
+        linear(x, n, in, w, b, out, y, accumulate);
 }
 
 /*
@@ -483,7 +607,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     }
     if (count == 0)
         return 0;
-    if (workspace_fit(ws, tokens, longest, h, inter) < 0)
+    if (workspace_fit(ws, tokens, longest, h, inter) < 0 ||
+        (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
         return -ENOMEM;
     float *x = ws->x;
 
@@ -498,11 +623,15 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, c->layer_norm_eps);
 
     float scale = 1.0f / sqrtf((float)d);
+    size_t ffn_rows = m->qlayers ? FFN_ROWS_INT8 : tokens;
     for (unsigned li = 0; li < c->num_layers; li++) {
         const bert_layer *l = &m->layers[li];
-        linear(x, tokens, h, l->query_w, l->query_b, h, ws->q, false);
-        linear(x, tokens, h, l->key_w, l->key_b, h, ws->k, false);
-        linear(x, tokens, h, l->value_w, l->value_b, h, ws->v, false);
+        const bert_qlayer *ql = m->qlayers ? &m->qlayers[li] : NULL;
+        if (ql)
+            quantize_input(ws, x, tokens, h);
+        dense(ws, x, tokens, h, l->query_w, ql ? &ql->query : NULL, l->query_b, h, ws->q, false);
+        dense(ws, x, tokens, h, l->key_w, ql ? &ql->key : NULL, l->key_b, h, ws->k, false);
+        dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, l->value_b, h, ws->v, false);
         for (size_t b = 0, start = 0; b < count; start += lens[b], b++) {
             int len = (int)lens[b];
             for (size_t hd = 0; hd < heads; hd++) {
@@ -515,13 +644,25 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
             }
         }
         /* x = LayerNorm(x + ctx Wo^T + bo) */
-        linear(ws->ctx, tokens, h, l->attn_out_w, l->attn_out_b, h, x, true);
+        if (ql)
+            quantize_input(ws, ws->ctx, tokens, h);
+        dense(ws, ws->ctx, tokens, h, l->attn_out_w, ql ? &ql->attn_out : NULL, l->attn_out_b, h,
+              x, true);
         layer_norm(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps);
-        /* x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2) */
-        linear(x, tokens, h, l->inter_w, l->inter_b, inter, ws->inter, false);
-        gelu(ws->inter, tokens * inter);
-        linear(ws->inter, tokens, inter, l->out_w, l->out_b, h, x, true);
-        layer_norm(x, tokens, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps);
+        /* x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2), a chunk of rows at a time */
+        for (size_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
+            size_t n = tokens - r0 < ffn_rows ? tokens - r0 : ffn_rows;
+            float *xr = x + r0 * h;
+            if (ql)
+                quantize_input(ws, xr, n, h);
+            dense(ws, xr, n, h, l->inter_w, ql ? &ql->inter : NULL, l->inter_b, inter, ws->inter,
+                  false);
+            gelu(ws->inter, n * inter);
+            if (ql)
+                quantize_input(ws, ws->inter, n, inter);
+            dense(ws, ws->inter, n, inter, l->out_w, ql ? &ql->out : NULL, l->out_b, h, xr, true);
+            layer_norm(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps);
+        }
     }
     for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
         embed_mean_pool(x + start * h, lens[b], h, out[b]);

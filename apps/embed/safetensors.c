@@ -43,6 +43,18 @@ void embed_safetensors_close(embed_safetensors *st)
     free(st);
 }
 
+void embed_safetensors_drop(const embed_safetensors *st, const void *data, size_t len)
+{
+    uintptr_t map = (uintptr_t)st->map, begin = (uintptr_t)data, end = begin + len;
+    if (!st->map || st->map == MAP_FAILED || begin < map || end > map + st->map_len)
+        return; /* not in the mapping: a copy */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    begin = (begin + page - 1) / page * page;
+    end = end / page * page;
+    if (end > begin)
+        madvise((void *)begin, end - begin, MADV_DONTNEED);
+}
+
 size_t embed_safetensors_count(const embed_safetensors *st)
 {
     return st->count;

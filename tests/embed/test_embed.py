@@ -202,6 +202,48 @@ class TinyModel(Embeddings):
     model = "tiny"
 
 
+class Int8Model(CoringTestCase):
+    """--embed-int8 on the MiniLM-shaped model: close to torch's float64
+    vectors (not within 1e-4: that is the price of int8), and the same
+    whether a text is embedded alone or in a batch."""
+    MIN_COSINE = 0.999
+    MAX_ABS = 5e-3
+
+    @classmethod
+    def setUpClass(cls):
+        Models.setup()
+        cls.server = CoringServer(threads=1, apps="embed",
+                                  args=["--embed-model", Models.dirs["minilm"], "--embed-int8",
+                                        "--max-body-bytes", "200000"])
+        cls.server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(expect_status=0)
+
+    def embed(self, body, conn):
+        resp = conn.request("POST", "/embed", {"Content-Type": "application/json"}, body)
+        self.assertEqual(resp.status, 200, resp)
+        return resp.json()
+
+    def test_close_to_torch_batched_and_alone(self):
+        ref = Models.refs["minilm"]["normalized"]
+        with self.server.connect(timeout=30) as conn:
+            batched = self.embed({"texts": SENTENCES}, conn)["embeddings"]
+            worst, lowest = 0, 1
+            for i, text in enumerate(SENTENCES):
+                alone = self.embed({"text": text}, conn)["embedding"]
+                self.assertLessEqual(max_diff(alone, batched[i]), 1e-6, "sentence %d: batched differs" % i)
+                cos = sum(a * b for a, b in zip(alone, ref[i]))
+                worst, lowest = max(worst, max_diff(alone, ref[i])), min(lowest, cos)
+                self.assertGreaterEqual(cos, self.MIN_COSINE, "sentence %d %r" % (i, text[:40]))
+                self.assertLessEqual(max_diff(alone, ref[i]), self.MAX_ABS, "sentence %d" % i)
+        sys.stderr.write("\n[minilm int8] vs torch: max abs diff %.3g, lowest cosine %.6f\n" % (worst, lowest))
+
+    def test_log_says_int8(self):
+        self.assertRegex(self.server.stderr_text(), r"int8 linear layers on (AVX-512 VNNI|portable C)")
+
+
 class Errors(CoringTestCase):
     @classmethod
     def setUpClass(cls):

@@ -60,6 +60,7 @@ typedef struct app_embed_options {
     unsigned max_batch;      /* texts per forward pass; 0: 32 */
     unsigned max_wait_us;    /* how long a batch may wait to fill, microseconds */
     unsigned max_queue;      /* texts waiting at most before 503; 0: 1024 */
+    bool int8;               /* linear layers in int8 (embed_bert_quantize_int8) */
 } app_embed_options;
 
 /* app_embed_configure - set the embed app's options (copied; @o->model_dir

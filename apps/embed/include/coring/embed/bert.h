@@ -62,6 +62,22 @@ void embed_bert_free(embed_bert *m);
 /* embed_bert_config_of - the model's configuration. */
 const embed_bert_config *embed_bert_config_of(const embed_bert *m);
 
+/*
+ * embed_bert_quantize_int8 - from now on run the linear layers (query,
+ * key, value, attention output, intermediate, output: 97% of the
+ * multiply-adds at 30 tokens) in int8 with dynamic quantisation (see
+ * coring/embed/qgemm.h); embeddings, LayerNorm, attention scores, GELU
+ * and pooling stay float32. The float32 weights of those layers are
+ * dropped from the resident set. Costs accuracy (the figures are in
+ * perf/README.md, "embed"); faster where the CPU has AVX-512 VNNI.
+ * Returns 0 (also when already done) or -ENOMEM (the model stays
+ * float32). Main thread, before any embed_bert_encode runs.
+ */
+int embed_bert_quantize_int8(embed_bert *m);
+
+/* embed_bert_is_int8 - whether embed_bert_quantize_int8 took effect. */
+bool embed_bert_is_int8(const embed_bert *m);
+
 /* Scratch memory for one thread's forward passes; grows to the largest
  * batch seen. NULL on ENOMEM. */
 typedef struct embed_bert_workspace embed_bert_workspace;

@@ -51,4 +51,14 @@ const embed_tensor *embed_safetensors_find(const embed_safetensors *st, const ch
 size_t embed_safetensors_count(const embed_safetensors *st);
 const embed_tensor *embed_safetensors_at(const embed_safetensors *st, size_t i);
 
+/*
+ * embed_safetensors_drop - the @len bytes at @data (inside one of @st's
+ * tensors) will not be read again soon: the whole pages among them leave
+ * the process's resident set (madvise(2) MADV_DONTNEED on the read-only
+ * private file mapping; a later read faults them back in from the file,
+ * unchanged). Does nothing for a tensor held in an aligned copy. Only a
+ * hint: no error. Thread: any.
+ */
+void embed_safetensors_drop(const embed_safetensors *st, const void *data, size_t len);
+
 #endif

@@ -1,0 +1,303 @@
+/*
+ * Int8 linear layers (see coring/embed/qgemm.h).
+ *
+ * Packed weights: block j holds outputs 64j .. 64j+63; inside it, input
+ * group g (inputs 4g .. 4g+3) takes 256 bytes: four 64-byte vectors c =
+ * 0..3, each 16 outputs (64j + 16c + i) times 4 inputs. One VPDPBUSD of
+ * vector c with a row's 4 input bytes broadcast to all lanes adds those
+ * 4 products to the row's 16 int32 sums for those outputs.
+ *
+ * The VNNI kernel computes a tile of up to 6 rows x 64 outputs in 24
+ * registers, walking the block's inputs once; rows are taken in chunks so
+ * that a chunk's quantised rows stay in L2 while every block passes over
+ * them.
+ */
+#include "coring/embed/qgemm.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+#define BLOCK 64       /* outputs per block */
+#define GROUP 4        /* inputs per VPDPBUSD lane */
+#define TILE_ROWS 6    /* rows per VNNI tile */
+#define CHUNK_ROWS 96  /* rows per pass over all blocks */
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* Where qw[o][k] lives in the packed matrix. */
+static size_t packed_index(size_t o, size_t k, size_t in_pad)
+{
+    size_t j = o / BLOCK, c = o % BLOCK / 16, i = o % 16;
+    return j * BLOCK * in_pad + k / GROUP * (BLOCK * GROUP) + c * 64 + i * GROUP + k % GROUP;
+}
+
+int embed_qweights_init(embed_qweights *q, const float *w, size_t out, size_t in)
+{
+    memset(q, 0, sizeof(*q));
+    size_t in_pad = round_up(in, GROUP), out_pad = round_up(out, BLOCK);
+    q->packed = aligned_alloc(64, round_up(out_pad * in_pad, 64));
+    q->scale = calloc(out_pad, sizeof(float));
+    q->colsum = calloc(out_pad, sizeof(int32_t));
+    if (!q->packed || !q->scale || !q->colsum) {
+        embed_qweights_free(q);
+        return -ENOMEM;
+    }
+    memset(q->packed, 0, out_pad * in_pad);
+    q->in = in, q->out = out, q->in_pad = in_pad, q->out_pad = out_pad;
+    for (size_t o = 0; o < out; o++) {
+        const float *row = w + o * in;
+        float max = 0;
+        for (size_t k = 0; k < in; k++)
+            max = fabsf(row[k]) > max ? fabsf(row[k]) : max;
+        float scale = max > 0 ? max / 127.0f : 1.0f;
+        int32_t sum = 0;
+        for (size_t k = 0; k < in; k++) {
+            long v = lrintf(row[k] / scale);
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+            q->packed[packed_index(o, k, in_pad)] = (int8_t)v;
+            sum += (int32_t)v;
+        }
+        q->scale[o] = scale;
+        q->colsum[o] = sum;
+    }
+    return 0;
+}
+
+void embed_qweights_free(embed_qweights *q)
+{
+    free(q->packed);
+    free(q->scale);
+    free(q->colsum);
+    memset(q, 0, sizeof(*q));
+}
+
+/* --- activations --------------------------------------------------------------- */
+
+/* Scale and zero point for a row whose values span [lo, hi]. */
+static void row_params(float lo, float hi, float *scale, int32_t *zero)
+{
+    lo = lo < 0 ? lo : 0;
+    hi = hi > 0 ? hi : 0;
+    float s = (hi - lo) / 255.0f;
+    if (!(s > 0)) {
+        *scale = 1.0f;
+        *zero = 0;
+        return;
+    }
+    long z = lrintf(-lo / s);
+    *scale = s;
+    *zero = (int32_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
+void embed_quantize_rows_portable(const float *x, size_t n, size_t in, size_t ldx, uint8_t *q,
+                                  size_t ldq, float *scale, int32_t *zero)
+{
+    for (size_t r = 0; r < n; r++) {
+        const float *row = x + r * ldx;
+        float lo = row[0], hi = row[0];
+        for (size_t k = 1; k < in; k++) {
+            lo = row[k] < lo ? row[k] : lo;
+            hi = row[k] > hi ? row[k] : hi;
+        }
+        row_params(lo, hi, &scale[r], &zero[r]);
+        float inv = 1.0f / scale[r];
+        uint8_t *dst = q + r * ldq;
+        for (size_t k = 0; k < in; k++) {
+            long v = lrintf(row[k] * inv) + zero[r];
+            dst[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+        for (size_t k = in; k < round_up(in, GROUP); k++)
+            dst[k] = (uint8_t)zero[r];
+    }
+}
+
+#if HAVE_X86
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+VNNI static void quantize_rows_avx512(const float *x, size_t n, size_t in, size_t ldx, uint8_t *q,
+                                      size_t ldq, float *scale, int32_t *zero)
+{
+    for (size_t r = 0; r < n; r++) {
+        const float *row = x + r * ldx;
+        __m512 vlo = _mm512_set1_ps(row[0]), vhi = vlo;
+        size_t k = 0;
+        for (; k + 16 <= in; k += 16) {
+            __m512 v = _mm512_loadu_ps(row + k);
+            vlo = _mm512_min_ps(vlo, v);
+            vhi = _mm512_max_ps(vhi, v);
+        }
+        if (k < in) {
+            __mmask16 m = (__mmask16)((1u << (in - k)) - 1);
+            vlo = _mm512_mask_min_ps(vlo, m, vlo, _mm512_maskz_loadu_ps(m, row + k));
+            vhi = _mm512_mask_max_ps(vhi, m, vhi, _mm512_maskz_loadu_ps(m, row + k));
+        }
+        row_params(_mm512_reduce_min_ps(vlo), _mm512_reduce_max_ps(vhi), &scale[r], &zero[r]);
+        __m512 inv = _mm512_set1_ps(1.0f / scale[r]);
+        __m512i z = _mm512_set1_epi32(zero[r]), zero_i = _mm512_setzero_si512();
+        uint8_t *dst = q + r * ldq;
+        for (k = 0; k < in; k += 16) {
+            __mmask16 m = in - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (in - k)) - 1);
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + k), inv));
+            v = _mm512_max_epi32(_mm512_add_epi32(v, z), zero_i); /* cvtusepi32 clamps >255 */
+            _mm_mask_storeu_epi8(dst + k, m, _mm512_cvtusepi32_epi8(v));
+        }
+        for (k = in; k < round_up(in, GROUP); k++)
+            dst[k] = (uint8_t)zero[r];
+    }
+}
+
+/* One tile: @rows (1..6, a constant after inlining) rows of @qx times the
+ * 64 outputs of the block at @wp (@groups input groups), written to @y
+ * for the outputs below @w->out. */
+VNNI static inline __attribute__((always_inline)) void
+tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const int32_t *zx,
+          const int8_t *wp, size_t groups, const embed_qweights *w, size_t o0, const float *bias,
+          float *y, size_t ldy, bool accumulate)
+{
+    __m512i acc[TILE_ROWS][4];
+#pragma GCC unroll 6
+    for (int r = 0; r < TILE_ROWS; r++)
+        if (r < rows)
+            for (int c = 0; c < 4; c++)
+                acc[r][c] = _mm512_setzero_si512();
+    for (size_t g = 0; g < groups; g++) {
+        const int8_t *wg = wp + g * (BLOCK * GROUP);
+        __m512i w0 = _mm512_load_si512(wg), w1 = _mm512_load_si512(wg + 64);
+        __m512i w2 = _mm512_load_si512(wg + 128), w3 = _mm512_load_si512(wg + 192);
+#pragma GCC unroll 6
+        for (int r = 0; r < TILE_ROWS; r++) {
+            if (r >= rows)
+                continue;
+            int32_t four;
+            memcpy(&four, qx + (size_t)r * ldq + g * GROUP, sizeof(four));
+            __m512i a = _mm512_set1_epi32(four);
+            acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, w0);
+            acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, w1);
+            acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], a, w2);
+            acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], a, w3);
+        }
+    }
+    for (int c = 0; c < 4; c++) {
+        size_t o = o0 + (size_t)c * 16;
+        if (o >= w->out)
+            break;
+        __mmask16 m =
+            w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
+        __m512 sw = _mm512_loadu_ps(w->scale + o);
+        __m512i colsum = _mm512_loadu_si512(w->colsum + o);
+        __m512 b = _mm512_maskz_loadu_ps(m, bias + o);
+#pragma GCC unroll 6
+        for (int r = 0; r < TILE_ROWS; r++) {
+            if (r >= rows)
+                continue;
+            __m512i t = _mm512_sub_epi32(acc[r][c],
+                                         _mm512_mullo_epi32(_mm512_set1_epi32(zx[r]), colsum));
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
+                                       _mm512_mul_ps(_mm512_set1_ps(sx[r]), sw), b);
+            float *dst = y + (size_t)r * ldy + o;
+            if (accumulate)
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
+            _mm512_mask_storeu_ps(dst, m, v);
+        }
+    }
+}
+
+VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float *sx,
+                            const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
+                            size_t ldy, bool accumulate)
+{
+    size_t groups = w->in_pad / GROUP;
+    for (size_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
+        size_t end = n - r0 < CHUNK_ROWS ? n : r0 + CHUNK_ROWS;
+        for (size_t o0 = 0; o0 < w->out; o0 += BLOCK) {
+            const int8_t *wp = w->packed + o0 * w->in_pad;
+            size_t r = r0;
+#define TILE(rows)                                                                                 \
+    tile_vnni(rows, qx + r * ldq, ldq, sx + r, zx + r, wp, groups, w, o0, bias, y + r * ldy, ldy, \
+              accumulate)
+            for (; r + TILE_ROWS <= end; r += TILE_ROWS)
+                TILE(6);
+            switch (end - r) {
+            case 5: TILE(5); break;
+            case 4: TILE(4); break;
+            case 3: TILE(3); break;
+            case 2: TILE(2); break;
+            case 1: TILE(1); break;
+            default: break;
+            }
+#undef TILE
+        }
+    }
+}
+
+/* libgcc reads CPUID in a constructor; this only tests its bits. */
+static bool have_vnni(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+#else
+static bool have_vnni(void)
+{
+    return false;
+}
+#endif
+
+void embed_quantize_rows(const float *x, size_t n, size_t in, size_t ldx, uint8_t *q, size_t ldq,
+                         float *scale, int32_t *zero)
+{
+#if HAVE_X86
+    if (have_vnni()) {
+        quantize_rows_avx512(x, n, in, ldx, q, ldq, scale, zero);
+        return;
+    }
+#endif
+    embed_quantize_rows_portable(x, n, in, ldx, q, ldq, scale, zero);
+}
+
+/* --- products ---------------------------------------------------------------- */
+
+void embed_qgemm_portable(const uint8_t *qx, size_t n, size_t ldq, const float *sx,
+                          const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
+                          size_t ldy, bool accumulate)
+{
+    for (size_t r = 0; r < n; r++) {
+        const uint8_t *row = qx + r * ldq;
+        for (size_t o = 0; o < w->out; o++) {
+            int32_t acc = 0;
+            for (size_t k = 0; k < w->in_pad; k++)
+                acc += (int32_t)row[k] * w->packed[packed_index(o, k, w->in_pad)];
+            float v = (float)(acc - zx[r] * w->colsum[o]) * (sx[r] * w->scale[o]) + bias[o];
+            y[r * ldy + o] = accumulate ? y[r * ldy + o] + v : v;
+        }
+    }
+}
+
+void embed_qgemm(const uint8_t *qx, size_t n, size_t ldq, const float *sx, const int32_t *zx,
+                 const embed_qweights *w, const float *bias, float *y, size_t ldy, bool accumulate)
+{
+#if HAVE_X86
+    if (have_vnni()) {
+        qgemm_vnni(qx, n, ldq, sx, zx, w, bias, y, ldy, accumulate);
+        return;
+    }
+#endif
+    embed_qgemm_portable(qx, n, ldq, sx, zx, w, bias, y, ldy, accumulate);
+}
+
+const char *embed_qgemm_kernel(void)
+{
+    return have_vnni() ? "AVX-512 VNNI" : "portable C";
+}
