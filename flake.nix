@@ -23,9 +23,7 @@
       version = "0.1.0";
 
       # The apps the `coring` binary mounts (`coring --apps NAME`), and the ones
-      # that need PostgreSQL. users, cep and embed are declared ahead of their
-      # code: until they land, `nix run .#users` (and cep, embed) fails with
-      # coring's "unknown app" error; `nix run` (every app) works today.
+      # that need PostgreSQL.
       appNames = [
         "hello"
         "todo"
