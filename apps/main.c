@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
-            "  --embed-max-batch N      texts per forward pass (default 32)\n"
+            "  --embed-max-batch N      texts per forward pass (default 16)\n"
             "  --embed-max-wait-us N    time a batch may wait to fill, microseconds (default 1000)\n"
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
             "  --embed-int8             run the linear layers in int8 (dynamic quantisation):\n"

@@ -374,7 +374,7 @@ static int load(void)
                     "slower than float32 here");
     embed_pool_config cfg = {
         .threads = options.threads ? options.threads : cpus_available(),
-        .max_batch = options.max_batch ? options.max_batch : 32,
+        .max_batch = options.max_batch ? options.max_batch : APP_EMBED_DEFAULT_MAX_BATCH,
         .max_wait_us = options.max_wait_us,
         .max_queue = options.max_queue ? options.max_queue : 1024,
     };

@@ -54,10 +54,17 @@ extern const app_def app_users;
  * inference pool; POST /embed and POST /v1/embeddings. */
 extern const app_def app_embed;
 
+/* Texts per forward pass by default: where a MiniLM-sized float32 pass
+ * peaks in sentences/s on a Zen 5 core (perf/tools coring-embed-forward:
+ * 302 at 8, 322 at 16, 314 at 32); larger batches only make each request
+ * wait behind a longer pass (p99 188 ms at 32 against 114 ms at 16, 32
+ * connections; perf/README.md, "embed"). */
+#define APP_EMBED_DEFAULT_MAX_BATCH 16
+
 typedef struct app_embed_options {
     const char *model_dir;   /* folder with config.json, model.safetensors, vocab.txt; NULL: 503 */
     unsigned threads;        /* inference threads; 0: the CPUs in the affinity mask */
-    unsigned max_batch;      /* texts per forward pass; 0: 32 */
+    unsigned max_batch;      /* texts per forward pass; 0: APP_EMBED_DEFAULT_MAX_BATCH */
     unsigned max_wait_us;    /* how long a batch may wait to fill, microseconds */
     unsigned max_queue;      /* texts waiting at most before 503; 0: 1024 */
     bool int8;               /* linear layers in int8 (embed_bert_quantize_int8) */
