@@ -30,7 +30,23 @@ SCENARIO_APP=embed
 # shellcheck disable=SC2034
 SCENARIO_PROBE=/embed
 
-EMBED_PEERS=fastapi-torch,fastify-onnx
+EMBED_PEERS=coring-int8,fastapi-torch,fastify-onnx
+# coring-int8 (perf/peers/coring-int8) runs the binary perf/run built.
+export CORING_BIN
+
+# OpenBLAS's kernels: coring and torch (through libblas) both run OpenBLAS,
+# which picks kernels for the CPU when it loads unless OPENBLAS_CORETYPE
+# names some. Every server here gets OpenBLAS's own choice, or the kernels
+# PERF_OPENBLAS_CORETYPE names; an OPENBLAS_CORETYPE inherited from the
+# caller's environment is dropped (a shell profile setting "Haswell" would
+# give an AVX-512 CPU AVX2 kernels, in every server alike). The report's
+# notes say which kernels ran.
+if [[ -n ${PERF_OPENBLAS_CORETYPE:-} ]]; then
+  export OPENBLAS_CORETYPE=$PERF_OPENBLAS_CORETYPE
+else
+  unset OPENBLAS_CORETYPE
+fi
+EMBED_BLAS=$("$PERF_PY" -c 'import ctypes; b = ctypes.CDLL("libopenblas.so.0"); b.openblas_get_corename.restype = ctypes.c_char_p; print(b.openblas_get_corename().decode())' 2>/dev/null || echo unknown)
 
 # shellcheck disable=SC2034 # read by perf/run
 SCENARIO_CASES=(
@@ -53,17 +69,19 @@ CORING_ARGS_FOR[embed]="--apps embed --embed-model $EMBED_MODEL"
 
 # scenario_prepare CASE URL DIR: the pool for wrk, then POST /embed checks:
 # 384 floats of unit length; a peer's vectors must agree with coring's (run
-# first, in the same case) within 1e-4.
+# first, in the same case) within 1e-4; coring-int8's within 5e-3, the
+# int8 tolerance of tests/embed/test_embed.py.
 scenario_prepare() {
-  local case=$1 url=$2 dir=$3 ref=""
+  local case=$1 url=$2 dir=$3 ref="" tol=1e-4
   cp "$EMBED_MODEL/pool.txt" "$dir/pool.txt" || return 1
   [[ ${dir##*/} == coring ]] || ref=$(dirname "$dir")/coring/vectors.json
-  "$PERF_PY" "$PERF_DIR/lib/embed.py" check "$url/embed" --out "$dir/vectors.json" ${ref:+--ref "$ref"} || return 1
+  [[ ${dir##*/} == coring-int8 ]] && tol=5e-3
+  "$PERF_PY" "$PERF_DIR/lib/embed.py" check "$url/embed" --out "$dir/vectors.json" ${ref:+--ref "$ref"} --tol "$tol" || return 1
 }
 
 scenario_notes() {
   case $1 in
-    embed-c32) echo "coring: --embed-threads left at its default, one inference thread per core given. Same random MiniLM-shaped weights (6 layers, hidden 384) in every server; 200 sentences rotated; vectors checked against coring's (<= 1e-4) first. Compute-bound: req/s is sentences/s. Memory: coring maps the 90 MB weights file read-only, and a cgroup is not charged for page cache another process read first, so its peak MiB can leave the weights out; VmHWM (results.json peak_rss_kb) counts them in every server." ;;
+    embed-c32) echo "coring: --embed-threads left at its default, one inference thread per core given. Same random MiniLM-shaped weights (6 layers, hidden 384) in every server; 200 sentences rotated; vectors checked against coring's (<= 1e-4) first. Compute-bound: req/s is sentences/s. Memory: coring maps the 90 MB weights file read-only, and a cgroup is not charged for page cache another process read first, so its peak MiB can leave the weights out; VmHWM (results.json peak_rss_kb) counts them in every server. OpenBLAS kernels (coring, torch): $EMBED_BLAS${PERF_OPENBLAS_CORETYPE:+ (PERF_OPENBLAS_CORETYPE)}. coring-int8: the same binary with --embed-int8 (vectors within 5e-3 of float32 coring's)." ;;
     embed-c1) echo "One connection: each request waits for the previous one, so p50 is the single-request latency (tokenize + one forward pass + JSON)." ;;
   esac
 }
