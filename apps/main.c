@@ -72,7 +72,7 @@ static void usage(FILE *f)
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
             "  --embed-int8             run the linear layers in int8 (dynamic quantisation):\n"
             "                           ~1.5x the throughput with AVX-512 VNNI, vectors within\n"
-            "                           ~1e-3 of float32 (see perf/README.md); default float32\n"
+            "                           ~1e-3 of float32 (README, Embeddings); default float32\n"
             "  --help                   show this help and exit\n"
             "  --version                show the version and exit\n"
             "\n"

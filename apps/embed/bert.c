@@ -272,7 +272,7 @@ int embed_bert_quantize_int8(embed_bert *m)
     bert_qlayer *q = calloc(c->num_layers, sizeof(*q));
     if (!q)
         return -ENOMEM;
-    m->qlayers = q; /* embed_bert_free releases a partial set */
+    m->qlayers = q;
     for (unsigned i = 0; i < c->num_layers; i++) {
         const bert_layer *l = &m->layers[i];
         struct {
@@ -285,7 +285,8 @@ int embed_bert_quantize_int8(embed_bert *m)
             {&q[i].inter, l->inter_w, inter, h}, {&q[i].out, l->out_w, h, inter},
         };
         for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
-            if (embed_qweights_init(todo[j].dst, todo[j].w, todo[j].out, todo[j].in) < 0) {
+            int err = embed_qweights_init(todo[j].dst, todo[j].w, todo[j].out, todo[j].in);
+            if (err < 0) {
                 for (unsigned k = 0; k <= i; k++) {
                     embed_qweights *all[] = {&q[k].query,    &q[k].key,   &q[k].value,
                                              &q[k].attn_out, &q[k].inter, &q[k].out};
@@ -294,7 +295,7 @@ int embed_bert_quantize_int8(embed_bert *m)
                 }
                 free(q);
                 m->qlayers = NULL;
-                return -ENOMEM;
+                return err;
             }
             /* The float32 copy is not read again: out of the resident set. */
             embed_safetensors_drop(m->st, todo[j].w, todo[j].out * todo[j].in * sizeof(float));
@@ -419,7 +420,7 @@ static void dense(const embed_bert_workspace *ws, const float *x, size_t n, size
  * _ZGVeN16v_erff, _ZGVeN16v_expf, 16 lanes, within 4 ulp; the names follow
  * the x86_64 vector function ABI).
  */
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f")))
 AVX512 __m512 _ZGVeN16v_erff(__m512 x);
@@ -507,7 +508,7 @@ static bool have_avx512(void)
 /* Each of the @n rows of @x (@h wide): (x - mean) / sqrt(var + eps) * w + b. */
 static void layer_norm(float *x, size_t n, size_t h, const float *w, const float *b, float eps)
 {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
     if (have_avx512()) {
         layer_norm_avx512(x, n, h, w, b, eps);
         return;
@@ -533,7 +534,7 @@ static void layer_norm(float *x, size_t n, size_t h, const float *w, const float
 /* GELU with the exact error function: x/2 (1 + erf(x / sqrt 2)). */
 static void gelu(float *x, size_t n)
 {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
     if (have_avx512()) {
         gelu_avx512(x, n);
         return;
@@ -545,7 +546,7 @@ static void gelu(float *x, size_t n)
 
 static void softmax_rows(float *s, size_t rows, size_t cols)
 {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
     if (have_avx512()) {
         softmax_rows_avx512(s, rows, cols);
         return;

@@ -46,6 +46,8 @@ static size_t packed_index(size_t o, size_t k, size_t in_pad)
 int embed_qweights_init(embed_qweights *q, const float *w, size_t out, size_t in)
 {
     memset(q, 0, sizeof(*q));
+    if (in == 0 || in > EMBED_QGEMM_MAX_IN || out == 0)
+        return -EINVAL;
     size_t in_pad = round_up(in, GROUP), out_pad = round_up(out, BLOCK);
     q->packed = aligned_alloc(64, round_up(out_pad * in_pad, 64));
     q->scale = calloc(out_pad, sizeof(float));

@@ -45,8 +45,13 @@ static int int8_accuracy(const char *dir, embed_model *m, size_t n, const int32_
 {
     char err[256];
     embed_model *q;
-    if (embed_model_open(dir, &q, err, sizeof(err)) < 0 || embed_bert_quantize_int8(q->bert) < 0) {
+    if (embed_model_open(dir, &q, err, sizeof(err)) < 0) {
         fprintf(stderr, "coring-embed-forward: %s\n", err);
+        return 1;
+    }
+    if (embed_bert_quantize_int8(q->bert) < 0) {
+        fprintf(stderr, "coring-embed-forward: cannot quantise the model: out of memory\n");
+        embed_model_close(q);
         return 1;
     }
     size_t h = m->config.hidden_size;
@@ -110,6 +115,24 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (int8 && accuracy) {
+        usage(stderr);
+        return 2;
+    }
+    /* --batch: a comma-separated list of sizes from 1 to 4096. */
+    size_t batch_sizes[32], num_batches = 0;
+    for (const char *b = batches;;) {
+        char *end;
+        unsigned long v = strtoul(b, &end, 10);
+        if (end == b || v < 1 || v > 4096 || num_batches == 32 || (*end && *end != ',')) {
+            fprintf(stderr, "coring-embed-forward: --batch: expected sizes 1-4096 like 1,8,32\n");
+            return 2;
+        }
+        batch_sizes[num_batches++] = v;
+        if (!*end)
+            break;
+        b = end + 1;
+    }
     char err[256];
     embed_model *m;
     if (embed_model_open(argv[1], &m, err, sizeof(err)) < 0) {
@@ -156,8 +179,12 @@ int main(int argc, char **argv)
         ids[n] = malloc(m->max_tokens * sizeof(int32_t));
         if (!ids[n])
             return 1;
-        lens[n] = (size_t)embed_tokenize(m->tokenizer, text, len, ids[n], m->max_tokens);
-        n++;
+        long got_ids = embed_tokenize(m->tokenizer, text, len, ids[n], m->max_tokens);
+        if (got_ids < 2) {
+            fprintf(stderr, "coring-embed-forward: cannot tokenize line %zu\n", n + 1);
+            return 1;
+        }
+        lens[n++] = (size_t)got_ids;
     }
     free(line);
     fclose(f);
@@ -175,12 +202,8 @@ int main(int argc, char **argv)
     printf("model %s (%s%s), %zu sentences\n", m->name, int8 ? "int8, " : "", int8 ? embed_qgemm_kernel() : "float32", n);
     printf("%6s %12s %12s %12s %10s\n", "batch", "sentences/s", "ms/pass", "tokens/sent",
            "GFLOP/s");
-    for (const char *b = batches; *b;) {
-        size_t batch = strtoul(b, (char **)&b, 10);
-        if (*b == ',')
-            b++;
-        if (!batch)
-            continue;
+    for (size_t bi = 0; bi < num_batches; bi++) {
+        size_t batch = batch_sizes[bi];
         const int32_t **bids = malloc(batch * sizeof(*bids));
         size_t *blens = malloc(batch * sizeof(*blens));
         float **outs = malloc(batch * sizeof(*outs));

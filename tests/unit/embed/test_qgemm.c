@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,17 +86,42 @@ Test(qgemm, activation_rows_round_trip_within_half_a_step)
     cr_assert_eq(r.zero[5], 0, "an all-positive row's range starts at 0");
     for (size_t k = 0; k < in; k++)
         cr_assert_eq(r.q[4 * r.ldq + k], r.zero[4]);
-    /* the portable path gives the same bytes */
-    quantised p = r;
-    p.q = malloc(n * r.ldq), p.scale = malloc(n * sizeof(float)), p.zero = malloc(n * 4);
-    cr_assert(p.q && p.scale && p.zero);
-    embed_quantize_rows_portable(x, n, in, in, p.q, p.ldq, p.scale, p.zero);
-    cr_assert_arr_eq(p.q, r.q, n * r.ldq);
-    cr_assert_arr_eq(p.scale, r.scale, n * sizeof(float));
-    cr_assert_arr_eq(p.zero, r.zero, n * sizeof(int32_t));
-    quantised_free(&p);
     quantised_free(&r);
     free(x);
+}
+
+/* The portable quantiser gives the bytes embed_quantize_rows gives (the
+ * AVX-512 one where the CPU has VNNI): widths below, at and past one
+ * vector, with and without padding, rows farther apart than their width. */
+Test(qgemm, portable_quantisation_gives_the_same_bytes)
+{
+    if (strcmp(embed_qgemm_kernel(), "portable C") == 0)
+        cr_log_warn("no AVX-512 VNNI here: the portable quantiser is compared with itself");
+    static const size_t widths[] = {1, 3, 4, 15, 16, 17, 32, 37, 384, 1536};
+    size_t n = 5;
+    for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++) {
+        size_t in = widths[wi], ldx = in + 7, ldq = (in + 3) / 4 * 4 + 8;
+        float *x = random_matrix(n, ldx);
+        uint8_t *qa = calloc(n, ldq), *qp = calloc(n, ldq);
+        float sa[5], sp[5];
+        int32_t za[5], zp[5];
+        cr_assert(qa && qp);
+        embed_quantize_rows(x, n, in, ldx, qa, ldq, sa, za);
+        embed_quantize_rows_portable(x, n, in, ldx, qp, ldq, sp, zp);
+        cr_assert_arr_eq(qa, qp, n * ldq, "width %zu: bytes differ", in);
+        cr_assert_arr_eq(sa, sp, sizeof(sa), "width %zu: scales differ", in);
+        cr_assert_arr_eq(za, zp, sizeof(za), "width %zu: zero points differ", in);
+        free(x), free(qa), free(qp);
+    }
+}
+
+Test(qgemm, weights_beyond_exact_int32_sums_are_refused)
+{
+    float w[4] = {0};
+    embed_qweights q;
+    cr_assert_eq(embed_qweights_init(&q, w, 1, EMBED_QGEMM_MAX_IN + 1), -EINVAL);
+    cr_assert_null(q.packed);
+    cr_assert_eq(embed_qweights_init(&q, w, 0, 4), -EINVAL);
 }
 
 /* Float32 reference y = x W^T + b. */
@@ -111,10 +137,12 @@ static void reference(const float *x, size_t n, size_t in, const float *w, size_
         }
 }
 
-/* Shapes that cover every tile remainder (rows 1..13), partial blocks of
- * outputs (out not a multiple of 16 or 64) and inputs not a multiple of 4. */
+/* Shapes that cover every tile remainder (rows mod 6: 1, 2, 3, 4, 5, 0,
+ * and 100 = a chunk of 96 then 4), partial blocks of outputs (out not a
+ * multiple of 16 or 64) and inputs not a multiple of 4. */
 static const size_t shapes[][3] = {
-    {1, 4, 1}, {5, 37, 70}, {6, 64, 64}, {13, 384, 130}, {29, 1536, 384}, {100, 33, 17},
+    {1, 4, 1},    {2, 20, 16},      {3, 37, 65},    {5, 37, 70},    {6, 64, 64},
+    {9, 130, 33}, {13, 384, 130},   {29, 1536, 384}, {100, 33, 17},
 };
 
 Test(qgemm, product_is_within_the_quantisation_error_of_float32)

@@ -55,10 +55,10 @@ extern const app_def app_users;
 extern const app_def app_embed;
 
 /* Texts per forward pass by default: where a MiniLM-sized float32 pass
- * peaks in sentences/s on a Zen 5 core (perf/tools coring-embed-forward:
+ * peaks in sentences/s on a Zen 5 core (perf/tools' coring-embed-forward:
  * 302 at 8, 322 at 16, 314 at 32); larger batches only make each request
- * wait behind a longer pass (p99 188 ms at 32 against 114 ms at 16, 32
- * connections; perf/README.md, "embed"). */
+ * wait behind a longer pass (wrk, 32 connections, the embed scenario's
+ * sentences: p99 188 ms at 32 against 114 ms at 16). */
 #define APP_EMBED_DEFAULT_MAX_BATCH 16
 
 typedef struct app_embed_options {

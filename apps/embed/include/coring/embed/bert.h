@@ -5,7 +5,12 @@
  * for sentence embeddings such as all-MiniLM-L6-v2.
  *
  * Post-LayerNorm transformer layers, exact (erf) GELU, absolute position
- * embeddings, token type 0. Every matrix product is an OpenBLAS sgemm.
+ * embeddings, token type 0. Every matrix product is an OpenBLAS sgemm
+ * (the linear layers' are int8 after embed_bert_quantize_int8).
+ * LayerNorm, GELU and softmax run in AVX-512 where the CPU has it (float32
+ * sums; erf and exp from libmvec), else in scalar C (LayerNorm sums in
+ * double): the last bits of a vector depend on the CPU. The torch
+ * reference test (within 1e-4) runs on the CPU it is run on.
  * A batch is packed: the sequences' tokens are stacked without padding and
  * each sequence attends only to its own tokens, which is what BERT's
  * padding mask computes, without spending work on the padded rows.
@@ -64,14 +69,15 @@ const embed_bert_config *embed_bert_config_of(const embed_bert *m);
 
 /*
  * embed_bert_quantize_int8 - from now on run the linear layers (query,
- * key, value, attention output, intermediate, output: 97% of the
+ * key, value, attention output, intermediate, output: 99% of the
  * multiply-adds at 30 tokens) in int8 with dynamic quantisation (see
  * coring/embed/qgemm.h); embeddings, LayerNorm, attention scores, GELU
  * and pooling stay float32. The float32 weights of those layers are
- * dropped from the resident set. Costs accuracy (the figures are in
- * perf/README.md, "embed"); faster where the CPU has AVX-512 VNNI.
- * Returns 0 (also when already done) or -ENOMEM (the model stays
- * float32). Main thread, before any embed_bert_encode runs.
+ * dropped from the resident set. Costs accuracy (figures in README.md,
+ * "Embeddings"); faster only where the CPU has AVX-512 VNNI.
+ * Returns 0 (also when already done), -EINVAL (intermediate_size over
+ * EMBED_QGEMM_MAX_IN) or -ENOMEM; on error the model stays float32.
+ * Main thread, before any embed_bert_encode runs.
  */
 int embed_bert_quantize_int8(embed_bert *m);
 

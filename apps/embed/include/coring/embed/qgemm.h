@@ -11,7 +11,11 @@
  *   x[r][k] ~ sx[r] * (qx[r][k] - zx[r]), qx in [0, 255], the range
  *   [min(x[r]), max(x[r])] widened to hold 0;
  * - y[r][o] = sx[r] sw[o] (sum_k qx[r][k] qw[o][k] - zx[r] sum_k qw[o][k])
- *   + b[o], the sum exact in int32.
+ *   + b[o], the sum exact in int32 (255 * 127 * in < 2^31: at most
+ *   EMBED_QGEMM_MAX_IN inputs).
+ *
+ * Inputs must be finite: a NaN or infinity in a row makes its
+ * quantisation (and so that row's outputs) meaningless.
  *
  * The product runs on AVX-512 VNNI (VPDPBUSD: four uint8 x int8 products
  * added into each int32 lane; Intel SDM vol. 2C) where the CPU has it,
@@ -23,6 +27,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The most inputs a row may have for its int32 sums to stay exact. */
+#define EMBED_QGEMM_MAX_IN 65536
 
 /* A weight matrix [out, in] in int8, packed for the kernel: outputs in
  * blocks of 64, and within a block, groups of 4 inputs (one VPDPBUSD
@@ -38,7 +45,8 @@ typedef struct embed_qweights {
 /*
  * embed_qweights_init - quantise @w (@out rows of @in floats, row-major,
  * as a Hugging Face nn.Linear weight stores them) into @q. @w is only
- * read. Returns 0, or -ENOMEM (@q left empty). Any thread.
+ * read. Returns 0, -EINVAL (@in is 0 or over EMBED_QGEMM_MAX_IN, or @out
+ * is 0) or -ENOMEM; on error @q is left empty. Any thread.
  */
 int embed_qweights_init(embed_qweights *q, const float *w, size_t out, size_t in);
 
@@ -50,22 +58,25 @@ void embed_qweights_free(embed_qweights *q);
  * @ldx floats apart) to uint8 rows of @q (@ldq bytes apart, @ldq >= in
  * rounded up to 4; the bytes past @in are set to the row's zero point,
  * so they add nothing once the zero point is taken off), with each row's
- * scale in @scale[r] and zero point in @zero[r]. Any thread.
+ * scale in @scale[r] and zero point in @zero[r]; bytes from there to
+ * @ldq are not touched. Any thread.
  */
 void embed_quantize_rows(const float *x, size_t n, size_t in, size_t ldx, uint8_t *q, size_t ldq,
                          float *scale, int32_t *zero);
 
 /* embed_quantize_rows_portable - the same in portable C (what
- * embed_quantize_rows runs without AVX-512), for tests: same bytes. */
+ * embed_quantize_rows runs without AVX-512 VNNI), for tests: the same
+ * bytes for finite inputs. */
 void embed_quantize_rows_portable(const float *x, size_t n, size_t in, size_t ldx, uint8_t *q,
                                   size_t ldq, float *scale, int32_t *zero);
 
 /*
  * embed_qgemm - y[r][o] = sx[r] sw[o] (qx[r] . qw[o] - zx[r] colsum[o])
  * + bias[o], for @n rows and @w->out outputs; with @accumulate the
- * result is added to what @y holds. @qx/@sx/@zx: from
- * embed_quantize_rows with @ldq bytes between rows; @y: rows @ldy floats
- * apart. Uses AVX-512 VNNI when the CPU has it. Any thread.
+ * result is added to what @y holds. @qx/@sx/@zx: rows of @w->in values
+ * quantised by embed_quantize_rows, @ldq >= @w->in_pad bytes apart;
+ * @y: rows @ldy >= @w->out floats apart. Uses AVX-512 VNNI when the CPU
+ * has it. Any thread.
  */
 void embed_qgemm(const uint8_t *qx, size_t n, size_t ldq, const float *sx, const int32_t *zx,
                  const embed_qweights *w, const float *bias, float *y, size_t ldy,
