@@ -241,19 +241,23 @@ bad:
     return -EINVAL;
 }
 
+/* Free @n layers of int8 weights (any of them possibly empty) and @q. */
+static void free_qlayers(bert_qlayer *q, unsigned n)
+{
+    for (unsigned i = 0; q && i < n; i++) {
+        embed_qweights *all[] = {&q[i].query,    &q[i].key,   &q[i].value,
+                                 &q[i].attn_out, &q[i].inter, &q[i].out};
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
+            embed_qweights_free(all[j]);
+    }
+    free(q);
+}
+
 void embed_bert_free(embed_bert *m)
 {
     if (!m)
         return;
-    if (m->qlayers)
-        for (unsigned i = 0; i < m->cfg.num_layers; i++) {
-            bert_qlayer *q = &m->qlayers[i];
-            embed_qweights *all[] = {&q->query, &q->key,   &q->value,
-                                     &q->attn_out, &q->inter, &q->out};
-            for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
-                embed_qweights_free(all[j]);
-        }
-    free(m->qlayers);
+    free_qlayers(m->qlayers, m->cfg.num_layers);
     free(m->layers);
     free(m);
 }
@@ -272,7 +276,6 @@ int embed_bert_quantize_int8(embed_bert *m)
     bert_qlayer *q = calloc(c->num_layers, sizeof(*q));
     if (!q)
         return -ENOMEM;
-    m->qlayers = q;
     for (unsigned i = 0; i < c->num_layers; i++) {
         const bert_layer *l = &m->layers[i];
         struct {
@@ -287,26 +290,15 @@ int embed_bert_quantize_int8(embed_bert *m)
         for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
             int err = embed_qweights_init(todo[j].dst, todo[j].w, todo[j].out, todo[j].in);
             if (err < 0) {
-                for (unsigned k = 0; k <= i; k++) {
-                    embed_qweights *all[] = {&q[k].query,    &q[k].key,   &q[k].value,
-                                             &q[k].attn_out, &q[k].inter, &q[k].out};
-                    for (size_t a = 0; a < sizeof(all) / sizeof(all[0]); a++)
-                        embed_qweights_free(all[a]);
-                }
-                free(q);
-                m->qlayers = NULL;
+                free_qlayers(q, c->num_layers);
                 return err;
             }
             /* The float32 copy is not read again: out of the resident set. */
             embed_safetensors_drop(m->st, todo[j].w, todo[j].out * todo[j].in * sizeof(float));
         }
     }
+    m->qlayers = q;
     return 0;
-}
-
-bool embed_bert_is_int8(const embed_bert *m)
-{
-    return m->qlayers != NULL;
 }
 
 /* --- workspace ------------------------------------------------------------ */

@@ -81,9 +81,6 @@ const embed_bert_config *embed_bert_config_of(const embed_bert *m);
  */
 int embed_bert_quantize_int8(embed_bert *m);
 
-/* embed_bert_is_int8 - whether embed_bert_quantize_int8 took effect. */
-bool embed_bert_is_int8(const embed_bert *m);
-
 /* Scratch memory for one thread's forward passes; grows to the largest
  * batch seen. NULL on ENOMEM. */
 typedef struct embed_bert_workspace embed_bert_workspace;
