@@ -319,10 +319,12 @@ void embed_bert_workspace_free(embed_bert_workspace *ws)
     free(ws);
 }
 
-static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t longest, size_t h,
-                         size_t inter)
+/* Room for @tokens rows (@h wide), @ffn_rows of the intermediate (@inter
+ * wide) and one @longest x @longest score matrix. */
+static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t ffn_rows, size_t longest,
+                         size_t h, size_t inter)
 {
-    size_t need = tokens * h * 5 + tokens * inter + longest * longest;
+    size_t need = tokens * h * 5 + ffn_rows * inter + longest * longest;
     if (need > ws->floats) {
         float *block = malloc(need * sizeof(float));
         if (!block)
@@ -337,7 +339,7 @@ static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t longest
     ws->k = p, p += tokens * h;
     ws->v = p, p += tokens * h;
     ws->ctx = p, p += tokens * h;
-    ws->inter = p, p += tokens * inter;
+    ws->inter = p, p += ffn_rows * inter;
     ws->scores = p;
     return 0;
 }
@@ -600,7 +602,9 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     }
     if (count == 0)
         return 0;
-    if (workspace_fit(ws, tokens, longest, h, inter) < 0 ||
+    /* The feed-forward block takes the rows a chunk at a time in int8. */
+    size_t ffn_rows = m->qlayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
+    if (workspace_fit(ws, tokens, ffn_rows, longest, h, inter) < 0 ||
         (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
         return -ENOMEM;
     float *x = ws->x;
@@ -616,7 +620,6 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, c->layer_norm_eps);
 
     float scale = 1.0f / sqrtf((float)d);
-    size_t ffn_rows = m->qlayers ? FFN_ROWS_INT8 : tokens;
     for (unsigned li = 0; li < c->num_layers; li++) {
         const bert_layer *l = &m->layers[li];
         const bert_qlayer *ql = m->qlayers ? &m->qlayers[li] : NULL;
