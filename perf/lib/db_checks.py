@@ -20,14 +20,13 @@ only; one line per check, non-zero exit on a mismatch).
 
 import argparse
 import http.client
-import json
 import os
 import re
 import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from http_client import fail, json_body, request, split  # noqa: E402
+from http_client import expect_json, fail, json_body, request, split  # noqa: E402
 
 USER_KEYS = {"id", "name", "email", "created_at"}
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
@@ -41,10 +40,7 @@ def is_user(v):
 
 
 def error_answer(base, path, want, method="GET", body=None):
-    status, headers, raw = request(base + path, method, body)
-    if status != want:
-        fail(f"{method} {path} -> {status}, want {want}: {raw[:200]!r}")
-    v = json_body(status, headers, raw, f"{method} {path}")
+    v, _, _ = expect_json(want, base + path, method, body)
     if not (isinstance(v, dict) and isinstance(v.get("error"), str)):
         fail(f"{method} {path}: body {v!r}, want {{\"error\": ...}}")
 
@@ -52,10 +48,7 @@ def error_answer(base, path, want, method="GET", body=None):
 def cmd_check_user(a):
     base = a.url.rstrip("/")
     for i in (1, a.count // 2, a.count):
-        status, headers, body = request(f"{base}/users/{i}")
-        if status != 200:
-            fail(f"GET /users/{i} -> {status}, want 200")
-        v = json_body(status, headers, body, f"GET /users/{i}")
+        v, headers, body = expect_json(200, f"{base}/users/{i}")
         if not is_user(v) or v["id"] != i:
             fail(f"GET /users/{i}: body {v!r}, want a user (id, name, email, created_at RFC 3339 UTC)")
     error_answer(base, f"/users/{a.count * 1000 + 7}", 404)
@@ -64,10 +57,7 @@ def cmd_check_user(a):
 
 
 def cmd_check_list(a):
-    status, headers, body = request(a.url.rstrip("/") + "/users")
-    if status != 200:
-        fail(f"GET /users -> {status}, want 200")
-    v = json_body(status, headers, body, "GET /users")
+    v, headers, body = expect_json(200, a.url.rstrip("/") + "/users")
     if not isinstance(v, list) or not all(is_user(u) for u in v):
         fail(f"GET /users: not an array of users: {body[:200]!r}")
     if [u["id"] for u in v] != list(range(1, 51)):
@@ -79,10 +69,7 @@ def cmd_check_post_user(a):
     base = a.url.rstrip("/")
     tag = os.urandom(6).hex()
     user = {"name": "Check User", "email": f"check-{tag}@example.com"}
-    status, headers, body = request(base + "/users", "POST", user)
-    if status != 201:
-        fail(f"POST /users -> {status}, want 201: {body[:200]!r}")
-    v = json_body(status, headers, body, "POST /users")
+    v, headers, body = expect_json(201, base + "/users", "POST", user)
     if not is_user(v) or v["name"] != user["name"] or v["email"] != user["email"]:
         fail(f"POST /users: body {v!r}")
     loc = headers.get("location", "")

@@ -64,6 +64,16 @@ def json_body(status, headers, body, what):
         fail(f"{what}: body is not JSON: {body[:200]!r}")
 
 
+def expect_json(want, url, method="GET", body=None):
+    """request(), then fail unless the status is @want and the body is
+    JSON: (parsed body, headers dict, body bytes)."""
+    status, headers, raw = request(url, method, body)
+    what = f"{method} {split(url)[2]}"
+    if status != want:
+        fail(f"{what} -> {status}, want {want}: {raw[:200]!r}")
+    return json_body(status, headers, raw, what), headers, raw
+
+
 def is_todo(v):
     return (isinstance(v, dict) and set(v) == {"id", "title", "completed"}
             and isinstance(v["id"], int) and isinstance(v["title"], str)
@@ -87,10 +97,7 @@ def cmd_wait(a):
 
 
 def cmd_check_hello(a):
-    status, headers, body = request(a.url)
-    if status != 200:
-        fail(f"GET / -> {status}, want 200")
-    v = json_body(status, headers, body, "GET /")
+    v, headers, body = expect_json(200, a.url)
     if v != {"message": "hello world"}:
         fail(f"GET / body {v!r}")
     print("ok GET / -> 200 {\"message\":\"hello world\"}")
@@ -151,10 +158,7 @@ def cmd_preload(a):
 
 
 def cmd_check_todos(a):
-    status, headers, body = request(a.url.rstrip("/") + "/todos")
-    if status != 200:
-        fail(f"GET /todos -> {status}, want 200")
-    v = json_body(status, headers, body, "GET /todos")
+    v, headers, body = expect_json(200, a.url.rstrip("/") + "/todos")
     if not isinstance(v, list) or not all(is_todo(t) for t in v):
         fail(f"GET /todos: not an array of todos: {body[:200]!r}")
     if a.count is not None and len(v) != a.count:
@@ -167,11 +171,8 @@ def cmd_check_todos(a):
 
 def cmd_check_post(a):
     title = "write the benchmark report"
-    status, headers, body = request(a.url.rstrip("/") + "/todos", "POST",
-                                    {"title": title, "completed": False})
-    if status != 201:
-        fail(f"POST /todos -> {status}, want 201")
-    v = json_body(status, headers, body, "POST /todos")
+    v, headers, _ = expect_json(201, a.url.rstrip("/") + "/todos", "POST",
+                                {"title": title, "completed": False})
     if not is_todo(v) or v["title"] != title or v["completed"] is not False:
         fail(f"POST /todos body {v!r}")
     loc = headers.get("location", "")
@@ -181,10 +182,7 @@ def cmd_check_post(a):
 
 
 def cmd_ids(a):
-    status, headers, body = request(a.url.rstrip("/") + "/todos")
-    if status != 200:
-        fail(f"GET /todos -> {status}, want 200")
-    v = json_body(status, headers, body, "GET /todos")
+    v, headers, body = expect_json(200, a.url.rstrip("/") + "/todos")
     ids = [t["id"] for t in v if is_todo(t)]
     if not ids:
         fail("GET /todos: no todos to take ids from")
@@ -198,17 +196,11 @@ def cmd_check_todo(a):
     with open(a.ids) as f:
         ids = [int(line) for line in f if line.strip()]
     for i in (ids[0], ids[len(ids) // 2], ids[-1]):
-        status, headers, body = request(f"{base}/todos/{i}")
-        if status != 200:
-            fail(f"GET /todos/{i} -> {status}, want 200")
-        v = json_body(status, headers, body, f"GET /todos/{i}")
+        v, headers, body = expect_json(200, f"{base}/todos/{i}")
         if not is_todo(v) or v["id"] != i:
             fail(f"GET /todos/{i} body {v!r}")
     missing = max(ids) + 1000003
-    status, headers, body = request(f"{base}/todos/{missing}")
-    if status != 404:
-        fail(f"GET /todos/{missing} -> {status}, want 404")
-    v = json_body(status, headers, body, f"GET /todos/{missing}")
+    v, headers, body = expect_json(404, f"{base}/todos/{missing}")
     if not (isinstance(v, dict) and isinstance(v.get("error"), str)):
         fail(f"GET /todos/{missing}: body {v!r}, want {{\"error\": ...}}")
     print(f"ok GET /todos/{{id}} -> 200 + the todo for {len(ids)} ids; a missing id -> 404 {{\"error\"}}")
