@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Builds the fake ViaCEP upstream's data: one ViaCEP-shaped JSON object a line.
 
-Real records come from ../shared/data/cep/opencep-sample.jsonl (OpenCEP, MIT),
+Real records come from data/cep/opencep-sample.jsonl beside this script (OpenCEP, MIT),
 which has only cep, logradouro, complemento, bairro, localidade, uf, ibge; the
-fields ViaCEP adds are filled from ../shared/data/ibge/ (kelvins/municipios-
+fields ViaCEP adds are filled from data/ibge/ (kelvins/municipios-
 brasileiros, MIT): estado and regiao from estados.csv, ddd and siafi from
 municipios.csv by IBGE code; unidade and gia are left empty (not in the data).
 
@@ -14,7 +14,7 @@ falls in that state's range; UFs without a sample CEP use the first sample's),
 and numbers the last three digits, skipping any CEP already present. Street
 fields of derived CEPs are empty, as for small towns with a single CEP.
 
-  make-data.py [--shared DIR] [--derived N] > viacep.jsonl
+  make-data.py [--data DIR] [--derived N] > viacep.jsonl
 """
 import argparse
 import csv
@@ -25,15 +25,15 @@ import sys
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    default_shared = os.path.normpath(os.path.join(here, "..", "..", "..", "shared", "data"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shared", default=default_shared, help="the shared data folder")
+    ap.add_argument("--data", default=os.path.join(here, "data"),
+                    help="folder with ibge/ and cep/ (default: data/ beside this script)")
     ap.add_argument("--derived", type=int, default=0, help="synthetic CEPs to add (default 0)")
     args = ap.parse_args()
 
-    with open(os.path.join(args.shared, "ibge", "estados.csv"), encoding="utf-8-sig") as f:
+    with open(os.path.join(args.data, "ibge", "estados.csv"), encoding="utf-8-sig") as f:
         states = {row["codigo_uf"]: row for row in csv.DictReader(f)}
-    with open(os.path.join(args.shared, "ibge", "municipios.csv"), encoding="utf-8") as f:
+    with open(os.path.join(args.data, "ibge", "municipios.csv"), encoding="utf-8") as f:
         towns = list(csv.DictReader(f))
     by_ibge = {t["codigo_ibge"]: t for t in towns}
     uf_of_code = {code: s["uf"] for code, s in states.items()}
@@ -59,7 +59,7 @@ def main():
 
     out = {}
     prefix_of_uf = {}
-    with open(os.path.join(args.shared, "cep", "opencep-sample.jsonl"), encoding="utf-8") as f:
+    with open(os.path.join(args.data, "cep", "opencep-sample.jsonl"), encoding="utf-8") as f:
         for line in f:
             if not line.strip():
                 continue

@@ -33,7 +33,7 @@ import urllib.parse
 PERF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PERF_DIR)
 MAKE_MODEL = os.path.join(REPO_DIR, "tests", "embed", "make_model.py")
-SHARED_MINILM = os.path.join(REPO_DIR, "..", "shared", "data", "minilm")
+MINILM_DATA = os.path.join(REPO_DIR, "tests", "data", "minilm")
 sys.path.insert(0, os.path.join(PERF_DIR, "peers", "fastapi-torch"))
 from bert import Tokenizer  # noqa: E402
 
@@ -58,7 +58,7 @@ def cmd_model(a):
         return
     shutil.rmtree(a.dir, ignore_errors=True)
     subprocess.run(["/usr/bin/python3", MAKE_MODEL, "--out", a.dir], check=True)
-    tj = os.path.join(SHARED_MINILM, "tokenizer.json")
+    tj = os.path.join(MINILM_DATA, "tokenizer.json")
     if os.path.exists(tj):
         shutil.copyfile(tj, os.path.join(a.dir, "tokenizer.json"))
     with open(stamp, "w") as f:

@@ -10,7 +10,7 @@
 # The model: tests/embed/make_model.py's random weights of all-MiniLM-L6-v2's
 # shapes (fixed seed), written once into perf/results/models/minilm-random
 # (git-ignored; a stamp skips the work next time), with tokenizer.json from
-# ../shared/data/minilm for the node peer, which exports model.onnx there in
+# tests/data/minilm for the node peer, which exports model.onnx there in
 # its setup. Every server serves those same weights.
 # The requests: 200 real-looking English sentences of 20-40 tokens
 # (perf/lib/embed.py pool, deterministic), rotated by perf/wrk/embed.lua.

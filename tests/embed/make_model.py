@@ -16,7 +16,9 @@ perturbed around 0 and 1 so that a mix-up of any two tensors shows.
   tests/embed/make_model.py --out /tmp/minilm                  # MiniLM-shaped
   tests/embed/make_model.py --out /tmp/tiny --layers 2 --hidden 32 --heads 4 --intermediate 64
 
-Needs only /usr/bin/python3 and numpy (Debian: python3-numpy).
+Needs only /usr/bin/python3 and numpy (Debian: python3-numpy); when numpy
+is missing the script installs it (`.ci/install-deps tools`, with sudo when
+not root) and goes on.
 """
 
 import argparse
@@ -24,11 +26,23 @@ import json
 import os
 import shutil
 import struct
-
-import numpy as np
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_VOCAB = os.path.join(ROOT, "..", "shared", "data", "minilm", "vocab.txt")
+
+try:
+    import numpy as np
+except ImportError:
+    # Debian's python3-numpy is for /usr/bin/python3: install it and re-run
+    # under that interpreter (once).
+    if os.environ.get("CORING_MAKE_MODEL_RETRY"):
+        sys.exit("make_model.py: numpy still cannot be imported by /usr/bin/python3")
+    print("make_model.py: numpy is missing: installing python3-numpy", file=sys.stderr)
+    subprocess.run([os.path.join(ROOT, ".ci", "install-deps"), "tools"], check=True)
+    os.environ["CORING_MAKE_MODEL_RETRY"] = "1"
+    os.execv("/usr/bin/python3", ["/usr/bin/python3", os.path.abspath(__file__)] + sys.argv[1:])
+DEFAULT_VOCAB = os.path.join(ROOT, "tests", "data", "minilm", "vocab.txt")
 
 
 def tensors(args, vocab_size, rng):
@@ -80,7 +94,7 @@ def write_safetensors(path, items):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder to write (created)")
-    ap.add_argument("--vocab", default=DEFAULT_VOCAB, help="vocab.txt to copy (default: ../shared/data/minilm)")
+    ap.add_argument("--vocab", default=DEFAULT_VOCAB, help="vocab.txt to copy (default: tests/data/minilm/vocab.txt)")
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--hidden", type=int, default=384)
     ap.add_argument("--heads", type=int, default=12)

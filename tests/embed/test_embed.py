@@ -3,7 +3,7 @@
 
 - Token ids: coring's tokenizer (the embed_tokenize test program) against
   Hugging Face's JavaScript tokenizer (tokenize.mjs, @huggingface/tokenizers
-  from npm) on ../shared/data/minilm/tokenizer.json, for every sentence of
+  from npm) on tests/data/minilm/tokenizer.json, for every sentence of
   sentences.json.
 - Embeddings: the real coring binary's POST /embed, one text per request
   and all texts in one request, against reference.py (a plain BERT in
@@ -32,7 +32,7 @@ import coring_server  # noqa: E402
 from coring_server import CoringServer, CoringTestCase  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
-DATA = os.path.join(ROOT, "..", "shared", "data", "minilm")
+DATA = os.path.join(ROOT, "tests", "data", "minilm")
 TOLERANCE = 1e-4
 MAX_IDS = 256
 PY = "/usr/bin/python3"

@@ -1,7 +1,7 @@
 /*
  * libFuzzer target: BERT's basic tokenizer and WordPiece
  * (apps/embed/tokenizer.c) on the real all-MiniLM-L6-v2 vocabulary
- * (../shared/data/minilm/vocab.txt, path given at build time).
+ * (tests/data/minilm/vocab.txt, path given at build time).
  *
  * The input is any bytes (valid UTF-8 or not). Checks: the result is
  * [CLS] ... [SEP], at most max_ids ids (the first input byte picks max_ids),

@@ -3,7 +3,7 @@
 
 A throw-away PostgreSQL cluster (db/pg-local) and the fake ViaCEP upstream
 (coring-fake-viacep, loaded with apps/fake_viacep/make-data.py's records
-built from ../shared/data) run for the class; coring runs with VIACEP_URL
+built from apps/fake_viacep/data) run for the class; coring runs with VIACEP_URL
 pointing at the fake. Covered: hit, miss-then-hit (one upstream call), not
 found and the negative cache, invalid CEPs, a slow upstream (503 in about
 the timeout), upstream 500 / garbage / a 10 MB body (503, nothing stored),
