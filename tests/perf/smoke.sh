@@ -14,8 +14,9 @@ cpus=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
 ((cpus >= 2)) || { echo "SKIP: $cpus CPU available, perf/run needs 2"; exit 77; }
 
 # Peers without a build step by default (a Rust or Go build would dominate
-# the test's time); every peer not installed here is reported "not run".
+# the test's time); every peer not installed here is reported "not run"
+# (--no-install: the test installs nothing beyond .ci/install-deps test).
 servers=${PERF_SMOKE_SERVERS:-coring,nginx,fastify,express,fastapi}
 rm -rf "$out"
-"$repo/perf/run" --quick hello --coring "$coring" --servers "$servers" --out "$out"
+"$repo/perf/run" --quick hello --no-install --coring "$coring" --servers "$servers" --out "$out"
 /usr/bin/python3 "$here/check_report.py" "$out" hello
