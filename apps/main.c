@@ -10,6 +10,7 @@
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -73,11 +74,17 @@ static void usage(FILE *f)
             "  --embed-int8             run the linear layers in int8 (dynamic quantisation):\n"
             "                           ~1.5x the throughput with AVX-512 VNNI, vectors within\n"
             "                           ~1e-3 of float32 (README, Embeddings); default float32\n"
+            "  --check-config           check the options and exit: 0 when they are valid,\n"
+            "                           2 with the reason otherwise (binds and starts nothing)\n"
             "  --help                   show this help and exit\n"
             "  --version                show the version and exit\n"
             "\n"
             "Environment:\n"
-            "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users app)\n"
+            "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users and cep apps;\n"
+            "                           required when either is mounted)\n"
+            "  VIACEP_URL               the cep app's upstream (default https://viacep.com.br/ws)\n"
+            "  OPENBLAS_CORETYPE        read by OpenBLAS: forces its kernels for the embed app\n"
+            "                           (Haswell, SkylakeX, ...); unset, it picks them for the CPU\n"
             "\n"
             "Apps:\n");
     for (size_t i = 0; i < NUM_APPS; i++)
@@ -97,6 +104,32 @@ static unsigned long long number(const char *flag, const char *s, unsigned long 
         exit(2);
     }
     return v;
+}
+
+/* Say what is wrong with the option getopt_long refused in @arg (as it
+ * stands in argv): unknown, missing its value, or given one it takes none. */
+static void bad_option(const struct option *options, const char *arg)
+{
+    const char *name = arg[0] == '-' && arg[1] == '-' ? arg + 2 : NULL;
+    size_t len = name ? strcspn(name, "=") : 0;
+    const struct option *o = NULL;
+    for (const struct option *p = options; name && p->name; p++)
+        if (strlen(p->name) == len && strncmp(p->name, name, len) == 0)
+            o = p;
+    if (!o)
+        fprintf(stderr, "coring: unknown option '%s'\n", arg);
+    else if (o->has_arg == required_argument)
+        fprintf(stderr, "coring: option '--%s' needs a value\n", o->name);
+    else
+        fprintf(stderr, "coring: option '--%s' takes no value\n", o->name);
+    fprintf(stderr, "Try 'coring --help'.\n");
+}
+
+/* Is @host a numeric IPv4 or IPv6 address (what the listener binds)? */
+static bool valid_host(const char *host)
+{
+    struct in6_addr a;
+    return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
 }
 
 static void select_apps(const char *list)
@@ -226,7 +259,7 @@ int main(int argc, char **argv)
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
-        OPT_USER,
+        OPT_USER, OPT_CHECK_CONFIG,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -260,10 +293,12 @@ int main(int argc, char **argv)
         {"embed-max-queue", required_argument, NULL, OPT_EMBED_MAX_QUEUE},
         {"embed-int8", no_argument, NULL, OPT_EMBED_INT8},
         {"user", required_argument, NULL, OPT_USER},
+        {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
     };
+    bool check_only = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -362,14 +397,11 @@ int main(int argc, char **argv)
             app_opts.cep_total_timeout_ns = number("--cep-timeout-ms", optarg, 1, 600000) * CR_NS_PER_MS;
             break;
         case OPT_USER: run_as = optarg; break;
+        case OPT_CHECK_CONFIG: check_only = true; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
-            if (optopt)
-                fprintf(stderr, "coring: option '%s' needs no value or is unknown\n", argv[optind - 1]);
-            else
-                fprintf(stderr, "coring: unknown option '%s'\n", argv[optind - 1]);
-            fprintf(stderr, "Try 'coring --help'.\n");
+            bad_option(options, argv[optind - 1]);
             return 2;
         }
     }
@@ -383,6 +415,15 @@ int main(int argc, char **argv)
     } else {
         for (size_t i = 0; i < NUM_APPS; i++)
             mounted[num_mounted++] = all_apps[i];
+    }
+    if (!valid_host(net.host)) {
+        fprintf(stderr, "coring: --host: expected a numeric IPv4 or IPv6 address, got '%s'\n",
+                net.host);
+        return 2;
+    }
+    if (check_only) {
+        printf("coring: configuration OK\n");
+        return 0;
     }
 
     app_embed_configure(&embed);
