@@ -68,6 +68,30 @@ class CommandLineTest(cs.CoringTestCase):
             self.assertTrue(r.stderr.strip(), "%s: nothing on stderr" % args)
             self.assertNotIn("listening on", r.stderr, "%s started a server" % args)
 
+    def test_option_messages_say_what_is_wrong(self):
+        for args, want in ((["--port"], "option '--port' needs a value"),
+                           (["--access-log=yes"], "option '--access-log' takes no value"),
+                           (["--no-such-flag"], "unknown option '--no-such-flag'"),
+                           (["--host", "localhost"], "--host: expected a numeric IPv4 or IPv6 address")):
+            r = run_cli(*args)
+            self.assertEqual(r.returncode, 2, "%s: stderr %r" % (args, r.stderr))
+            self.assertIn(want, r.stderr, args)
+
+    def test_help_lists_every_environment_variable(self):
+        r = run_cli("--help")
+        env = r.stdout.split("Environment:", 1)[1].split("Apps:", 1)[0]
+        for var in ("DATABASE_URL", "VIACEP_URL", "OPENBLAS_CORETYPE"):
+            self.assertIn(var, env, "--help's Environment section lacks " + var)
+        self.assertRegex(env, r"DATABASE_URL[^\n]*users and cep")
+
+    def test_check_config(self):
+        r = run_cli("--check-config", "--port", "0", "--apps", "users")  # no DATABASE_URL needed
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("listening on", r.stderr)
+        r = run_cli("--check-config", "--apps", "nosuchapp")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown app 'nosuchapp'", r.stderr)
+
     def test_port_in_use(self):
         blocker = socket.socket()
         self.addCleanup(blocker.close)
