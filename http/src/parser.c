@@ -152,19 +152,23 @@ static const char *scan_value(const char *p, const char *end)
 
 /*
  * The end of the header section that starts at @p: just past the first empty
- * line (CRLF CRLF, or LF LF since a bare LF may end a line, RFC 9112 section
- * 2.2), or NULL when [p, end) holds none yet. A line that starts with a bare
- * CR can never be completed: then @end is returned, for the parser to find
- * that error (or an earlier one) in what there is.
+ * line (CRLF CRLF, or LF LF when @allow_bare_lf, since RFC 9112 section 2.2
+ * lets a recipient take a bare LF as a line end), or NULL when [p, end) holds
+ * none yet. A line that starts with a bare CR can never be completed, nor
+ * can a section holding a bare LF when !@allow_bare_lf: then @end is
+ * returned, for the parser to find that error (or an earlier one) in what
+ * there is. @p must not point at an LF (skip_empty_lines() has run).
  */
-static const char *find_header_end(const char *p, const char *end)
+static const char *find_header_end(const char *p, const char *end, bool allow_bare_lf)
 {
     while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        if (!allow_bare_lf && p[-1] != '\r')
+            return end;
         p++;
         if (p == end)
             return NULL;
         if (*p == '\n')
-            return p + 1;
+            return allow_bare_lf ? p + 1 : end;
         if (*p == '\r') {
             if (p + 1 == end)
                 return NULL;
@@ -222,13 +226,28 @@ static const char *expect_lf(const char *p, const char *end, http_request *req, 
     return p + 1;
 }
 
+/* A bare LF at the end of a line of the header section: accepted only when
+ * the limits allow it (RFC 9112 section 2.2 lets a recipient, but a proxy
+ * in front that reads it otherwise disagrees with us about where a field,
+ * and so the header section, ends). Returns the byte after it, or NULL with
+ * *ret set. */
+static const char *bare_lf(const char *p, const http_limits *lim, http_request *req, int *ret)
+{
+    if (!lim->allow_bare_lf)
+        return fail(req, ret, 400, "bare LF");
+    return p + 1;
+}
+
 /* RFC 9112 section 2.2: a server SHOULD ignore at least one empty line
  * received before the request-line. */
-static const char *skip_empty_lines(const char *p, const char *end, http_request *req, int *ret)
+static const char *skip_empty_lines(const char *p, const char *end, const http_limits *lim,
+                                    http_request *req, int *ret)
 {
     while (p < end) {
         if (*p == '\n') {
-            p++;
+            p = bare_lf(p, lim, req, ret);
+            if (!p)
+                return NULL;
         } else if (*p == '\r') {
             p = expect_lf(p + 1, end, req, ret);
             if (!p)
@@ -278,7 +297,8 @@ static http_method method_from_token(const char *m, size_t n)
 
 /* request-line = method SP request-target SP HTTP-version (RFC 9112 section
  * 3). Returns the byte after its line end, or NULL with *ret set. */
-static const char *parse_request_line(const char *p, const char *end, http_request *req, int *ret)
+static const char *parse_request_line(const char *p, const char *end, const http_limits *lim,
+                                      http_request *req, int *ret)
 {
     /* method = token (RFC 9110 section 9.1) */
     const char *start = p;
@@ -328,7 +348,7 @@ static const char *parse_request_line(const char *p, const char *end, http_reque
         return expect_lf(p + 1, end, req, ret);
     if (*p != '\n')
         return fail(req, ret, 400, "invalid request line");
-    return p + 1;
+    return bare_lf(p, lim, req, ret);
 }
 
 /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 section 3.1) */
@@ -584,8 +604,8 @@ static int on_field(http_request *req, struct framing *f, http_str name, http_st
 }
 
 /* field-line = field-name ":" OWS field-value OWS (RFC 9112 section 5), each
- * ended by CRLF or LF, up to the empty line. Returns the byte after the empty
- * line, or NULL with *ret set. */
+ * ended by CRLF (or LF, when allowed), up to the empty line. Returns the byte
+ * after the empty line, or NULL with *ret set. */
 static const char *parse_fields(const char *p, const char *end, http_request *req,
                                 const http_limits *lim, struct framing *f, int *ret)
 {
@@ -595,7 +615,7 @@ static const char *parse_fields(const char *p, const char *end, http_request *re
         if (*p == '\r')
             return expect_lf(p + 1, end, req, ret);
         if (*p == '\n')
-            return p + 1;
+            return bare_lf(p, lim, req, ret);
         /* RFC 9112 section 5.2: obs-fold is rejected; section 2.2: so is
          * whitespace between the start-line and the first field. */
         if (is_ows(*p))
@@ -624,7 +644,9 @@ static const char *parse_fields(const char *p, const char *end, http_request *re
             if (!p)
                 return NULL;
         } else if (*p == '\n') {
-            p++;
+            p = bare_lf(p, lim, req, ret);
+            if (!p)
+                return NULL;
         } else { /* RFC 9110 section 5.5: NUL, CTL and DEL are invalid */
             return fail(req, ret, 400, "invalid character in field value");
         }
@@ -700,7 +722,7 @@ static int too_long(const char *p, const char *end, http_request *req, const htt
 {
     int ret = HTTP_PARSE_ERROR;
     struct framing f = {0};
-    p = parse_request_line(p, end, req, &ret);
+    p = parse_request_line(p, end, lim, req, &ret);
     if (!p) {
         if (ret == HTTP_PARSE_INCOMPLETE)
             return reject(req, 414, "request-target too long");
@@ -727,8 +749,8 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
     size_t max = lim->max_header_bytes < INT_MAX ? lim->max_header_bytes : INT_MAX;
     const char *end = buf + (len < max ? len : max);
     int ret = HTTP_PARSE_ERROR;
-    const char *p = skip_empty_lines(buf, end, req, &ret);
-    const char *section_end = p ? find_header_end(p, end) : NULL;
+    const char *p = skip_empty_lines(buf, end, lim, req, &ret);
+    const char *section_end = p ? find_header_end(p, end, lim->allow_bare_lf) : NULL;
     if (!section_end) {
         if (!p && ret == HTTP_PARSE_ERROR)
             return ret;
@@ -736,7 +758,7 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
             return p ? too_long(p, end, req, lim) : reject(req, 431, "header section too large");
         /* Reject a request line that is already wrong (a TLS handshake, say)
          * without waiting for the rest; the line is re-read next time. */
-        if (p && !parse_request_line(p, end, req, &ret) && ret == HTTP_PARSE_ERROR)
+        if (p && !parse_request_line(p, end, lim, req, &ret) && ret == HTTP_PARSE_ERROR)
             return ret;
         reset_request(req);
         return HTTP_PARSE_INCOMPLETE;
@@ -745,7 +767,7 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
     /* Complete (or known bad): every line below ends before section_end, so
      * an INCOMPLETE from here on cannot happen and would be a malformed line. */
     struct framing f = {0};
-    p = parse_request_line(p, section_end, req, &ret);
+    p = parse_request_line(p, section_end, lim, req, &ret);
     if (p && split_target(req) < 0)
         return HTTP_PARSE_ERROR;
     if (p)

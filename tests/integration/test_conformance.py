@@ -102,7 +102,14 @@ TABLE = [
     ("bare CR in a header value", GET + H + b"X-A: a\rb\r\n\r\n", 400, True),
     ("bare CR ending a header line", GET + H + b"X-A: a\rX-B: b\r\n\r\n", 400, True),
     ("bare LF inside the request line", b"GET /a\nb HTTP/1.1\r\n" + H + b"\r\n", 400, True),
-    ("lines ended by bare LF", b"GET / HTTP/1.1\nHost: 127.0.0.1\nX-A: a\n\n", 200, False),
+    ("lines ended by bare LF", b"GET / HTTP/1.1\nHost: 127.0.0.1\nX-A: a\n\n", 400, True),
+    ("request line ended by a bare LF", b"GET / HTTP/1.1\n" + H + b"\r\n", 400, True),
+    ("header line ended by a bare LF", GET + b"Host: 127.0.0.1\n\r\n", 400, True),
+    ("header section ended by a bare LF", GET + H + b"\n", 400, True),
+    ("bare LF before the request line", b"\n" + GET + H + b"\r\n", 400, True),
+    # A proxy that keeps the LF in the value of Dummy sees no Content-Length.
+    ("bare LF hiding a Content-Length in a field",
+     GET + H + b"Dummy: x\nContent-Length: 23\r\n\r\nGET /404 HTTP/1.1\r\nX: \r\n\r\n", 400, True),
     ("empty lines before the request", b"\r\n\r\n" + GET + H + b"\r\n", 200, False),
     ("obs-fold", GET + H + b"X-A: a\r\n b\r\n\r\n", 400, True),
     ("obs-fold with a tab", GET + H + b"X-A: a\r\n\tb\r\n\r\n", 400, True),
@@ -205,6 +212,30 @@ class ConformanceTest(cs.SharedServerTestCase):
                 self.assertNotEqual(resp.header("Connection", "").lower(), "close", ctx + ": Connection: close")
                 again = c.request("GET", "/json")
                 self.assertEqual(again.status, 200, "%s: the same connection then: %r" % (ctx, again))
+
+
+class AllowBareLfTest(cs.CoringTestCase):
+    """--allow-bare-lf: a bare LF ends a line of the header section again."""
+
+    ROWS = [
+        ("lines ended by bare LF", b"GET / HTTP/1.1\nHost: 127.0.0.1\nX-A: a\n\n"),
+        ("request line ended by a bare LF", b"GET / HTTP/1.1\n" + H + b"\r\n"),
+        ("bare LF before the request line", b"\n" + GET + H + b"\r\n"),
+    ]
+
+    def test_bare_lf_accepted(self):
+        with cs.CoringServer(threads=1, args=["--allow-bare-lf"]) as srv:
+            for name, data in self.ROWS:
+                with self.subTest(name), srv.connect() as c:
+                    c.send(data)
+                    resp = c.read_response()
+                    self.assertEqual(resp.status, 200, "%s: %r" % (name, resp))
+                    self.assertEqual(c.request("GET", "/json").status, 200, name)
+            # Inside the chunked coding it stays an error.
+            with srv.connect() as c:
+                c.send(post_chunked(b"d\n" + BODY + b"\r\n0\r\n\r\n"))
+                self.assertEqual(c.read_response().status, 400)
+            srv.stop(expect_status=0)
 
 
 if __name__ == "__main__":

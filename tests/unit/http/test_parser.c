@@ -63,6 +63,11 @@ static const http_limits lim3h = {
     .max_header_bytes = 1024, .max_headers = 3, .max_body_bytes = 100};
 static const http_limits lim_huge = {
     .max_header_bytes = 1024, .max_headers = 100, .max_body_bytes = SIZE_MAX};
+/* --allow-bare-lf */
+static const http_limits lim_lf = {.max_header_bytes = HTTP_MAX_HEADER_BYTES_DEFAULT,
+                                   .max_headers = HTTP_MAX_HEADERS_DEFAULT,
+                                   .max_body_bytes = HTTP_MAX_BODY_BYTES_DEFAULT,
+                                   .allow_bare_lf = true};
 
 static const parse_case cases[] = {
     /* Valid requests. */
@@ -107,11 +112,15 @@ static const parse_case cases[] = {
     GOOD(GET11 H "X-Long: 0123456789abcdef0123456789abcdef\t0123456789\r\n\r\n", HTTP_GET, "/", "",
          1, true, .header = "x-long", .value = "0123456789abcdef0123456789abcdef\t0123456789"),
     GOOD(GET11 "Host:\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "host", .value = ""),
-    /* RFC 9112 2.2: bare LF ends a line; empty lines before the request. */
-    GOOD("GET / HTTP/1.1\nHost: a\n\n", HTTP_GET, "/", "", 1, true),
-    GOOD("GET / HTTP/1.1\r\nHost: a\n\r\n", HTTP_GET, "/", "", 1, true),
+    /* RFC 9112 2.2: empty lines before the request are ignored. */
     GOOD("\r\n\r\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
-    GOOD("\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
+    /* A bare LF ends a line only with allow_bare_lf (RFC 9112 2.2 MAY). */
+    GOOD("GET / HTTP/1.1\nHost: a\n\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD("GET / HTTP/1.1\r\nHost: a\n\r\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD("\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD(GET11 H "\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD(GET11 H "Dummy: x\nContent-Length: 2\r\n\r\nhi", HTTP_GET, "/", "", 1, true, .trailing = 2,
+         .has_cl = true, .cl = 2, .header = "dummy", .value = "x", .lim = &lim_lf),
     /* Content-Length. */
     GOOD(GET11 H "Content-Length: 5\r\nContent-Length: 5\r\n\r\n", HTTP_GET, "/", "", 1, true,
          .has_cl = true, .cl = 5),
@@ -209,6 +218,18 @@ static const parse_case cases[] = {
     BAD(GET11 H "X: a\x01\r\n\r\n", 400),
     BAD(GET11 H "X: a\x7f\r\n\r\n", 400),
     BAD(GET11 H "X: a\x1b[0m\r\n\r\n", 400),
+    /* Bare LF anywhere in the header section: 400 by default (a proxy that
+     * keeps it inside a field value sees no Content-Length here). */
+    BAD("GET / HTTP/1.1\nHost: a\n\n", 400),
+    BAD("GET / HTTP/1.1\n" H "\r\n", 400),
+    BAD(GET11 "Host: a\n\r\n", 400),
+    BAD(GET11 H "\n", 400),
+    BAD("\n" GET11 H "\r\n", 400),
+    BAD("\r\n\n" GET11 H "\r\n", 400),
+    BAD(GET11 H "Dummy: x\nContent-Length: 23\r\n\r\n", 400),
+    BAD(GET11 H "Dummy: x\n", 400), /* known before the section ends */
+    BAD("GET / HTTP/1.1\n", 400),
+    BAD("\n", 400),
     /* Host (RFC 9112 3.2). */
     BAD(GET11 "\r\n", 400),
     BAD(GET11 "X: a\r\n\r\n", 400),
@@ -293,7 +314,7 @@ static int parse(const char *buf, size_t len, http_request *req, http_header *he
                  const http_limits *lim)
 {
     static const http_limits defaults = {HTTP_MAX_HEADER_BYTES_DEFAULT, HTTP_MAX_HEADERS_DEFAULT,
-                                         HTTP_MAX_BODY_BYTES_DEFAULT};
+                                         HTTP_MAX_BODY_BYTES_DEFAULT, false};
     req->headers = headers;
     return http_parse_request(buf, len, req, lim ? lim : &defaults);
 }
@@ -478,6 +499,7 @@ Test(parser, helpers)
     cr_expect_eq(d.max_header_bytes, HTTP_MAX_HEADER_BYTES_DEFAULT);
     cr_expect_eq(d.max_headers, HTTP_MAX_HEADERS_DEFAULT);
     cr_expect_eq(d.max_body_bytes, HTTP_MAX_BODY_BYTES_DEFAULT);
+    cr_expect(!d.allow_bare_lf);
 }
 
 /* ------------------------------------------------------------------------ */

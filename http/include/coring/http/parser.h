@@ -71,6 +71,8 @@ typedef struct http_limits {
     size_t max_header_bytes; /* request line + headers, bytes (16 KiB) */
     size_t max_headers;      /* header fields (100); must be <= the array given */
     size_t max_body_bytes;   /* decoded body, bytes (1 MiB) */
+    bool allow_bare_lf;      /* take a bare LF as a line end in the header
+                              * section (false: 400); unsafe behind a proxy */
 } http_limits;
 
 typedef struct http_request {
@@ -96,7 +98,7 @@ typedef struct http_request {
     const char *error;       /* static, short English reason for the log/body */
 } http_request;
 
-/* http_limits_default - the defaults above. */
+/* http_limits_default - the defaults above; bare LF not allowed. */
 http_limits http_limits_default(void);
 
 /*
