@@ -28,6 +28,11 @@
  * section: they are read and thrown away, so they need a limit of their own. */
 #define CHUNK_SIZE_LINE_MAX 4096u
 #define CHUNK_TRAILER_MAX (8u * 1024u)
+/* Chunk extensions are read, checked and thrown away: besides each size
+ * line's 4 KiB, a body may carry at most this many bytes of them in all (so
+ * that 1-byte chunks cannot each bring 4 KiB of input that decodes to
+ * nothing). Counted from each ";" to the CR that ends its line. */
+#define CHUNK_EXT_TOTAL_MAX (16u * 1024u)
 
 /* tchar (RFC 9110 section 5.6.2): the bytes of a method and a field name. */
 static const unsigned char tchar_table[256] = {
@@ -786,21 +791,35 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
 /* Chunked transfer coding (RFC 9112 section 7.1)                            */
 
 enum chunk_state {
-    CHUNK_SIZE = 0,      /* chunk-size = 1*HEXDIG */
-    CHUNK_SIZE_BWS,      /* BWS after the size, before ";" (7.1.1) */
-    CHUNK_EXT,           /* chunk-ext, skipped up to the line end */
-    CHUNK_SIZE_LF,       /* CR seen at the end of the size line */
-    CHUNK_DATA,          /* chunk-data: d->remaining bytes left */
-    CHUNK_DATA_END,      /* CRLF expected after chunk-data */
-    CHUNK_DATA_LF,       /* CR seen after chunk-data */
-    CHUNK_TRAILER_START, /* start of a trailer field line or the final line */
-    CHUNK_TRAILER_NAME,  /* field-name of a trailer field */
-    CHUNK_TRAILER_VALUE, /* the rest of a trailer field line */
-    CHUNK_TRAILER_LF,    /* CR seen at the end of a trailer field line */
-    CHUNK_LAST_LF,       /* CR seen on the final empty line */
+    CHUNK_SIZE = 0,        /* chunk-size = 1*HEXDIG */
+    CHUNK_SIZE_BWS,        /* BWS after the size, before ";" (7.1.1) */
+    CHUNK_EXT_NAME_START,  /* after ";": BWS, then chunk-ext-name */
+    CHUNK_EXT_NAME,        /* chunk-ext-name = token */
+    CHUNK_EXT_NAME_BWS,    /* BWS after the name: "=" or ";" follows */
+    CHUNK_EXT_VALUE_START, /* after "=": BWS, then chunk-ext-val */
+    CHUNK_EXT_TOKEN,       /* chunk-ext-val = token */
+    CHUNK_EXT_QUOTED,      /* chunk-ext-val = quoted-string, inside the quotes */
+    CHUNK_EXT_QUOTED_PAIR, /* after a backslash in the quoted-string */
+    CHUNK_EXT_QUOTED_END,  /* after the closing quote */
+    CHUNK_EXT_BWS,         /* BWS after a chunk-ext-val, before ";" */
+    CHUNK_SIZE_LF,         /* CR seen at the end of the size line */
+    CHUNK_DATA,            /* chunk-data: d->remaining bytes left */
+    CHUNK_DATA_END,        /* CRLF expected after chunk-data */
+    CHUNK_DATA_LF,         /* CR seen after chunk-data */
+    CHUNK_TRAILER_START,   /* start of a trailer field line or the final line */
+    CHUNK_TRAILER_NAME,    /* field-name of a trailer field */
+    CHUNK_TRAILER_VALUE,   /* the rest of a trailer field line */
+    CHUNK_TRAILER_LF,      /* CR seen at the end of a trailer field line */
+    CHUNK_LAST_LF,         /* CR seen on the final empty line */
     CHUNK_DONE,
     CHUNK_FAILED,
 };
+
+/* In the chunk-ext of a size line (RFC 9112 section 7.1.1), past its first ";". */
+static bool is_ext_state(int state)
+{
+    return state >= CHUNK_EXT_NAME_START && state <= CHUNK_EXT_BWS;
+}
 
 void http_chunked_init(http_chunked_decoder *d, uint64_t max_body)
 {
@@ -857,7 +876,7 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
         if (c == '\r')
             d->state = CHUNK_SIZE_LF;
         else if (c == ';')
-            d->state = CHUNK_EXT;
+            d->state = CHUNK_EXT_NAME_START;
         else if (is_ows((char)c))
             d->state = CHUNK_SIZE_BWS;
         else
@@ -865,15 +884,74 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
         break;
     }
     case CHUNK_SIZE_BWS:
+    case CHUNK_EXT_BWS:
         if (c == ';')
-            d->state = CHUNK_EXT;
+            d->state = CHUNK_EXT_NAME_START;
         else if (!is_ows((char)c))
             return 400;
         break;
-    case CHUNK_EXT:
+    /* chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+     * (RFC 9112 section 7.1.1), chunk-ext-val = token / quoted-string (RFC
+     * 9110 section 5.6.4). BWS only where the grammar puts it: none between
+     * the last extension and the CRLF. */
+    case CHUNK_EXT_NAME_START:
+        if (tchar_table[c])
+            d->state = CHUNK_EXT_NAME;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT_NAME:
+    case CHUNK_EXT_TOKEN:
         if (c == '\r')
             d->state = CHUNK_SIZE_LF;
-        else if (!value_table[c]) /* a bare LF too */
+        else if (c == ';')
+            d->state = CHUNK_EXT_NAME_START;
+        else if (c == '=' && d->state == CHUNK_EXT_NAME)
+            d->state = CHUNK_EXT_VALUE_START;
+        else if (is_ows((char)c))
+            d->state = d->state == CHUNK_EXT_NAME ? CHUNK_EXT_NAME_BWS : CHUNK_EXT_BWS;
+        else if (!tchar_table[c])
+            return 400;
+        break;
+    case CHUNK_EXT_NAME_BWS:
+        if (c == '=')
+            d->state = CHUNK_EXT_VALUE_START;
+        else if (c == ';')
+            d->state = CHUNK_EXT_NAME_START;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT_VALUE_START:
+        if (tchar_table[c])
+            d->state = CHUNK_EXT_TOKEN;
+        else if (c == '"')
+            d->state = CHUNK_EXT_QUOTED;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT_QUOTED:
+        /* qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text */
+        if (c == '"')
+            d->state = CHUNK_EXT_QUOTED_END;
+        else if (c == '\\')
+            d->state = CHUNK_EXT_QUOTED_PAIR;
+        else if (!value_table[c])
+            return 400;
+        break;
+    case CHUNK_EXT_QUOTED_PAIR:
+        /* quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text ) */
+        if (!value_table[c])
+            return 400;
+        d->state = CHUNK_EXT_QUOTED;
+        break;
+    case CHUNK_EXT_QUOTED_END:
+        if (c == '\r')
+            d->state = CHUNK_SIZE_LF;
+        else if (c == ';')
+            d->state = CHUNK_EXT_NAME_START;
+        else if (is_ows((char)c))
+            d->state = CHUNK_EXT_BWS;
+        else
             return 400;
         break;
     case CHUNK_SIZE_LF:
@@ -952,15 +1030,29 @@ ssize_t http_chunked_decode(http_chunked_decoder *d, char *buf, size_t *len)
             continue;
         }
 
+        bool in_ext = is_ext_state(d->state);
         int status = chunk_byte(d, (unsigned char)buf[in++]);
+        const char *why = NULL;
         if (status == 0 && d->state >= CHUNK_TRAILER_START && d->state != CHUNK_DONE &&
-            ++d->line_bytes > CHUNK_TRAILER_MAX)
+            ++d->line_bytes > CHUNK_TRAILER_MAX) {
             status = 431;
-        else if (status == 0 && d->state < CHUNK_DATA && ++d->line_bytes > CHUNK_SIZE_LINE_MAX)
+            why = "trailer section too large";
+        } else if (status == 0 && d->state < CHUNK_DATA && ++d->line_bytes > CHUNK_SIZE_LINE_MAX) {
             status = 400;
+            why = "chunk-size line too long";
+        } else if (status == 0 && (in_ext || is_ext_state(d->state)) &&
+                   ++d->ext_bytes > CHUNK_EXT_TOTAL_MAX) {
+            status = 400;
+            why = "chunk extensions too long";
+        } else if (status == 413) {
+            why = "body too large";
+        } else if (status) {
+            why = in_ext ? "invalid chunk extension" : "malformed chunked body";
+        }
         if (status) {
             d->state = CHUNK_FAILED;
             d->error_status = status;
+            d->error = why;
             *len = out;
             return HTTP_PARSE_ERROR;
         }

@@ -542,6 +542,11 @@ static const chunk_case chunk_cases[] = {
     CGOOD("5;foo=bar\r\nhello\r\n0;x\r\n\r\n", "hello"),
     CGOOD("5;a=\"b c;d\"\r\nhello\r\n0\r\n\r\n", "hello"),
     CGOOD("5 ;a\r\nhello\r\n0\t; b = 1\r\n\r\n", "hello"),
+    /* chunk-ext (RFC 9112 7.1.1): names, token and quoted-string values. */
+    CGOOD("5;a;b;c=d\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;a=\"x\\\"y\\\\\";b\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;a=\"\" ;b= \"\t\xff\"\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;!#$%&'*+-.^_`|~=!#$%&'*+-.^_`|~\r\nhello\r\n0\r\n\r\n", "hello"),
     CGOOD("5\r\nhello\r\n0\r\nX-Trailer: 1\r\nY:2 \t\r\n\r\n", "hello"),
     CGOOD("5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\n", "hello", .trailing = 16),
     CGOOD("5\r\nhello\r\n0\r\n\r\n", "hello", .max_body = 5),
@@ -562,6 +567,27 @@ static const chunk_case chunk_cases[] = {
     CBAD("5 \r\nhello\r\n0\r\n\r\n", 400),
     CBAD("5 x\r\nhello\r\n0\r\n\r\n", 400),
     CBAD("5;a\x01\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5; \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;;a\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;=1\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a==1\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=b c\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=b=c\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a b\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=1 \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\" \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a@b\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=(x)\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\"y\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\x01\"\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\x7f\"\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"\\\x01\"\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=x\x80\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0;\r\n\r\n", 400),
     CBAD("5\rhello\r\n0\r\n\r\n", 400),
     CBAD("5\r\nhelloX\r\n0\r\n\r\n", 400),
     CBAD("5\r\nhello world\r\n0\r\n\r\n", 400),
@@ -704,4 +730,68 @@ Test(chunked, line_limits)
     cr_expect_eq(http_chunked_decode(&d, buf + 5, &len), 0);
     cr_expect_eq(len, 0);
     free(buf);
+}
+
+/* Every chunk-size line within its 4 KiB, but 16 KiB of extensions in all. */
+Test(chunked, extension_total_limit)
+{
+    char ext[1000];
+    memset(ext, 'e', sizeof(ext));
+    ext[0] = ';';
+    size_t size = 32 * (sizeof(ext) + 16);
+    char *buf = malloc(size);
+    cr_assert(buf != NULL);
+    for (size_t chunks = 15; chunks <= 17; chunks += 2) {
+        size_t n = 0;
+        for (size_t i = 0; i < chunks; i++) {
+            buf[n++] = '1';
+            memcpy(buf + n, ext, sizeof(ext));
+            n += sizeof(ext);
+            memcpy(buf + n, "\r\nx\r\n", 5);
+            n += 5;
+        }
+        memcpy(buf + n, "0\r\n\r\n", 5);
+        n += 5;
+        http_chunked_decoder d;
+        http_chunked_init(&d, 1024);
+        size_t len = n;
+        ssize_t r = http_chunked_decode(&d, buf, &len);
+        if (chunks == 15) { /* 15 * 1001 bytes: under the limit */
+            cr_expect_eq(r, (ssize_t)n);
+            cr_expect_eq(len, 15);
+        } else {
+            cr_expect_eq(r, HTTP_PARSE_ERROR);
+            cr_expect_eq(d.error_status, 400);
+            cr_expect(d.error && strcmp(d.error, "chunk extensions too long") == 0, "%s",
+                      d.error ? d.error : "(none)");
+        }
+    }
+    free(buf);
+}
+
+/* The reason given with an error: 413 says "body too large", as for
+ * Content-Length. */
+Test(chunked, error_reasons)
+{
+    static const struct {
+        const char *input;
+        int status;
+        const char *error;
+    } cases[] = {
+        {"ffffffff\r\n", 413, "body too large"},
+        {"3\r\nabc\r\n3\r\ndef\r\n", 413, "body too large"},
+        {"3;a=b c\r\n", 400, "invalid chunk extension"},
+        {"3x\r\n", 400, "malformed chunked body"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[64];
+        size_t len = strlen(cases[i].input);
+        memcpy(buf, cases[i].input, len);
+        http_chunked_decoder d;
+        http_chunked_init(&d, 5);
+        cr_expect_eq(http_chunked_decode(&d, buf, &len), HTTP_PARSE_ERROR, "case %zu", i);
+        cr_expect_eq(d.error_status, cases[i].status, "case %zu", i);
+        cr_expect(d.error && strcmp(d.error, cases[i].error) == 0, "case %zu: '%s'", i,
+                  d.error ? d.error : "(none)");
+    }
 }

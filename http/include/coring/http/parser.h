@@ -121,13 +121,18 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
  * and the decoder state kept: the decoded bytes are always written at the
  * start of the given @buf, so callers append the output each time.
  * On return *@len is the number of decoded bytes now at @buf.
- * Chunk extensions are skipped; trailer fields are read and discarded.
+ * Chunk extensions are checked against chunk-ext (RFC 9112 section 7.1.1:
+ * BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ], BWS nowhere
+ * else) and discarded; trailer fields are read and discarded.
  * Returns the number of input bytes consumed after the last-chunk and
  * trailers once the body is complete (>= 0), HTTP_PARSE_INCOMPLETE when the
- * body continues, or HTTP_PARSE_ERROR (status 400 for a malformed chunk
- * size, a size over 64 bits, bytes other than CRLF after chunk data, any line
- * of the coding ended by a bare LF; 413 when the decoded size passes
- * max_body; 431 for a trailer section over 8 KiB).
+ * body continues, or HTTP_PARSE_ERROR with error_status and error set: 400
+ * for a malformed chunk size, a size over 64 bits, a malformed chunk
+ * extension, a chunk-size line (size and extensions) over 4 KiB, more than
+ * 16 KiB of extensions in the whole body, bytes other than CRLF after chunk
+ * data, any line of the coding ended by a bare LF; 413 ("body too large")
+ * when the decoded size passes max_body; 431 for a trailer section over
+ * 8 KiB. The state is only in @d, so a body may arrive in any pieces.
  */
 typedef struct http_chunked_decoder {
     int state;            /* internal */
@@ -136,7 +141,9 @@ typedef struct http_chunked_decoder {
     uint64_t max_body;    /* limit on total, bytes */
     size_t hex_digits;    /* digits read of the current size */
     size_t line_bytes;    /* bytes of the current size/trailer line */
+    size_t ext_bytes;     /* bytes of chunk extensions so far, all lines */
     int error_status;     /* set with HTTP_PARSE_ERROR */
+    const char *error;    /* static, short reason, set with HTTP_PARSE_ERROR */
 } http_chunked_decoder;
 
 /* http_chunked_init - start a body with a limit of @max_body decoded bytes. */
