@@ -181,7 +181,8 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             size_t n = avail;
             ssize_t done = http_chunked_decode(&dec, c->body.data, &n);
             if (done == HTTP_PARSE_ERROR) {
-                reject(c, dec.error_status ? dec.error_status : 400, "malformed chunked body");
+                reject(c, dec.error_status ? dec.error_status : 400,
+                       dec.error ? dec.error : "malformed chunked body");
                 action = CONN_CLOSE;
                 pos = len;
                 break;

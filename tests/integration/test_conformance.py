@@ -194,7 +194,25 @@ TABLE = [
 ]
 
 
+# (name, raw request, status, the "error" of the JSON body)
+MESSAGES = [
+    ("chunked over the body limit", post_chunked(b"200000\r\n"), 413, "body too large"),
+    ("CL over the body limit", POST + b"Content-Length: 2000000\r\n\r\n", 413, "body too large"),
+    ("invalid chunk extension", post_chunked(b"d;a=b c\r\n"), 400, "invalid chunk extension"),
+    ("bare LF", GET + H + b"Dummy: x\nContent-Length: 23\r\n\r\n", 400, "bare LF"),
+]
+
+
 class ConformanceTest(cs.SharedServerTestCase):
+
+    def test_messages(self):
+        for name, data, want, message in MESSAGES:
+            with self.subTest(name):
+                with self.server.connect() as c:
+                    c.send(data)
+                    resp = c.read_response()
+                    self.assertEqual(resp.status, want, "%s: %r" % (name, resp))
+                    self.assertEqual(resp.json().get("error"), message, "%s: %r" % (name, resp))
 
     def test_table_size(self):
         self.assertGreaterEqual(len(TABLE), 40)
