@@ -686,9 +686,11 @@ static int check_framing(http_request *req, const http_limits *lim, const struct
             return reject(req, 400, "Transfer-Encoding in HTTP/1.0");
         if (f->content_length)
             return reject(req, 400, "Transfer-Encoding with Content-Length");
-        /* RFC 9112 section 6.3, point 4: chunked must be the final coding,
-         * and applied once (section 6.1). */
-        if (f->te_chunked_twice || (f->te_chunked && !f->te_chunked_last))
+        /* RFC 9112 section 6.1: chunked is applied once; section 6.3,
+         * point 4: it must be the final coding. */
+        if (f->te_chunked_twice)
+            return reject(req, 400, "chunked applied more than once");
+        if (f->te_chunked && !f->te_chunked_last)
             return reject(req, 400, "chunked is not the final coding");
         /* RFC 9112 section 6.1: 501 for a coding the server does not know. */
         if (f->te_other)

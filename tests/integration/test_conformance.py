@@ -198,6 +198,11 @@ TABLE = [
 MESSAGES = [
     ("chunked over the body limit", post_chunked(b"200000\r\n"), 413, "body too large"),
     ("CL over the body limit", POST + b"Content-Length: 2000000\r\n\r\n", 413, "body too large"),
+    ("TE chunked in two fields", POST + TE + TE + b"\r\n" + CHUNKED_BODY, 400, "chunked applied more than once"),
+    ("TE chunked twice in a list", POST + b"Transfer-Encoding: chunked, chunked\r\n\r\n", 400,
+     "chunked applied more than once"),
+    ("TE chunked not last", POST + b"Transfer-Encoding: chunked, gzip\r\n\r\n", 400,
+     "chunked is not the final coding"),
     ("invalid chunk extension", post_chunked(b"d;a=b c\r\n"), 400, "invalid chunk extension"),
     ("bare LF", GET + H + b"Dummy: x\nContent-Length: 23\r\n\r\n", 400, "bare LF"),
 ]

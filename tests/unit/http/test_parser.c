@@ -502,6 +502,30 @@ Test(parser, helpers)
     cr_expect(!d.allow_bare_lf);
 }
 
+/* The reason given with an error says what is wrong. */
+Test(parser, error_reasons)
+{
+    static const struct {
+        const char *input;
+        const char *error;
+    } cases[] = {
+        {GET11 H "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+         "chunked applied more than once"},
+        {GET11 H "Transfer-Encoding: chunked, chunked\r\n\r\n", "chunked applied more than once"},
+        {GET11 H "Transfer-Encoding: chunked, gzip\r\n\r\n", "chunked is not the final coding"},
+        {GET11 H "Dummy: x\nContent-Length: 23\r\n\r\n", "bare LF"},
+    };
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    http_limits lim = http_limits_default();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        http_request req = {.headers = headers};
+        int r = http_parse_request(cases[i].input, strlen(cases[i].input), &req, &lim);
+        cr_expect_eq(r, HTTP_PARSE_ERROR, "case %zu", i);
+        cr_expect(req.error && strcmp(req.error, cases[i].error) == 0, "case %zu: '%s'", i,
+                  req.error ? req.error : "(none)");
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Chunked transfer coding (RFC 9112 section 7.1)                            */
 
