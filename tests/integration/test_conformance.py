@@ -168,6 +168,15 @@ TABLE = [
     ("CONNECT", b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, True),
     ("OPTIONS *", b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n", 204, False),
     ("GET *", b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400, True),
+    # -- methods (RFC 9110 9.1, 15.5.6, 15.6.2) ------------------------------------------------
+    ("unknown method FROB", b"FROB / HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("unknown method MKCOLA on a route", b"MKCOLA /todos HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("unknown method on an unknown path", b"FROB /no/such/path HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("unknown method with a body", b"FROB /todos HTTP/1.1\r\n" + H + b"Content-Length: 13\r\n\r\n" + BODY, 501,
+     False),
+    ("lower-case get", b"get / HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("known method the path does not allow", b"PATCH / HTTP/1.1\r\n" + H + b"\r\n", 405, False),
+    ("TRACE the path does not allow", b"TRACE /todos HTTP/1.1\r\n" + H + b"\r\n", 405, False),
     # -- NUL and control bytes ---------------------------------------------------------------
     ("NUL in the method", b"G\x00T / HTTP/1.1\r\n" + H + b"\r\n", 400, True),
     ("NUL in the target", b"GET /\x00 HTTP/1.1\r\n" + H + b"\r\n", 400, True),
@@ -205,6 +214,7 @@ MESSAGES = [
      "chunked is not the final coding"),
     ("invalid chunk extension", post_chunked(b"d;a=b c\r\n"), 400, "invalid chunk extension"),
     ("bare LF", GET + H + b"Dummy: x\nContent-Length: 23\r\n\r\n", 400, "bare LF"),
+    ("unknown method", b"FROB / HTTP/1.1\r\n" + H + b"\r\n", 501, "method not implemented"),
 ]
 
 
@@ -218,6 +228,13 @@ class ConformanceTest(cs.SharedServerTestCase):
                     resp = c.read_response()
                     self.assertEqual(resp.status, want, "%s: %r" % (name, resp))
                     self.assertEqual(resp.json().get("error"), message, "%s: %r" % (name, resp))
+
+    def test_405_keeps_allow(self):
+        with self.server.connect() as c:
+            c.send(b"PATCH / HTTP/1.1\r\n" + H + b"\r\n")
+            resp = c.read_response()
+            self.assertEqual(resp.status, 405, repr(resp))
+            self.assertIn("get", resp.tokens("Allow"), repr(resp))
 
     def test_table_size(self):
         self.assertGreaterEqual(len(TABLE), 40)
