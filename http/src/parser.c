@@ -12,8 +12,10 @@
  */
 #include "coring/http/parser.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #ifdef __SSE2__
@@ -529,18 +531,50 @@ static bool is_host_char(char c)
            (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL);
 }
 
+/* IP-literal = "[" ( IPv6address / IPvFuture ) "]" (RFC 3986 section
+ * 3.2.2), @p..@end without the brackets. IPvFuture = "v" 1*HEXDIG "."
+ * 1*( unreserved / sub-delims / ":" ); IPv6address as inet_pton() reads it
+ * (RFC 4291 section 2.2, the grammar RFC 3986 gives). */
+static bool valid_ip_literal(const char *p, const char *end)
+{
+    size_t n = (size_t)(end - p);
+    if (n > 0 && (*p == 'v' || *p == 'V')) {
+        const char *q = p + 1;
+        while (q < end && isxdigit((unsigned char)*q))
+            q++;
+        if (q == p + 1 || q == end || *q != '.' || ++q == end)
+            return false;
+        for (; q < end; q++)
+            if (!is_host_char(*q) && *q != ':')
+                return false;
+        return true;
+    }
+    char text[INET6_ADDRSTRLEN];
+    struct in6_addr addr;
+    if (n == 0 || n >= sizeof(text))
+        return false;
+    memcpy(text, p, n);
+    text[n] = '\0';
+    return inet_pton(AF_INET6, text, &addr) == 1;
+}
+
 /* Host = uri-host [ ":" port ] (RFC 9110 section 7.2), uri-host = IP-literal /
- * IPv4address / reg-name (RFC 3986 section 3.2.2), port = *DIGIT. An empty
- * value is valid (RFC 9110 section 7.2). */
+ * IPv4address / reg-name (RFC 3986 section 3.2.2; a reg-name takes in any
+ * IPv4address), port = *DIGIT. The value may be empty only when the target
+ * URI has no authority (RFC 9110 section 7.2), and every target this server
+ * takes is an "http" URI, whose host must not be empty (RFC 9110 section
+ * 4.2.1): so an empty uri-host is invalid here, with or without a port. */
 static bool valid_host(http_str v)
 {
     const char *p = v.ptr;
     const char *end = v.ptr + v.len;
-    if (p < end && *p == '[') {
+    if (p == end || *p == ':')
+        return false;
+    if (*p == '[') {
         const char *start = ++p;
-        while (p < end && (is_host_char(*p) || *p == ':'))
+        while (p < end && *p != ']')
             p++;
-        if (p == start || p == end || *p != ']')
+        if (p == end || !valid_ip_literal(start, p))
             return false;
         p++;
     } else {

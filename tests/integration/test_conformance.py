@@ -157,7 +157,12 @@ TABLE = [
     ("Host with a bad port", GET + b"Host: example.com:8x\r\n\r\n", 400, True),
     ("Host with an open IPv6 literal", GET + b"Host: [::1\r\n\r\n", 400, True),
     ("Host IPv6 literal and port", GET + b"Host: [::1]:8080\r\n\r\n", 200, False),
-    ("Host empty", GET + b"Host:\r\n\r\n", 200, False),
+    ("Host empty", GET + b"Host:\r\n\r\n", 400, True),
+    ("Host port only", GET + b"Host: :8080\r\n\r\n", 400, True),
+    ("Host IP literal that is no IPv6 address", GET + b"Host: [zz]\r\n\r\n", 400, True),
+    ("Host IPv6 literal with two ::", GET + b"Host: [1::2::3]\r\n\r\n", 400, True),
+    ("Host IPvFuture literal", GET + b"Host: [v1.x:y]\r\n\r\n", 200, False),
+    ("Host IPv4 and port", GET + b"Host: 127.0.0.1:8080\r\n\r\n", 200, False),
     ("Host name and port", GET + b"Host: localhost:8080\r\n\r\n", 200, False),
     # -- request-target forms ----------------------------------------------------------------
     ("absolute-form", b"GET http://127.0.0.1/json HTTP/1.1\r\n" + H + b"\r\n", 200, False),
