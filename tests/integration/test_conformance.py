@@ -12,10 +12,17 @@ After every row a second request on a new connection must succeed, so no row
 may leave the server broken.
 
 Choices where the RFCs allow more than one answer:
-  - a bare LF ending a start-line or field line is accepted (RFC 9112 2.2
-    allows it there); inside the chunked coding, whose grammar is CRLF only
-    (7.1), it is rejected, since lenient chunk parsing is a known smuggling
-    vector between proxies and servers;
+  - a bare LF anywhere in the header section is rejected (RFC 9112 2.2 lets a
+    recipient take it as a line end, but a proxy in front that keeps it
+    inside a field value then sees other headers than we do); --allow-bare-lf
+    accepts it there (checked below with a server of its own); inside the
+    chunked coding, whose grammar is CRLF only (7.1), it is always rejected;
+  - chunk extensions are checked against chunk-ext (7.1.1), at most 16 KiB of
+    them in a body, each size line at most 4 KiB;
+  - a method that is not RFC 9110's, nor PATCH, nor one a route serves gets
+    501 (RFC 9110 9.1, 15.6.2) and the connection stays open;
+  - an empty Host is rejected: the target of every request here is an "http"
+    URI, whose host is never empty (RFC 9110 4.2.1, 7.2);
   - identical repeated Content-Length values are taken as one (RFC 9110 8.6);
   - CONNECT is answered 501 and the connection closed (a client may have sent
     tunnel bytes behind it);

@@ -17,10 +17,17 @@
  * malformed HTTP-version, Transfer-Encoding together with Content-Length,
  * differing or malformed Content-Length values, Transfer-Encoding whose
  * final coding is not chunked, and any of these over their limits are
- * rejected, and so is a Host field whose value is not uri-host [":" port].
- * A bare LF ending a start-line or field line is accepted (RFC 9112 section
- * 2.2 allows a recipient to), a bare CR is not. HTTP/1.2 and later minor
- * versions are read as HTTP/1.1 (RFC 9110 section 2.5).
+ * rejected, and so is a Host field whose value is not uri-host [":" port]
+ * (RFC 9110 section 7.2, RFC 3986 section 3.2.2) or has an empty uri-host
+ * (an "http" URI's host is never empty, RFC 9110 section 4.2.1).
+ * A bare CR is never accepted; nor, by default, is a bare LF anywhere in the
+ * header section (start-line, field lines, the empty lines before the
+ * request-line and the one that ends the section): RFC 9112 section 2.2
+ * lets a recipient take it as a line end, but a proxy in front that keeps it
+ * inside a field value then disagrees with us about where the header
+ * section ends (request smuggling). http_limits.allow_bare_lf accepts it.
+ * HTTP/1.2 and later minor versions are read as HTTP/1.1 (RFC 9110 section
+ * 2.5).
  *
  * Status chosen for each error: 400 for syntax and framing, 414 when the
  * request target alone is over the limit, 431 when the header section is,
