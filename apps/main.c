@@ -53,6 +53,8 @@ static void usage(FILE *f)
             "  --max-header-bytes N     request line + headers limit (default 16384)\n"
             "  --max-headers N          header count limit (default 100)\n"
             "  --max-body-bytes N       request body limit (default 1048576)\n"
+            "  --allow-bare-lf          take a bare LF as a line end in the header section\n"
+            "                           (default: 400); unsafe behind a proxy (smuggling)\n"
             "  --max-connections N      open connections limit (default: from RLIMIT_NOFILE)\n"
             "  --user NAME              when started as root: switch to this user once the\n"
             "                           port is bound, before serving\n"
@@ -259,7 +261,7 @@ int main(int argc, char **argv)
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
-        OPT_USER, OPT_CHECK_CONFIG,
+        OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -274,6 +276,7 @@ int main(int argc, char **argv)
         {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
         {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
         {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+        {"allow-bare-lf", no_argument, NULL, OPT_ALLOW_BARE_LF},
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
         {"recv-buffers", required_argument, NULL, OPT_RECV_BUFFERS},
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
@@ -329,6 +332,7 @@ int main(int argc, char **argv)
         case OPT_MAX_BODY:
             http.limits.max_body_bytes = number("--max-body-bytes", optarg, 0, 1ull << 30);
             break;
+        case OPT_ALLOW_BARE_LF: http.limits.allow_bare_lf = true; break;
         case OPT_MAX_CONN:
             net.max_connections = (unsigned)number("--max-connections", optarg, 1, UINT_MAX);
             break;

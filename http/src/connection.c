@@ -93,6 +93,11 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
 
     if (req->method == HTTP_CONNECT) {
         http_respond_error(&ctx, 501, "CONNECT is not supported");
+    } else if (req->method == HTTP_METHOD_OTHER) {
+        /* RFC 9110 sections 9.1 and 15.6.2: 501 for a method the server does
+         * not recognise (none of RFC 9110's, nor PATCH; the router takes no
+         * other). The request was framed well: the connection stays open. */
+        http_respond_error(&ctx, 501, "method not implemented");
     } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
         http_add_header(&ctx, "Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
         http_respond(&ctx, 204, NULL, NULL, 0);
@@ -181,7 +186,8 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             size_t n = avail;
             ssize_t done = http_chunked_decode(&dec, c->body.data, &n);
             if (done == HTTP_PARSE_ERROR) {
-                reject(c, dec.error_status ? dec.error_status : 400, "malformed chunked body");
+                reject(c, dec.error_status ? dec.error_status : 400,
+                       dec.error ? dec.error : "malformed chunked body");
                 action = CONN_CLOSE;
                 pos = len;
                 break;

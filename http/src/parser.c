@@ -12,8 +12,10 @@
  */
 #include "coring/http/parser.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #ifdef __SSE2__
@@ -28,6 +30,11 @@
  * section: they are read and thrown away, so they need a limit of their own. */
 #define CHUNK_SIZE_LINE_MAX 4096u
 #define CHUNK_TRAILER_MAX (8u * 1024u)
+/* Chunk extensions are read, checked and thrown away: besides each size
+ * line's 4 KiB, a body may carry at most this many bytes of them in all (so
+ * that 1-byte chunks cannot each bring 4 KiB of input that decodes to
+ * nothing). Counted from each ";" to the CR that ends its line. */
+#define CHUNK_EXT_TOTAL_MAX (16u * 1024u)
 
 /* tchar (RFC 9110 section 5.6.2): the bytes of a method and a field name. */
 static const unsigned char tchar_table[256] = {
@@ -152,19 +159,23 @@ static const char *scan_value(const char *p, const char *end)
 
 /*
  * The end of the header section that starts at @p: just past the first empty
- * line (CRLF CRLF, or LF LF since a bare LF may end a line, RFC 9112 section
- * 2.2), or NULL when [p, end) holds none yet. A line that starts with a bare
- * CR can never be completed: then @end is returned, for the parser to find
- * that error (or an earlier one) in what there is.
+ * line (CRLF CRLF, or LF LF when @allow_bare_lf, since RFC 9112 section 2.2
+ * lets a recipient take a bare LF as a line end), or NULL when [p, end) holds
+ * none yet. A line that starts with a bare CR can never be completed, nor
+ * can a section holding a bare LF when !@allow_bare_lf: then @end is
+ * returned, for the parser to find that error (or an earlier one) in what
+ * there is. @p must not point at an LF (skip_empty_lines() has run).
  */
-static const char *find_header_end(const char *p, const char *end)
+static const char *find_header_end(const char *p, const char *end, bool allow_bare_lf)
 {
     while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        if (!allow_bare_lf && p[-1] != '\r')
+            return end;
         p++;
         if (p == end)
             return NULL;
         if (*p == '\n')
-            return p + 1;
+            return allow_bare_lf ? p + 1 : end;
         if (*p == '\r') {
             if (p + 1 == end)
                 return NULL;
@@ -222,13 +233,28 @@ static const char *expect_lf(const char *p, const char *end, http_request *req, 
     return p + 1;
 }
 
+/* A bare LF at the end of a line of the header section: accepted only when
+ * the limits allow it (RFC 9112 section 2.2 lets a recipient, but a proxy
+ * in front that reads it otherwise disagrees with us about where a field,
+ * and so the header section, ends). Returns the byte after it, or NULL with
+ * *ret set. */
+static const char *bare_lf(const char *p, const http_limits *lim, http_request *req, int *ret)
+{
+    if (!lim->allow_bare_lf)
+        return fail(req, ret, 400, "bare LF");
+    return p + 1;
+}
+
 /* RFC 9112 section 2.2: a server SHOULD ignore at least one empty line
  * received before the request-line. */
-static const char *skip_empty_lines(const char *p, const char *end, http_request *req, int *ret)
+static const char *skip_empty_lines(const char *p, const char *end, const http_limits *lim,
+                                    http_request *req, int *ret)
 {
     while (p < end) {
         if (*p == '\n') {
-            p++;
+            p = bare_lf(p, lim, req, ret);
+            if (!p)
+                return NULL;
         } else if (*p == '\r') {
             p = expect_lf(p + 1, end, req, ret);
             if (!p)
@@ -278,7 +304,8 @@ static http_method method_from_token(const char *m, size_t n)
 
 /* request-line = method SP request-target SP HTTP-version (RFC 9112 section
  * 3). Returns the byte after its line end, or NULL with *ret set. */
-static const char *parse_request_line(const char *p, const char *end, http_request *req, int *ret)
+static const char *parse_request_line(const char *p, const char *end, const http_limits *lim,
+                                      http_request *req, int *ret)
 {
     /* method = token (RFC 9110 section 9.1) */
     const char *start = p;
@@ -328,7 +355,7 @@ static const char *parse_request_line(const char *p, const char *end, http_reque
         return expect_lf(p + 1, end, req, ret);
     if (*p != '\n')
         return fail(req, ret, 400, "invalid request line");
-    return p + 1;
+    return bare_lf(p, lim, req, ret);
 }
 
 /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) (RFC 3986 section 3.1) */
@@ -504,18 +531,50 @@ static bool is_host_char(char c)
            (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL);
 }
 
+/* IP-literal = "[" ( IPv6address / IPvFuture ) "]" (RFC 3986 section
+ * 3.2.2), @p..@end without the brackets. IPvFuture = "v" 1*HEXDIG "."
+ * 1*( unreserved / sub-delims / ":" ); IPv6address as inet_pton() reads it
+ * (RFC 4291 section 2.2, the grammar RFC 3986 gives). */
+static bool valid_ip_literal(const char *p, const char *end)
+{
+    size_t n = (size_t)(end - p);
+    if (n > 0 && (*p == 'v' || *p == 'V')) {
+        const char *q = p + 1;
+        while (q < end && isxdigit((unsigned char)*q))
+            q++;
+        if (q == p + 1 || q == end || *q != '.' || ++q == end)
+            return false;
+        for (; q < end; q++)
+            if (!is_host_char(*q) && *q != ':')
+                return false;
+        return true;
+    }
+    char text[INET6_ADDRSTRLEN];
+    struct in6_addr addr;
+    if (n == 0 || n >= sizeof(text))
+        return false;
+    memcpy(text, p, n);
+    text[n] = '\0';
+    return inet_pton(AF_INET6, text, &addr) == 1;
+}
+
 /* Host = uri-host [ ":" port ] (RFC 9110 section 7.2), uri-host = IP-literal /
- * IPv4address / reg-name (RFC 3986 section 3.2.2), port = *DIGIT. An empty
- * value is valid (RFC 9110 section 7.2). */
+ * IPv4address / reg-name (RFC 3986 section 3.2.2; a reg-name takes in any
+ * IPv4address), port = *DIGIT. The value may be empty only when the target
+ * URI has no authority (RFC 9110 section 7.2), and every target this server
+ * takes is an "http" URI, whose host must not be empty (RFC 9110 section
+ * 4.2.1): so an empty uri-host is invalid here, with or without a port. */
 static bool valid_host(http_str v)
 {
     const char *p = v.ptr;
     const char *end = v.ptr + v.len;
-    if (p < end && *p == '[') {
+    if (p == end || *p == ':')
+        return false;
+    if (*p == '[') {
         const char *start = ++p;
-        while (p < end && (is_host_char(*p) || *p == ':'))
+        while (p < end && *p != ']')
             p++;
-        if (p == start || p == end || *p != ']')
+        if (p == end || !valid_ip_literal(start, p))
             return false;
         p++;
     } else {
@@ -584,8 +643,8 @@ static int on_field(http_request *req, struct framing *f, http_str name, http_st
 }
 
 /* field-line = field-name ":" OWS field-value OWS (RFC 9112 section 5), each
- * ended by CRLF or LF, up to the empty line. Returns the byte after the empty
- * line, or NULL with *ret set. */
+ * ended by CRLF (or LF, when allowed), up to the empty line. Returns the byte
+ * after the empty line, or NULL with *ret set. */
 static const char *parse_fields(const char *p, const char *end, http_request *req,
                                 const http_limits *lim, struct framing *f, int *ret)
 {
@@ -595,7 +654,7 @@ static const char *parse_fields(const char *p, const char *end, http_request *re
         if (*p == '\r')
             return expect_lf(p + 1, end, req, ret);
         if (*p == '\n')
-            return p + 1;
+            return bare_lf(p, lim, req, ret);
         /* RFC 9112 section 5.2: obs-fold is rejected; section 2.2: so is
          * whitespace between the start-line and the first field. */
         if (is_ows(*p))
@@ -624,7 +683,9 @@ static const char *parse_fields(const char *p, const char *end, http_request *re
             if (!p)
                 return NULL;
         } else if (*p == '\n') {
-            p++;
+            p = bare_lf(p, lim, req, ret);
+            if (!p)
+                return NULL;
         } else { /* RFC 9110 section 5.5: NUL, CTL and DEL are invalid */
             return fail(req, ret, 400, "invalid character in field value");
         }
@@ -659,9 +720,11 @@ static int check_framing(http_request *req, const http_limits *lim, const struct
             return reject(req, 400, "Transfer-Encoding in HTTP/1.0");
         if (f->content_length)
             return reject(req, 400, "Transfer-Encoding with Content-Length");
-        /* RFC 9112 section 6.3, point 4: chunked must be the final coding,
-         * and applied once (section 6.1). */
-        if (f->te_chunked_twice || (f->te_chunked && !f->te_chunked_last))
+        /* RFC 9112 section 6.1: chunked is applied once; section 6.3,
+         * point 4: it must be the final coding. */
+        if (f->te_chunked_twice)
+            return reject(req, 400, "chunked applied more than once");
+        if (f->te_chunked && !f->te_chunked_last)
             return reject(req, 400, "chunked is not the final coding");
         /* RFC 9112 section 6.1: 501 for a coding the server does not know. */
         if (f->te_other)
@@ -700,7 +763,7 @@ static int too_long(const char *p, const char *end, http_request *req, const htt
 {
     int ret = HTTP_PARSE_ERROR;
     struct framing f = {0};
-    p = parse_request_line(p, end, req, &ret);
+    p = parse_request_line(p, end, lim, req, &ret);
     if (!p) {
         if (ret == HTTP_PARSE_INCOMPLETE)
             return reject(req, 414, "request-target too long");
@@ -727,8 +790,8 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
     size_t max = lim->max_header_bytes < INT_MAX ? lim->max_header_bytes : INT_MAX;
     const char *end = buf + (len < max ? len : max);
     int ret = HTTP_PARSE_ERROR;
-    const char *p = skip_empty_lines(buf, end, req, &ret);
-    const char *section_end = p ? find_header_end(p, end) : NULL;
+    const char *p = skip_empty_lines(buf, end, lim, req, &ret);
+    const char *section_end = p ? find_header_end(p, end, lim->allow_bare_lf) : NULL;
     if (!section_end) {
         if (!p && ret == HTTP_PARSE_ERROR)
             return ret;
@@ -736,7 +799,7 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
             return p ? too_long(p, end, req, lim) : reject(req, 431, "header section too large");
         /* Reject a request line that is already wrong (a TLS handshake, say)
          * without waiting for the rest; the line is re-read next time. */
-        if (p && !parse_request_line(p, end, req, &ret) && ret == HTTP_PARSE_ERROR)
+        if (p && !parse_request_line(p, end, lim, req, &ret) && ret == HTTP_PARSE_ERROR)
             return ret;
         reset_request(req);
         return HTTP_PARSE_INCOMPLETE;
@@ -745,7 +808,7 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
     /* Complete (or known bad): every line below ends before section_end, so
      * an INCOMPLETE from here on cannot happen and would be a malformed line. */
     struct framing f = {0};
-    p = parse_request_line(p, section_end, req, &ret);
+    p = parse_request_line(p, section_end, lim, req, &ret);
     if (p && split_target(req) < 0)
         return HTTP_PARSE_ERROR;
     if (p)
@@ -764,21 +827,35 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
 /* Chunked transfer coding (RFC 9112 section 7.1)                            */
 
 enum chunk_state {
-    CHUNK_SIZE = 0,      /* chunk-size = 1*HEXDIG */
-    CHUNK_SIZE_BWS,      /* BWS after the size, before ";" (7.1.1) */
-    CHUNK_EXT,           /* chunk-ext, skipped up to the line end */
-    CHUNK_SIZE_LF,       /* CR seen at the end of the size line */
-    CHUNK_DATA,          /* chunk-data: d->remaining bytes left */
-    CHUNK_DATA_END,      /* CRLF expected after chunk-data */
-    CHUNK_DATA_LF,       /* CR seen after chunk-data */
-    CHUNK_TRAILER_START, /* start of a trailer field line or the final line */
-    CHUNK_TRAILER_NAME,  /* field-name of a trailer field */
-    CHUNK_TRAILER_VALUE, /* the rest of a trailer field line */
-    CHUNK_TRAILER_LF,    /* CR seen at the end of a trailer field line */
-    CHUNK_LAST_LF,       /* CR seen on the final empty line */
+    CHUNK_SIZE = 0,        /* chunk-size = 1*HEXDIG */
+    CHUNK_SIZE_BWS,        /* BWS after the size, before ";" (7.1.1) */
+    CHUNK_EXT_NAME_START,  /* after ";": BWS, then chunk-ext-name */
+    CHUNK_EXT_NAME,        /* chunk-ext-name = token */
+    CHUNK_EXT_NAME_BWS,    /* BWS after the name: "=" or ";" follows */
+    CHUNK_EXT_VALUE_START, /* after "=": BWS, then chunk-ext-val */
+    CHUNK_EXT_TOKEN,       /* chunk-ext-val = token */
+    CHUNK_EXT_QUOTED,      /* chunk-ext-val = quoted-string, inside the quotes */
+    CHUNK_EXT_QUOTED_PAIR, /* after a backslash in the quoted-string */
+    CHUNK_EXT_QUOTED_END,  /* after the closing quote */
+    CHUNK_EXT_BWS,         /* BWS after a chunk-ext-val, before ";" */
+    CHUNK_SIZE_LF,         /* CR seen at the end of the size line */
+    CHUNK_DATA,            /* chunk-data: d->remaining bytes left */
+    CHUNK_DATA_END,        /* CRLF expected after chunk-data */
+    CHUNK_DATA_LF,         /* CR seen after chunk-data */
+    CHUNK_TRAILER_START,   /* start of a trailer field line or the final line */
+    CHUNK_TRAILER_NAME,    /* field-name of a trailer field */
+    CHUNK_TRAILER_VALUE,   /* the rest of a trailer field line */
+    CHUNK_TRAILER_LF,      /* CR seen at the end of a trailer field line */
+    CHUNK_LAST_LF,         /* CR seen on the final empty line */
     CHUNK_DONE,
     CHUNK_FAILED,
 };
+
+/* In the chunk-ext of a size line (RFC 9112 section 7.1.1), past its first ";". */
+static bool is_ext_state(int state)
+{
+    return state >= CHUNK_EXT_NAME_START && state <= CHUNK_EXT_BWS;
+}
 
 void http_chunked_init(http_chunked_decoder *d, uint64_t max_body)
 {
@@ -835,7 +912,7 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
         if (c == '\r')
             d->state = CHUNK_SIZE_LF;
         else if (c == ';')
-            d->state = CHUNK_EXT;
+            d->state = CHUNK_EXT_NAME_START;
         else if (is_ows((char)c))
             d->state = CHUNK_SIZE_BWS;
         else
@@ -843,15 +920,74 @@ static int chunk_byte(http_chunked_decoder *d, unsigned char c)
         break;
     }
     case CHUNK_SIZE_BWS:
+    case CHUNK_EXT_BWS:
         if (c == ';')
-            d->state = CHUNK_EXT;
+            d->state = CHUNK_EXT_NAME_START;
         else if (!is_ows((char)c))
             return 400;
         break;
-    case CHUNK_EXT:
+    /* chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+     * (RFC 9112 section 7.1.1), chunk-ext-val = token / quoted-string (RFC
+     * 9110 section 5.6.4). BWS only where the grammar puts it: none between
+     * the last extension and the CRLF. */
+    case CHUNK_EXT_NAME_START:
+        if (tchar_table[c])
+            d->state = CHUNK_EXT_NAME;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT_NAME:
+    case CHUNK_EXT_TOKEN:
         if (c == '\r')
             d->state = CHUNK_SIZE_LF;
-        else if (!value_table[c]) /* a bare LF too */
+        else if (c == ';')
+            d->state = CHUNK_EXT_NAME_START;
+        else if (c == '=' && d->state == CHUNK_EXT_NAME)
+            d->state = CHUNK_EXT_VALUE_START;
+        else if (is_ows((char)c))
+            d->state = d->state == CHUNK_EXT_NAME ? CHUNK_EXT_NAME_BWS : CHUNK_EXT_BWS;
+        else if (!tchar_table[c])
+            return 400;
+        break;
+    case CHUNK_EXT_NAME_BWS:
+        if (c == '=')
+            d->state = CHUNK_EXT_VALUE_START;
+        else if (c == ';')
+            d->state = CHUNK_EXT_NAME_START;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT_VALUE_START:
+        if (tchar_table[c])
+            d->state = CHUNK_EXT_TOKEN;
+        else if (c == '"')
+            d->state = CHUNK_EXT_QUOTED;
+        else if (!is_ows((char)c))
+            return 400;
+        break;
+    case CHUNK_EXT_QUOTED:
+        /* qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text */
+        if (c == '"')
+            d->state = CHUNK_EXT_QUOTED_END;
+        else if (c == '\\')
+            d->state = CHUNK_EXT_QUOTED_PAIR;
+        else if (!value_table[c])
+            return 400;
+        break;
+    case CHUNK_EXT_QUOTED_PAIR:
+        /* quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text ) */
+        if (!value_table[c])
+            return 400;
+        d->state = CHUNK_EXT_QUOTED;
+        break;
+    case CHUNK_EXT_QUOTED_END:
+        if (c == '\r')
+            d->state = CHUNK_SIZE_LF;
+        else if (c == ';')
+            d->state = CHUNK_EXT_NAME_START;
+        else if (is_ows((char)c))
+            d->state = CHUNK_EXT_BWS;
+        else
             return 400;
         break;
     case CHUNK_SIZE_LF:
@@ -930,15 +1066,29 @@ ssize_t http_chunked_decode(http_chunked_decoder *d, char *buf, size_t *len)
             continue;
         }
 
+        bool in_ext = is_ext_state(d->state);
         int status = chunk_byte(d, (unsigned char)buf[in++]);
+        const char *why = NULL;
         if (status == 0 && d->state >= CHUNK_TRAILER_START && d->state != CHUNK_DONE &&
-            ++d->line_bytes > CHUNK_TRAILER_MAX)
+            ++d->line_bytes > CHUNK_TRAILER_MAX) {
             status = 431;
-        else if (status == 0 && d->state < CHUNK_DATA && ++d->line_bytes > CHUNK_SIZE_LINE_MAX)
+            why = "trailer section too large";
+        } else if (status == 0 && d->state < CHUNK_DATA && ++d->line_bytes > CHUNK_SIZE_LINE_MAX) {
             status = 400;
+            why = "chunk-size line too long";
+        } else if (status == 0 && (in_ext || is_ext_state(d->state)) &&
+                   ++d->ext_bytes > CHUNK_EXT_TOTAL_MAX) {
+            status = 400;
+            why = "chunk extensions too long";
+        } else if (status == 413) {
+            why = "body too large";
+        } else if (status) {
+            why = in_ext ? "invalid chunk extension" : "malformed chunked body";
+        }
         if (status) {
             d->state = CHUNK_FAILED;
             d->error_status = status;
+            d->error = why;
             *len = out;
             return HTTP_PARSE_ERROR;
         }

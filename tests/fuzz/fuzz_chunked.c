@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     http_chunked_init(&d, MAX_BODY);
     size_t whole_len = size;
     ssize_t whole_r = http_chunked_decode(&d, whole, &whole_len);
-    if (whole_r == HTTP_PARSE_ERROR && d.error_status != 400 && d.error_status != 413 &&
-        d.error_status != 431)
+    if (whole_r == HTTP_PARSE_ERROR &&
+        ((d.error_status != 400 && d.error_status != 413 && d.error_status != 431) || !d.error))
         abort();
     if (whole_r >= 0 && (size_t)whole_r > size)
         abort();

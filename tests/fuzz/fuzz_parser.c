@@ -7,7 +7,7 @@
  * incremental: a strict prefix of a request that parses is never itself a
  * complete request of another length, and re-parsing the same bytes gives
  * the same answer. The first input byte picks small or default limits, so
- * the "too large" paths are reached too.
+ * the "too large" paths are reached too, and whether a bare LF is allowed.
  */
 #include "coring/http/parser.h"
 
@@ -42,6 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         lim.max_headers = 4;
         lim.max_body_bytes = 64;
     }
+    lim.allow_bare_lf = (data[0] & 2) != 0;
     data++;
     size--;
     /* An exact-size heap copy: ASan sees any read past the end. */

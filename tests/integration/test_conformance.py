@@ -12,10 +12,17 @@ After every row a second request on a new connection must succeed, so no row
 may leave the server broken.
 
 Choices where the RFCs allow more than one answer:
-  - a bare LF ending a start-line or field line is accepted (RFC 9112 2.2
-    allows it there); inside the chunked coding, whose grammar is CRLF only
-    (7.1), it is rejected, since lenient chunk parsing is a known smuggling
-    vector between proxies and servers;
+  - a bare LF anywhere in the header section is rejected (RFC 9112 2.2 lets a
+    recipient take it as a line end, but a proxy in front that keeps it
+    inside a field value then sees other headers than we do); --allow-bare-lf
+    accepts it there (checked below with a server of its own); inside the
+    chunked coding, whose grammar is CRLF only (7.1), it is always rejected;
+  - chunk extensions are checked against chunk-ext (7.1.1), at most 16 KiB of
+    them in a body, each size line at most 4 KiB;
+  - a method that is not RFC 9110's, nor PATCH, nor one a route serves gets
+    501 (RFC 9110 9.1, 15.6.2) and the connection stays open;
+  - an empty Host is rejected: the target of every request here is an "http"
+    URI, whose host is never empty (RFC 9110 4.2.1, 7.2);
   - identical repeated Content-Length values are taken as one (RFC 9110 8.6);
   - CONNECT is answered 501 and the connection closed (a client may have sent
     tunnel bytes behind it);
@@ -92,6 +99,27 @@ TABLE = [
     ("chunk extensions", post_chunked(b"d;a=1;b=\"x\"\r\n" + BODY + b"\r\n0;z\r\n\r\n"), 201, False),
     ("chunk extension with a bare LF", post_chunked(b"d;a=1\n" + BODY + b"\r\n0\r\n\r\n"), 400, True),
     ("chunk extension with a control byte", post_chunked(b"d;a=\x01\r\n" + BODY + b"\r\n0\r\n\r\n"), 400, True),
+    ("chunk extensions with BWS and quoted-pairs",
+     post_chunked(b"d ; a = \"x\\\"y\" ;b\r\n" + BODY + b"\r\n0;c=d\r\n\r\n"), 201, False),
+    ("chunk extension without a name", post_chunked(b"d;\r\n" + BODY + b"\r\n0\r\n\r\n"), 400, True),
+    ("chunk extension without a value", post_chunked(b"d;a=\r\n" + BODY + b"\r\n0\r\n\r\n"), 400, True),
+    ("chunk extension with a space in a value", post_chunked(b"d;a=b c\r\n" + BODY + b"\r\n0\r\n\r\n"), 400,
+     True),
+    ("chunk extension with a separator in a name", post_chunked(b"d;a@b\r\n" + BODY + b"\r\n0\r\n\r\n"), 400,
+     True),
+    ("chunk extension with BWS before CRLF", post_chunked(b"d;a \r\n" + BODY + b"\r\n0\r\n\r\n"), 400, True),
+    ("chunk extension with an open quoted-string", post_chunked(b"d;a=\"x\r\n" + BODY + b"\r\n0\r\n\r\n"), 400,
+     True),
+    ("chunk extension with text after its quoted-string",
+     post_chunked(b"d;a=\"x\"y\r\n" + BODY + b"\r\n0\r\n\r\n"), 400, True),
+    ("chunk-size line over 4 KiB", post_chunked(b"d;a=" + b"x" * 4100 + b"\r\n" + BODY + b"\r\n0\r\n\r\n"), 400,
+     True),
+    ("chunk extensions 12 KiB in all",
+     post_chunked(b"".join(b"1;e=" + b"x" * 1000 + b"\r\n" + BODY[i:i + 1] + b"\r\n" for i in range(12))
+                  + b"1\r\n" + BODY[12:] + b"\r\n0\r\n\r\n"), 201, False),
+    ("chunk extensions over 16 KiB in all",
+     post_chunked(b"".join(b"1;e=" + b"x" * 1300 + b"\r\n" + BODY[i:i + 1] + b"\r\n" for i in range(13))
+                  + b"0\r\n\r\n"), 400, True),
     ("trailers", post_chunked(b"d\r\n" + BODY + b"\r\n0\r\nX-T: 1\r\nX-U: 2\r\n\r\n"), 201, False),
     ("trailer with obs-fold", post_chunked(b"d\r\n" + BODY + b"\r\n0\r\nX-T: 1\r\n 2\r\n\r\n"), 400, True),
     ("trailer without a colon", post_chunked(b"d\r\n" + BODY + b"\r\n0\r\nX-T 1\r\n\r\n"), 400, True),
@@ -102,7 +130,14 @@ TABLE = [
     ("bare CR in a header value", GET + H + b"X-A: a\rb\r\n\r\n", 400, True),
     ("bare CR ending a header line", GET + H + b"X-A: a\rX-B: b\r\n\r\n", 400, True),
     ("bare LF inside the request line", b"GET /a\nb HTTP/1.1\r\n" + H + b"\r\n", 400, True),
-    ("lines ended by bare LF", b"GET / HTTP/1.1\nHost: 127.0.0.1\nX-A: a\n\n", 200, False),
+    ("lines ended by bare LF", b"GET / HTTP/1.1\nHost: 127.0.0.1\nX-A: a\n\n", 400, True),
+    ("request line ended by a bare LF", b"GET / HTTP/1.1\n" + H + b"\r\n", 400, True),
+    ("header line ended by a bare LF", GET + b"Host: 127.0.0.1\n\r\n", 400, True),
+    ("header section ended by a bare LF", GET + H + b"\n", 400, True),
+    ("bare LF before the request line", b"\n" + GET + H + b"\r\n", 400, True),
+    # A proxy that keeps the LF in the value of Dummy sees no Content-Length.
+    ("bare LF hiding a Content-Length in a field",
+     GET + H + b"Dummy: x\nContent-Length: 23\r\n\r\nGET /404 HTTP/1.1\r\nX: \r\n\r\n", 400, True),
     ("empty lines before the request", b"\r\n\r\n" + GET + H + b"\r\n", 200, False),
     ("obs-fold", GET + H + b"X-A: a\r\n b\r\n\r\n", 400, True),
     ("obs-fold with a tab", GET + H + b"X-A: a\r\n\tb\r\n\r\n", 400, True),
@@ -129,7 +164,12 @@ TABLE = [
     ("Host with a bad port", GET + b"Host: example.com:8x\r\n\r\n", 400, True),
     ("Host with an open IPv6 literal", GET + b"Host: [::1\r\n\r\n", 400, True),
     ("Host IPv6 literal and port", GET + b"Host: [::1]:8080\r\n\r\n", 200, False),
-    ("Host empty", GET + b"Host:\r\n\r\n", 200, False),
+    ("Host empty", GET + b"Host:\r\n\r\n", 400, True),
+    ("Host port only", GET + b"Host: :8080\r\n\r\n", 400, True),
+    ("Host IP literal that is no IPv6 address", GET + b"Host: [zz]\r\n\r\n", 400, True),
+    ("Host IPv6 literal with two ::", GET + b"Host: [1::2::3]\r\n\r\n", 400, True),
+    ("Host IPvFuture literal", GET + b"Host: [v1.x:y]\r\n\r\n", 200, False),
+    ("Host IPv4 and port", GET + b"Host: 127.0.0.1:8080\r\n\r\n", 200, False),
     ("Host name and port", GET + b"Host: localhost:8080\r\n\r\n", 200, False),
     # -- request-target forms ----------------------------------------------------------------
     ("absolute-form", b"GET http://127.0.0.1/json HTTP/1.1\r\n" + H + b"\r\n", 200, False),
@@ -140,6 +180,15 @@ TABLE = [
     ("CONNECT", b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", 501, True),
     ("OPTIONS *", b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n", 204, False),
     ("GET *", b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400, True),
+    # -- methods (RFC 9110 9.1, 15.5.6, 15.6.2) ------------------------------------------------
+    ("unknown method FROB", b"FROB / HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("unknown method MKCOLA on a route", b"MKCOLA /todos HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("unknown method on an unknown path", b"FROB /no/such/path HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("unknown method with a body", b"FROB /todos HTTP/1.1\r\n" + H + b"Content-Length: 13\r\n\r\n" + BODY, 501,
+     False),
+    ("lower-case get", b"get / HTTP/1.1\r\n" + H + b"\r\n", 501, False),
+    ("known method the path does not allow", b"PATCH / HTTP/1.1\r\n" + H + b"\r\n", 405, False),
+    ("TRACE the path does not allow", b"TRACE /todos HTTP/1.1\r\n" + H + b"\r\n", 405, False),
     # -- NUL and control bytes ---------------------------------------------------------------
     ("NUL in the method", b"G\x00T / HTTP/1.1\r\n" + H + b"\r\n", 400, True),
     ("NUL in the target", b"GET /\x00 HTTP/1.1\r\n" + H + b"\r\n", 400, True),
@@ -166,7 +215,38 @@ TABLE = [
 ]
 
 
+# (name, raw request, status, the "error" of the JSON body)
+MESSAGES = [
+    ("chunked over the body limit", post_chunked(b"200000\r\n"), 413, "body too large"),
+    ("CL over the body limit", POST + b"Content-Length: 2000000\r\n\r\n", 413, "body too large"),
+    ("TE chunked in two fields", POST + TE + TE + b"\r\n" + CHUNKED_BODY, 400, "chunked applied more than once"),
+    ("TE chunked twice in a list", POST + b"Transfer-Encoding: chunked, chunked\r\n\r\n", 400,
+     "chunked applied more than once"),
+    ("TE chunked not last", POST + b"Transfer-Encoding: chunked, gzip\r\n\r\n", 400,
+     "chunked is not the final coding"),
+    ("invalid chunk extension", post_chunked(b"d;a=b c\r\n"), 400, "invalid chunk extension"),
+    ("bare LF", GET + H + b"Dummy: x\nContent-Length: 23\r\n\r\n", 400, "bare LF"),
+    ("unknown method", b"FROB / HTTP/1.1\r\n" + H + b"\r\n", 501, "method not implemented"),
+]
+
+
 class ConformanceTest(cs.SharedServerTestCase):
+
+    def test_messages(self):
+        for name, data, want, message in MESSAGES:
+            with self.subTest(name):
+                with self.server.connect() as c:
+                    c.send(data)
+                    resp = c.read_response()
+                    self.assertEqual(resp.status, want, "%s: %r" % (name, resp))
+                    self.assertEqual(resp.json().get("error"), message, "%s: %r" % (name, resp))
+
+    def test_405_keeps_allow(self):
+        with self.server.connect() as c:
+            c.send(b"PATCH / HTTP/1.1\r\n" + H + b"\r\n")
+            resp = c.read_response()
+            self.assertEqual(resp.status, 405, repr(resp))
+            self.assertIn("get", resp.tokens("Allow"), repr(resp))
 
     def test_table_size(self):
         self.assertGreaterEqual(len(TABLE), 40)
@@ -205,6 +285,30 @@ class ConformanceTest(cs.SharedServerTestCase):
                 self.assertNotEqual(resp.header("Connection", "").lower(), "close", ctx + ": Connection: close")
                 again = c.request("GET", "/json")
                 self.assertEqual(again.status, 200, "%s: the same connection then: %r" % (ctx, again))
+
+
+class AllowBareLfTest(cs.CoringTestCase):
+    """--allow-bare-lf: a bare LF ends a line of the header section again."""
+
+    ROWS = [
+        ("lines ended by bare LF", b"GET / HTTP/1.1\nHost: 127.0.0.1\nX-A: a\n\n"),
+        ("request line ended by a bare LF", b"GET / HTTP/1.1\n" + H + b"\r\n"),
+        ("bare LF before the request line", b"\n" + GET + H + b"\r\n"),
+    ]
+
+    def test_bare_lf_accepted(self):
+        with cs.CoringServer(threads=1, args=["--allow-bare-lf"]) as srv:
+            for name, data in self.ROWS:
+                with self.subTest(name), srv.connect() as c:
+                    c.send(data)
+                    resp = c.read_response()
+                    self.assertEqual(resp.status, 200, "%s: %r" % (name, resp))
+                    self.assertEqual(c.request("GET", "/json").status, 200, name)
+            # Inside the chunked coding it stays an error.
+            with srv.connect() as c:
+                c.send(post_chunked(b"d\n" + BODY + b"\r\n0\r\n\r\n"))
+                self.assertEqual(c.read_response().status, 400)
+            srv.stop(expect_status=0)
 
 
 if __name__ == "__main__":

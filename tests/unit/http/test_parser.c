@@ -63,6 +63,11 @@ static const http_limits lim3h = {
     .max_header_bytes = 1024, .max_headers = 3, .max_body_bytes = 100};
 static const http_limits lim_huge = {
     .max_header_bytes = 1024, .max_headers = 100, .max_body_bytes = SIZE_MAX};
+/* --allow-bare-lf */
+static const http_limits lim_lf = {.max_header_bytes = HTTP_MAX_HEADER_BYTES_DEFAULT,
+                                   .max_headers = HTTP_MAX_HEADERS_DEFAULT,
+                                   .max_body_bytes = HTTP_MAX_BODY_BYTES_DEFAULT,
+                                   .allow_bare_lf = true};
 
 static const parse_case cases[] = {
     /* Valid requests. */
@@ -106,12 +111,15 @@ static const parse_case cases[] = {
          .value = "caf\xc3\xa9 \xff"),
     GOOD(GET11 H "X-Long: 0123456789abcdef0123456789abcdef\t0123456789\r\n\r\n", HTTP_GET, "/", "",
          1, true, .header = "x-long", .value = "0123456789abcdef0123456789abcdef\t0123456789"),
-    GOOD(GET11 "Host:\r\n\r\n", HTTP_GET, "/", "", 1, true, .header = "host", .value = ""),
-    /* RFC 9112 2.2: bare LF ends a line; empty lines before the request. */
-    GOOD("GET / HTTP/1.1\nHost: a\n\n", HTTP_GET, "/", "", 1, true),
-    GOOD("GET / HTTP/1.1\r\nHost: a\n\r\n", HTTP_GET, "/", "", 1, true),
+    /* RFC 9112 2.2: empty lines before the request are ignored. */
     GOOD("\r\n\r\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
-    GOOD("\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true),
+    /* A bare LF ends a line only with allow_bare_lf (RFC 9112 2.2 MAY). */
+    GOOD("GET / HTTP/1.1\nHost: a\n\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD("GET / HTTP/1.1\r\nHost: a\n\r\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD("\n" GET11 H "\r\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD(GET11 H "\n", HTTP_GET, "/", "", 1, true, .lim = &lim_lf),
+    GOOD(GET11 H "Dummy: x\nContent-Length: 2\r\n\r\nhi", HTTP_GET, "/", "", 1, true, .trailing = 2,
+         .has_cl = true, .cl = 2, .header = "dummy", .value = "x", .lim = &lim_lf),
     /* Content-Length. */
     GOOD(GET11 H "Content-Length: 5\r\nContent-Length: 5\r\n\r\n", HTTP_GET, "/", "", 1, true,
          .has_cl = true, .cl = 5),
@@ -209,7 +217,35 @@ static const parse_case cases[] = {
     BAD(GET11 H "X: a\x01\r\n\r\n", 400),
     BAD(GET11 H "X: a\x7f\r\n\r\n", 400),
     BAD(GET11 H "X: a\x1b[0m\r\n\r\n", 400),
+    /* Bare LF anywhere in the header section: 400 by default (a proxy that
+     * keeps it inside a field value sees no Content-Length here). */
+    BAD("GET / HTTP/1.1\nHost: a\n\n", 400),
+    BAD("GET / HTTP/1.1\n" H "\r\n", 400),
+    BAD(GET11 "Host: a\n\r\n", 400),
+    BAD(GET11 H "\n", 400),
+    BAD("\n" GET11 H "\r\n", 400),
+    BAD("\r\n\n" GET11 H "\r\n", 400),
+    BAD(GET11 H "Dummy: x\nContent-Length: 23\r\n\r\n", 400),
+    BAD(GET11 H "Dummy: x\n", 400), /* known before the section ends */
+    BAD("GET / HTTP/1.1\n", 400),
+    BAD("\n", 400),
     /* Host (RFC 9112 3.2). */
+    BAD(GET11 "Host:\r\n\r\n", 400),
+    BAD(GET11 "Host: \t \r\n\r\n", 400),
+    BAD(GET11 "Host: :80\r\n\r\n", 400),
+    BAD(GET11 "Host: [zz]\r\n\r\n", 400),
+    BAD(GET11 "Host: [::1::2]\r\n\r\n", 400),
+    BAD(GET11 "Host: [1:2:3:4:5:6:7:8:9]\r\n\r\n", 400),
+    BAD(GET11 "Host: [127.0.0.1]\r\n\r\n", 400),
+    BAD(GET11 "Host: [v1]\r\n\r\n", 400),
+    BAD(GET11 "Host: [v.x]\r\n\r\n", 400),
+    BAD(GET11 "Host: [v1.]\r\n\r\n", 400),
+    BAD(GET11 "Host: [v1.a/b]\r\n\r\n", 400),
+    BAD(GET11 "Host: [::1]]\r\n\r\n", 400),
+    GOOD(GET11 "Host: [1:2:3:4:5:6:7:8]\r\n\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD(GET11 "Host: [::ffff:192.0.2.1]:8080\r\n\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD(GET11 "Host: [v1.fe80::a+en1]\r\n\r\n", HTTP_GET, "/", "", 1, true),
+    GOOD(GET11 "Host: 192.0.2.1:80\r\n\r\n", HTTP_GET, "/", "", 1, true),
     BAD(GET11 "\r\n", 400),
     BAD(GET11 "X: a\r\n\r\n", 400),
     BAD(GET11 H "Host: b\r\n\r\n", 400),
@@ -293,7 +329,7 @@ static int parse(const char *buf, size_t len, http_request *req, http_header *he
                  const http_limits *lim)
 {
     static const http_limits defaults = {HTTP_MAX_HEADER_BYTES_DEFAULT, HTTP_MAX_HEADERS_DEFAULT,
-                                         HTTP_MAX_BODY_BYTES_DEFAULT};
+                                         HTTP_MAX_BODY_BYTES_DEFAULT, false};
     req->headers = headers;
     return http_parse_request(buf, len, req, lim ? lim : &defaults);
 }
@@ -478,6 +514,32 @@ Test(parser, helpers)
     cr_expect_eq(d.max_header_bytes, HTTP_MAX_HEADER_BYTES_DEFAULT);
     cr_expect_eq(d.max_headers, HTTP_MAX_HEADERS_DEFAULT);
     cr_expect_eq(d.max_body_bytes, HTTP_MAX_BODY_BYTES_DEFAULT);
+    cr_expect(!d.allow_bare_lf);
+}
+
+/* The reason given with an error says what is wrong. */
+Test(parser, error_reasons)
+{
+    static const struct {
+        const char *input;
+        const char *error;
+    } cases[] = {
+        {GET11 H "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+         "chunked applied more than once"},
+        {GET11 H "Transfer-Encoding: chunked, chunked\r\n\r\n", "chunked applied more than once"},
+        {GET11 H "Transfer-Encoding: chunked, gzip\r\n\r\n", "chunked is not the final coding"},
+        {GET11 H "Dummy: x\nContent-Length: 23\r\n\r\n", "bare LF"},
+        {GET11 "Host:\r\n\r\n", "invalid Host"},
+    };
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    http_limits lim = http_limits_default();
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        http_request req = {.headers = headers};
+        int r = http_parse_request(cases[i].input, strlen(cases[i].input), &req, &lim);
+        cr_expect_eq(r, HTTP_PARSE_ERROR, "case %zu", i);
+        cr_expect(req.error && strcmp(req.error, cases[i].error) == 0, "case %zu: '%s'", i,
+                  req.error ? req.error : "(none)");
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -520,6 +582,11 @@ static const chunk_case chunk_cases[] = {
     CGOOD("5;foo=bar\r\nhello\r\n0;x\r\n\r\n", "hello"),
     CGOOD("5;a=\"b c;d\"\r\nhello\r\n0\r\n\r\n", "hello"),
     CGOOD("5 ;a\r\nhello\r\n0\t; b = 1\r\n\r\n", "hello"),
+    /* chunk-ext (RFC 9112 7.1.1): names, token and quoted-string values. */
+    CGOOD("5;a;b;c=d\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;a=\"x\\\"y\\\\\";b\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;a=\"\" ;b= \"\t\xff\"\r\nhello\r\n0\r\n\r\n", "hello"),
+    CGOOD("5;!#$%&'*+-.^_`|~=!#$%&'*+-.^_`|~\r\nhello\r\n0\r\n\r\n", "hello"),
     CGOOD("5\r\nhello\r\n0\r\nX-Trailer: 1\r\nY:2 \t\r\n\r\n", "hello"),
     CGOOD("5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\n", "hello", .trailing = 16),
     CGOOD("5\r\nhello\r\n0\r\n\r\n", "hello", .max_body = 5),
@@ -540,6 +607,27 @@ static const chunk_case chunk_cases[] = {
     CBAD("5 \r\nhello\r\n0\r\n\r\n", 400),
     CBAD("5 x\r\nhello\r\n0\r\n\r\n", 400),
     CBAD("5;a\x01\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5; \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;;a\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;=1\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a==1\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=b c\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=b=c\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a b\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=1 \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\" \r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a@b\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=(x)\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\"y\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\x01\"\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"x\x7f\"\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=\"\\\x01\"\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5;a=x\x80\r\nhello\r\n0\r\n\r\n", 400),
+    CBAD("5\r\nhello\r\n0;\r\n\r\n", 400),
     CBAD("5\rhello\r\n0\r\n\r\n", 400),
     CBAD("5\r\nhelloX\r\n0\r\n\r\n", 400),
     CBAD("5\r\nhello world\r\n0\r\n\r\n", 400),
@@ -682,4 +770,68 @@ Test(chunked, line_limits)
     cr_expect_eq(http_chunked_decode(&d, buf + 5, &len), 0);
     cr_expect_eq(len, 0);
     free(buf);
+}
+
+/* Every chunk-size line within its 4 KiB, but 16 KiB of extensions in all. */
+Test(chunked, extension_total_limit)
+{
+    char ext[1000];
+    memset(ext, 'e', sizeof(ext));
+    ext[0] = ';';
+    size_t size = 32 * (sizeof(ext) + 16);
+    char *buf = malloc(size);
+    cr_assert(buf != NULL);
+    for (size_t chunks = 15; chunks <= 17; chunks += 2) {
+        size_t n = 0;
+        for (size_t i = 0; i < chunks; i++) {
+            buf[n++] = '1';
+            memcpy(buf + n, ext, sizeof(ext));
+            n += sizeof(ext);
+            memcpy(buf + n, "\r\nx\r\n", 5);
+            n += 5;
+        }
+        memcpy(buf + n, "0\r\n\r\n", 5);
+        n += 5;
+        http_chunked_decoder d;
+        http_chunked_init(&d, 1024);
+        size_t len = n;
+        ssize_t r = http_chunked_decode(&d, buf, &len);
+        if (chunks == 15) { /* 15 * 1001 bytes: under the limit */
+            cr_expect_eq(r, (ssize_t)n);
+            cr_expect_eq(len, 15);
+        } else {
+            cr_expect_eq(r, HTTP_PARSE_ERROR);
+            cr_expect_eq(d.error_status, 400);
+            cr_expect(d.error && strcmp(d.error, "chunk extensions too long") == 0, "%s",
+                      d.error ? d.error : "(none)");
+        }
+    }
+    free(buf);
+}
+
+/* The reason given with an error: 413 says "body too large", as for
+ * Content-Length. */
+Test(chunked, error_reasons)
+{
+    static const struct {
+        const char *input;
+        int status;
+        const char *error;
+    } cases[] = {
+        {"ffffffff\r\n", 413, "body too large"},
+        {"3\r\nabc\r\n3\r\ndef\r\n", 413, "body too large"},
+        {"3;a=b c\r\n", 400, "invalid chunk extension"},
+        {"3x\r\n", 400, "malformed chunked body"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[64];
+        size_t len = strlen(cases[i].input);
+        memcpy(buf, cases[i].input, len);
+        http_chunked_decoder d;
+        http_chunked_init(&d, 5);
+        cr_expect_eq(http_chunked_decode(&d, buf, &len), HTTP_PARSE_ERROR, "case %zu", i);
+        cr_expect_eq(d.error_status, cases[i].status, "case %zu", i);
+        cr_expect(d.error && strcmp(d.error, cases[i].error) == 0, "case %zu: '%s'", i,
+                  d.error ? d.error : "(none)");
+    }
 }

@@ -17,10 +17,17 @@
  * malformed HTTP-version, Transfer-Encoding together with Content-Length,
  * differing or malformed Content-Length values, Transfer-Encoding whose
  * final coding is not chunked, and any of these over their limits are
- * rejected, and so is a Host field whose value is not uri-host [":" port].
- * A bare LF ending a start-line or field line is accepted (RFC 9112 section
- * 2.2 allows a recipient to), a bare CR is not. HTTP/1.2 and later minor
- * versions are read as HTTP/1.1 (RFC 9110 section 2.5).
+ * rejected, and so is a Host field whose value is not uri-host [":" port]
+ * (RFC 9110 section 7.2, RFC 3986 section 3.2.2) or has an empty uri-host
+ * (an "http" URI's host is never empty, RFC 9110 section 4.2.1).
+ * A bare CR is never accepted; nor, by default, is a bare LF anywhere in the
+ * header section (start-line, field lines, the empty lines before the
+ * request-line and the one that ends the section): RFC 9112 section 2.2
+ * lets a recipient take it as a line end, but a proxy in front that keeps it
+ * inside a field value then disagrees with us about where the header
+ * section ends (request smuggling). http_limits.allow_bare_lf accepts it.
+ * HTTP/1.2 and later minor versions are read as HTTP/1.1 (RFC 9110 section
+ * 2.5).
  *
  * Status chosen for each error: 400 for syntax and framing, 414 when the
  * request target alone is over the limit, 431 when the header section is,
@@ -71,6 +78,8 @@ typedef struct http_limits {
     size_t max_header_bytes; /* request line + headers, bytes (16 KiB) */
     size_t max_headers;      /* header fields (100); must be <= the array given */
     size_t max_body_bytes;   /* decoded body, bytes (1 MiB) */
+    bool allow_bare_lf;      /* take a bare LF as a line end in the header
+                              * section (false: 400); unsafe behind a proxy */
 } http_limits;
 
 typedef struct http_request {
@@ -96,7 +105,7 @@ typedef struct http_request {
     const char *error;       /* static, short English reason for the log/body */
 } http_request;
 
-/* http_limits_default - the defaults above. */
+/* http_limits_default - the defaults above; bare LF not allowed. */
 http_limits http_limits_default(void);
 
 /*
@@ -119,13 +128,18 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
  * and the decoder state kept: the decoded bytes are always written at the
  * start of the given @buf, so callers append the output each time.
  * On return *@len is the number of decoded bytes now at @buf.
- * Chunk extensions are skipped; trailer fields are read and discarded.
+ * Chunk extensions are checked against chunk-ext (RFC 9112 section 7.1.1:
+ * BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ], BWS nowhere
+ * else) and discarded; trailer fields are read and discarded.
  * Returns the number of input bytes consumed after the last-chunk and
  * trailers once the body is complete (>= 0), HTTP_PARSE_INCOMPLETE when the
- * body continues, or HTTP_PARSE_ERROR (status 400 for a malformed chunk
- * size, a size over 64 bits, bytes other than CRLF after chunk data, any line
- * of the coding ended by a bare LF; 413 when the decoded size passes
- * max_body; 431 for a trailer section over 8 KiB).
+ * body continues, or HTTP_PARSE_ERROR with error_status and error set: 400
+ * for a malformed chunk size, a size over 64 bits, a malformed chunk
+ * extension, a chunk-size line (size and extensions) over 4 KiB, more than
+ * 16 KiB of extensions in the whole body, bytes other than CRLF after chunk
+ * data, any line of the coding ended by a bare LF; 413 ("body too large")
+ * when the decoded size passes max_body; 431 for a trailer section over
+ * 8 KiB. The state is only in @d, so a body may arrive in any pieces.
  */
 typedef struct http_chunked_decoder {
     int state;            /* internal */
@@ -134,7 +148,9 @@ typedef struct http_chunked_decoder {
     uint64_t max_body;    /* limit on total, bytes */
     size_t hex_digits;    /* digits read of the current size */
     size_t line_bytes;    /* bytes of the current size/trailer line */
+    size_t ext_bytes;     /* bytes of chunk extensions so far, all lines */
     int error_status;     /* set with HTTP_PARSE_ERROR */
+    const char *error;    /* static, short reason, set with HTTP_PARSE_ERROR */
 } http_chunked_decoder;
 
 /* http_chunked_init - start a body with a limit of @max_body decoded bytes. */
