@@ -759,8 +759,32 @@ static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *
     return -EINVAL;
 }
 
+/*
+ * Is @ss (with an explicit port) free of other listeners? SO_REUSEPORT lets
+ * any socket of the same user join a port that is already listened on, and
+ * the kernel then spreads connections over both: a second coring started
+ * on the same port by mistake would bind without error. A probe bound
+ * without SO_REUSEPORT (but with SO_REUSEADDR, so that connections in
+ * TIME_WAIT do not count) fails with EADDRINUSE when any socket listens
+ * there, reuseport or not; it is closed before the workers' listeners bind.
+ * Another program binding in between is not caught (a few microseconds).
+ * Returns 0, or -errno from socket(2)/bind(2). See socket(7) SO_REUSEPORT.
+ */
+static int probe_port(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int ret = bind(fd, (const struct sockaddr *)ss, len) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
 /* Bind one SO_REUSEPORT listener per worker. With port 0 the first bind
- * picks the port and the others reuse it. */
+ * picks the port (the kernel picks one nobody holds, reuseport or not) and
+ * the others reuse it; an explicit port is probed first (probe_port). */
 static int bind_listeners(uint16_t *port_out)
 {
     struct sockaddr_storage ss;
@@ -769,6 +793,13 @@ static int bind_listeners(uint16_t *port_out)
     if (parse_host(rt.cfg.host, port, &ss, &len) < 0) {
         cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", rt.cfg.host);
         return -EINVAL;
+    }
+    if (port != 0) {
+        int err = probe_port(&ss, len);
+        if (err < 0) {
+            cr_log_error("cannot listen on %s port %u: %s", rt.cfg.host, port, cr_strerror(err));
+            return err;
+        }
     }
     for (unsigned i = 0; i < rt.threads; i++) {
         int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
