@@ -70,14 +70,68 @@ static void loop_resume(net_loop *loop, net_task *task);
 
 /* --- SQEs ------------------------------------------------------------- */
 
+/*
+ * Move every CQE now in the CQ to the loop's backlog, which loop_run
+ * dispatches in order before it looks at the CQ again. Called when the SQ
+ * is full, possibly from a coroutine: a burst that submits thousands of
+ * SQEs (a tick cancelling expired connections) then frees CQ space as it
+ * goes instead of overflowing the CQ. Dispatching here instead would resume
+ * other coroutines from inside one. Returns the CQEs moved; when the
+ * backlog cannot grow (no memory) they stay in the CQ.
+ */
+static unsigned reap_to_backlog(net_loop *loop)
+{
+    unsigned ready = io_uring_cq_ready(&loop->ring);
+    if (!ready)
+        return 0;
+    if (loop->backlog_len + ready > loop->backlog_cap) {
+        size_t cap = loop->backlog_cap ? loop->backlog_cap : 256;
+        while (cap < loop->backlog_len + ready)
+            cap *= 2;
+        net_cqe *b = realloc(loop->backlog, cap * sizeof(*b));
+        if (!b)
+            return 0;
+        loop->backlog = b;
+        loop->backlog_cap = cap;
+    }
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&loop->ring, head, cqe) {
+        loop->backlog[loop->backlog_len++] =
+            (net_cqe){.data = cqe->user_data, .res = cqe->res, .flags = cqe->flags};
+        n++;
+    }
+    io_uring_cq_advance(&loop->ring, n);
+    return n;
+}
+
 struct io_uring_sqe *net_loop_sqe(net_loop *loop)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&loop->ring);
     while (cr_unlikely(!sqe)) {
-        io_uring_submit(&loop->ring);
+        /* The SQ is full: submit it, and take the completions it
+         * produces out of the CQ. A submit the kernel refuses (-EBUSY,
+         * -EAGAIN: completions to flush first) is not retried blindly:
+         * flush and reap, then try again. */
+        int ret = io_uring_submit(&loop->ring);
+        reap_to_backlog(loop);
         sqe = io_uring_get_sqe(&loop->ring);
+        if (!sqe && ret <= 0) {
+            io_uring_get_events(&loop->ring);
+            reap_to_backlog(loop);
+        }
     }
     return sqe;
+}
+
+/* A cancel of the operation named @user_data: only a failure (-ENOENT,
+ * -EALREADY: it completed first) posts a CQE, which nothing reads. */
+static void submit_cancel(net_loop *loop, uint64_t user_data)
+{
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_cancel64(sqe, user_data, 0);
+    io_uring_sqe_set_data64(sqe, 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
 void net_loop_reserve(net_loop *loop, unsigned n)
@@ -185,9 +239,7 @@ void net_task_cancel(net_task *task)
         if (!task->unparked)
             net_loop_make_ready(task->loop, task, -ECANCELED);
     } else if (task->op) {
-        struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-        io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
-        io_uring_sqe_set_data64(sqe, 0);
+        submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
     }
 }
 
@@ -196,9 +248,7 @@ void net_task_interrupt(net_task *task)
     if (!task->op || task->interrupted)
         return;
     task->interrupted = true;
-    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
-    io_uring_sqe_set_data64(sqe, 0);
+    submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
 }
 
 void net_task_set_idle(bool idle)
@@ -256,9 +306,7 @@ bool net_unpark(net_task *task)
         return true;
     }
     task->unparked = true;
-    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->park | NET_TAG_OP, 0);
-    io_uring_sqe_set_data64(sqe, 0);
+    submit_cancel(task->loop, (uint64_t)(uintptr_t)task->park | NET_TAG_OP);
     return true;
 }
 
@@ -489,9 +537,7 @@ static void start_drain(net_loop *loop)
     if (loop->draining)
         return;
     loop->draining = true;
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_cancel64(sqe, NET_TAG_ACCEPT, 0);
-    io_uring_sqe_set_data64(sqe, 0);
+    submit_cancel(loop, NET_TAG_ACCEPT);
     io_uring_submit(&loop->ring);
     close(loop->listen_fd);
     loop->listen_fd = -1;
@@ -542,9 +588,7 @@ static void tick(net_loop *loop)
         } else if (t->deadline_ns && now >= t->deadline_ns && t->op) {
             t->deadline_ns = 0;
             t->timed_out = true;
-            struct io_uring_sqe *sqe = net_loop_sqe(loop);
-            io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)t->op | NET_TAG_OP, 0);
-            io_uring_sqe_set_data64(sqe, 0);
+            submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
         }
     }
     if (!loop->draining || loop->task_count)
@@ -605,15 +649,30 @@ static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
     }
 }
 
+/* Dispatch the backlog in order (and what it adds to itself meanwhile),
+ * resuming the tasks made ready every 64 completions. */
+static void dispatch_backlog(net_loop *loop)
+{
+    size_t since_ready = 0;
+    for (;;) {
+        if (loop->backlog_head == loop->backlog_len) {
+            run_ready(loop); /* may reap more into the backlog */
+            if (loop->backlog_head == loop->backlog_len)
+                break;
+            continue;
+        }
+        net_cqe c = loop->backlog[loop->backlog_head++];
+        dispatch(loop, c.data, c.res, c.flags);
+        if (++since_ready == 64) {
+            run_ready(loop);
+            since_ready = 0;
+        }
+    }
+    loop->backlog_head = loop->backlog_len = 0;
+}
+
 static void loop_run(net_loop *loop)
 {
-    struct io_uring_cqe *cqes[64];
-    struct {
-        uint64_t data;
-        int res;
-        uint32_t flags;
-    } batch[64];
-
     arm_accept(loop);
     loop->now_ns = cr_clock_now_ns();
     submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
@@ -624,25 +683,40 @@ static void loop_run(net_loop *loop)
             if (loop->exit)
                 break;
         }
-        int ret = io_uring_submit_and_wait(&loop->ring, 1);
+        /* The turn's own work may have reaped completions (SQ full):
+         * then only submit, and dispatch them without waiting. */
+        int ret = loop->backlog_len ? io_uring_submit(&loop->ring)
+                                    : io_uring_submit_and_wait(&loop->ring, 1);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
             cr_log_error("io_uring_submit_and_wait: %s", cr_strerror(ret));
             break;
         }
         loop->now_ns = cr_clock_now_ns();
-        unsigned n;
-        while ((n = io_uring_peek_batch_cqe(&loop->ring, cqes, 64)) > 0) {
-            for (unsigned i = 0; i < n; i++) {
-                batch[i].data = cqes[i]->user_data;
-                batch[i].res = cqes[i]->res;
-                batch[i].flags = cqes[i]->flags;
-            }
-            io_uring_cq_advance(&loop->ring, n);
-            for (unsigned i = 0; i < n; i++)
-                dispatch(loop, batch[i].data, batch[i].res, batch[i].flags);
-            run_ready(loop);
-        }
+        /* Everything goes through the backlog, in order: what the SQ-full
+         * path reaps during a dispatch lands behind what is there. */
+        while (reap_to_backlog(loop) || loop->backlog_len)
+            dispatch_backlog(loop);
     }
+}
+
+/*
+ * CQ entries for a ring whose thread may hold @connections connections:
+ * each may have a few CQEs outstanding at once (its recv or send, a linked
+ * timeout, a cancel that lost its race, its close), so 3 per connection
+ * plus room for the SQ's worth of anything else, at least 4x the SQ, a
+ * power of two, at most the kernel's IORING_MAX_CQ_ENTRIES (65536; beyond
+ * it the SQ-full path reaps into the backlog). See io_uring_setup(2)
+ * IORING_SETUP_CQSIZE.
+ */
+static unsigned cq_entries_for(unsigned sq_entries, unsigned connections)
+{
+    uint64_t want = 3 * (uint64_t)connections + sq_entries;
+    if (want < 4 * (uint64_t)sq_entries)
+        want = 4 * (uint64_t)sq_entries;
+    uint64_t n = 1;
+    while (n < want && n < 65536)
+        n *= 2;
+    return (unsigned)n;
 }
 
 /* Set up this worker's ring, trying the newest flags first (kernel 6.1+:
@@ -657,8 +731,8 @@ static int ring_init(net_loop *loop)
     int ret = -EINVAL;
     for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
         struct io_uring_params p = {0};
-        p.flags = flag_sets[i] | IORING_SETUP_CQSIZE;
-        p.cq_entries = rt.cfg.ring_entries * 4;
+        p.flags = flag_sets[i] | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+        p.cq_entries = cq_entries_for(rt.cfg.ring_entries, rt.max_conn_per_thread);
         ret = io_uring_queue_init_params(rt.cfg.ring_entries, &loop->ring, &p);
         if (ret == 0) {
             loop->ring_flags = p.flags;
@@ -723,6 +797,8 @@ static void *worker_main(void *p)
         net_buf_ring_free(&loop->ring, &loop->bufs);
         io_uring_queue_exit(&loop->ring);
     }
+    free(loop->backlog);
+    loop->backlog = NULL;
     atomic_fetch_sub(&rt.running, 1);
     return NULL;
 }

@@ -45,6 +45,13 @@ enum {
 
 enum { NET_MSG_REQUEST = 1, NET_MSG_REPLY = 2 };
 
+/* A completion taken out of the CQ, waiting in the loop's backlog. */
+typedef struct net_cqe {
+    uint64_t data;
+    int32_t res;
+    uint32_t flags;
+} net_cqe;
+
 /* One operation a coroutine waits for; lives on the coroutine's stack. */
 typedef struct net_op {
     net_task *task;
@@ -91,10 +98,14 @@ struct net_loop {
     net_task *ready_head, *ready_tail; /* parked tasks to resume at the next turn */
     uint64_t last_accept_log, last_limit_log;
     uint64_t now_ns;     /* monotonic time, updated after each wait */
+    net_cqe *backlog;    /* completions reaped from the CQ, to dispatch in order */
+    size_t backlog_head, backlog_len, backlog_cap;
     struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
 };
 
-/* An SQE from @loop's ring, submitting first if the SQ is full. */
+/* An SQE from @loop's ring. When the SQ is full it submits first and moves
+ * the CQ's completions to the loop's backlog (never dispatched from here):
+ * callable from a coroutine or from the loop. */
 struct io_uring_sqe *net_loop_sqe(net_loop *loop);
 
 /* Make sure @n SQEs can be taken without a submit in between (links). */

@@ -28,7 +28,8 @@ typedef struct net_config {
     uint16_t port;                /* 0: the kernel picks one (shared by all threads) */
     int backlog;                  /* listen(2) backlog */
     size_t stack_size;            /* coroutine stack, bytes */
-    unsigned ring_entries;        /* SQ entries per ring (CQ is 4x) */
+    unsigned ring_entries;        /* SQ entries per ring (the CQ: 3 per connection a
+                                     thread may hold + this, at least 4x, at most 65536) */
     unsigned provided_buffers;    /* buffers in each thread's provided-buffer ring (power of 2) */
     unsigned provided_buffer_size;/* bytes per provided buffer */
     unsigned max_connections;     /* per process; 0: from RLIMIT_NOFILE */
