@@ -162,7 +162,7 @@ struct task_start {
 static void task_main(void *p)
 {
     struct task_start *s = p;
-    net_task task = {.coro = cr_coro_current(), .loop = s->loop};
+    net_task task = {.coro = cr_coro_current(), .loop = s->loop, .op_fd = -1};
     void (*fn)(void *) = s->fn;
     void *arg = s->arg;
     int fd = s->fd;
@@ -256,9 +256,18 @@ void net_task_set_idle(bool idle)
     net_task *task = net_task_current();
     if (!task)
         return;
+    /* While draining, the idle task's next operation decides: one on a
+     * descriptor with input waiting runs (the request is answered), any
+     * other returns -ECANCELED (io.c, begin). */
     task->idle = idle;
-    if (idle && task->loop->draining && !task->service)
-        task->cancelled = true;
+}
+
+bool net_fd_has_input(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
 }
 
 void net_task_set_service(bool service)
@@ -492,30 +501,73 @@ static void arm_accept(net_loop *loop)
     loop->accept_armed = true;
 }
 
+/* Serve accepted connection @fd, or close it beyond the connection limit. */
+static void serve_accepted(net_loop *loop, int fd)
+{
+    if (loop->connections >= rt.max_conn_per_thread) {
+        uint64_t now = cr_clock_now_ns();
+        if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
+            cr_log_warn("connection limit reached (%u on this thread): closing new "
+                        "connections",
+                        rt.max_conn_per_thread);
+            loop->last_limit_log = now;
+        }
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct task_start s = {.loop = loop, .fd = fd};
+    if (task_start(loop, &s) < 0) {
+        cr_log_warn("out of memory for a connection coroutine: closing it");
+        close(fd);
+    }
+}
+
+/*
+ * Shutdown, once the multishot accept is gone (and with it its reference to
+ * the listener): accept what the kernel has already queued, then close the
+ * listener. Closing it first would reset connections whose handshake the
+ * kernel completed and whose request may be waiting; accepted here, each
+ * is served like any other (its request, if it came, is answered with
+ * Connection: close). New connections are refused (RST) once it is closed;
+ * one whose handshake completes between the last accept4(2) and close(2),
+ * microseconds, is reset. See accept4(2), listen(2).
+ */
+static void close_listener(net_loop *loop)
+{
+    if (loop->listen_fd < 0)
+        return;
+    int flags = fcntl(loop->listen_fd, F_GETFL);
+    if (flags >= 0)
+        fcntl(loop->listen_fd, F_SETFL, flags | O_NONBLOCK);
+    unsigned n = 0;
+    for (;;) {
+        int fd = accept4(loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                cr_log_warn("accept while draining: %s: resetting the rest of the accept queue",
+                            cr_strerror(-errno));
+            break;
+        }
+        serve_accepted(loop, fd);
+        n++;
+    }
+    close(loop->listen_fd);
+    loop->listen_fd = -1;
+    if (n)
+        cr_log_debug("draining: served %u connection(s) left in the accept queue", n);
+}
+
 static void accepted(net_loop *loop, int res, uint32_t flags)
 {
     if (!(flags & IORING_CQE_F_MORE))
         loop->accept_armed = false;
     if (res >= 0) {
-        int fd = res;
-        if (loop->draining || loop->connections >= rt.max_conn_per_thread) {
-            uint64_t now = cr_clock_now_ns();
-            if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
-                cr_log_warn("connection limit reached (%u on this thread): closing new "
-                            "connections",
-                            rt.max_conn_per_thread);
-                loop->last_limit_log = now;
-            }
-            close(fd);
-        } else {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            struct task_start s = {.loop = loop, .fd = fd};
-            if (task_start(loop, &s) < 0) {
-                cr_log_warn("out of memory for a connection coroutine: closing it");
-                close(fd);
-            }
-        }
+        /* Draining too: the kernel accepted it before the cancel. */
+        serve_accepted(loop, res);
     } else if (res != -ECANCELED) {
         uint64_t now = cr_clock_now_ns();
         if (now - loop->last_accept_log > CR_NS_PER_S) {
@@ -528,22 +580,42 @@ static void accepted(net_loop *loop, int res, uint32_t flags)
             return;
         }
     }
-    if (!loop->accept_armed && !loop->draining)
-        arm_accept(loop);
+    if (!loop->accept_armed) {
+        if (loop->draining)
+            close_listener(loop);
+        else
+            arm_accept(loop);
+    }
 }
 
+/*
+ * Shutdown begins: cancel the multishot accept (close_listener runs when
+ * its last CQE arrives), and end the waits of idle tasks, except those on a
+ * descriptor with input waiting: a request that has arrived is answered.
+ * Such a wait is cancelled softly (drain_cancel): if it completes first,
+ * the task goes on.
+ */
 static void start_drain(net_loop *loop)
 {
     if (loop->draining)
         return;
     loop->draining = true;
-    submit_cancel(loop, NET_TAG_ACCEPT);
-    io_uring_submit(&loop->ring);
-    close(loop->listen_fd);
-    loop->listen_fd = -1;
-    for (net_task *t = loop->tasks; t; t = t->next)
-        if (t->idle && !t->service)
+    if (loop->accept_armed)
+        submit_cancel(loop, NET_TAG_ACCEPT);
+    else
+        close_listener(loop); /* backing off after an accept error */
+    for (net_task *t = loop->tasks; t; t = t->next) {
+        if (!t->idle || t->service || t->cancelled)
+            continue;
+        if (t->op && !t->park) {
+            if (net_fd_has_input(t->op_fd))
+                continue;
+            t->drain_cancel = true;
+            submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
+        } else {
             net_task_cancel(t);
+        }
+    }
     submit_ctrl_timeout(loop, &loop->drain_ts, rt.cfg.shutdown_timeout_ns, NET_CTRL_DEADLINE);
 }
 

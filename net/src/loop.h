@@ -69,6 +69,10 @@ struct net_task {
     bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
     bool service;        /* serves other tasks (a database driver, the curl timer):
                             shutdown ends it only once no other task is left */
+    bool drain_cancel;   /* the drain cancelled the idle operation in flight: if it
+                            ends -ECANCELED the task is cancelled, if it won the
+                            race (a request arrived) the task goes on */
+    int op_fd;           /* descriptor of the operation in flight, or -1 */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
     net_op *park;        /* in net_park(): its op, or NULL */
     bool park_sqe;       /* the park waits on an SQE (poll or timeout) */
@@ -116,6 +120,10 @@ int net_loop_wait(net_task *task, net_op *op);
 
 /* Resume @task (parked with no SQE) at the loop's next turn with @res. */
 void net_loop_make_ready(net_loop *loop, net_task *task, int res);
+
+/* Has @fd input waiting (or end of file, or an error) right now? poll(2)
+ * with no timeout; false for fd < 0. Any thread. */
+bool net_fd_has_input(int fd);
 
 /* The calling thread's loop, or NULL off the worker threads. */
 net_loop *net_loop_current(void);

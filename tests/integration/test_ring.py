@@ -226,6 +226,43 @@ class KeepaliveBurstTest(cs.CoringTestCase):
         srv.stop(expect_status=0)
 
 
+class ShutdownBurstTest(cs.CoringTestCase):
+    ROUNDS = 20
+    CONNS = 1000
+
+    def test_sigterm_answers_every_request_that_arrived(self):
+        # 1,000 connections each send one request, then SIGTERM at once:
+        # many are still in the accept queue. A connect that succeeded and
+        # whose request got EOF (or a reset) instead of a response is lost.
+        if cs.raise_nofile_limit() < self.CONNS + 100:
+            self.skipTest("RLIMIT_NOFILE under %d" % (self.CONNS + 100))
+        t_all = time.monotonic()
+        lost_total = 0
+        for rnd in range(self.ROUNDS):
+            srv = cs.CoringServer(threads=2, args=["--shutdown-timeout", "5"])
+            srv.start()
+            self.addCleanup(srv.kill)
+            t0 = time.monotonic()
+            socks = open_connections(srv.port, self.CONNS, t0 + 10)
+            self.assertEqual(len(socks), self.CONNS, "round %d: connections" % rnd)
+            for s in socks:
+                s.send(GET)
+            srv.send_signal(signal.SIGTERM)
+            answered, closed = read_all(socks, one_response, t0 + 15)
+            for s in socks:
+                s.close()
+            status = srv.wait(10)
+            lost = self.CONNS - answered
+            lost_total += lost
+            print("  round %d: %d answered, %d got EOF or a reset without a response, exit %s, %.2f s"
+                  % (rnd, answered, closed, status, time.monotonic() - t0), file=sys.stderr)
+            self.assertEqual(status, 0, "round %d: exit status; stderr:\n%s" % (rnd, srv.stderr_text()))
+            self.assertEqual(lost, 0, "round %d: %d of %d requests sent before SIGTERM were never answered"
+                             % (rnd, lost, self.CONNS))
+        print("  %d rounds of %d connections: %d unanswered, %.1f s" % (self.ROUNDS, self.CONNS, lost_total,
+                                                                       time.monotonic() - t_all), file=sys.stderr)
+
+
 if __name__ == "__main__":
     socket.setdefaulttimeout(cs.SOCK_TIMEOUT)
     cs.main()
