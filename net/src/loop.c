@@ -371,11 +371,10 @@ int net_wait_init(net_wait_handle *w)
 
 int net_wait(net_wait_handle *w)
 {
-    (void)w;
     /* The wake-up is a completion on this thread's ring: it cannot be
      * handled before this coroutine yields. */
     cr_coro_yield();
-    return 0;
+    return w->msg.error;
 }
 
 /* A ring for threads that are not workers, to post MSG_RING from. */
@@ -462,10 +461,22 @@ static void msg_failed(net_loop *loop, net_msg *msg, int res)
         cr_log_error("MSG_RING to thread %d failed: %s", msg->phase == NET_MSG_REQUEST ? msg->target
                                                                                       : msg->origin,
                      cr_strerror(res));
+        msg->error = res;
         if (msg->phase == NET_MSG_REQUEST) {
             /* We are the sender: the caller learns it failed. */
-            msg->error = res;
             loop_resume(loop, msg->waiter);
+        } else {
+            /* A reply (or a wake-up): its waiter is parked on the origin
+             * thread, which no MSG_RING reaches. Hand it over there by the
+             * origin's inbox, which its tick reads; it resumes with the
+             * error instead of waiting forever. */
+            net_loop *origin = rt.loops[msg->origin];
+            net_msg *head = atomic_load_explicit(&origin->failed_replies, memory_order_relaxed);
+            do
+                msg->next_retry = head;
+            while (!atomic_compare_exchange_weak_explicit(&origin->failed_replies, &head, msg,
+                                                          memory_order_release,
+                                                          memory_order_relaxed));
         }
         return;
     }
@@ -476,6 +487,27 @@ static void msg_failed(net_loop *loop, net_msg *msg, int res)
     if (!loop->retry_armed) {
         loop->retry_armed = true;
         submit_ctrl_timeout(loop, &loop->retry_ts, CR_NS_PER_MS, NET_CTRL_RETRY);
+    }
+}
+
+/* Resume the waiters whose reply another thread could not post (msg_failed),
+ * in the order they failed; each sees msg->error. */
+static void take_failed_replies(net_loop *loop)
+{
+    if (!atomic_load_explicit(&loop->failed_replies, memory_order_relaxed))
+        return;
+    net_msg *m = atomic_exchange_explicit(&loop->failed_replies, NULL, memory_order_acquire);
+    net_msg *ordered = NULL;
+    while (m) {
+        net_msg *next = m->next_retry;
+        m->next_retry = ordered;
+        ordered = m;
+        m = next;
+    }
+    while (ordered) {
+        net_msg *next = ordered->next_retry;
+        loop_resume(loop, ordered->waiter);
+        ordered = next;
     }
 }
 
@@ -651,6 +683,7 @@ static void drain_progress(net_loop *loop)
 /* Cancel the operations whose coarse deadline has passed, and re-arm. */
 static void tick(net_loop *loop)
 {
+    take_failed_replies(loop);
     uint64_t now = cr_clock_now_ns();
     for (net_task *t = loop->tasks; t; t = t->next) {
         if (t->deadline_ns && now >= t->deadline_ns && t->park && !t->park_sqe) {

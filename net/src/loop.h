@@ -11,6 +11,7 @@
 #include "coring/net/runtime.h"
 
 #include <liburing.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -99,6 +100,8 @@ struct net_loop {
     bool accept_armed;
     bool retry_armed;
     net_msg *retry;      /* messages to re-post */
+    _Atomic(net_msg *) failed_replies; /* pushed by other threads whose reply to a waiter
+                                          here failed; taken by the tick */
     net_task *ready_head, *ready_tail; /* parked tasks to resume at the next turn */
     uint64_t last_accept_log, last_limit_log;
     uint64_t now_ns;     /* monotonic time, updated after each wait */
