@@ -94,7 +94,10 @@ net_task *net_task_current(void);
 /*
  * net_task_set_idle - mark the current task as idle (waiting between
  * requests) or busy. Shutdown cancels idle tasks' operations at once and
- * lets busy ones finish.
+ * lets busy ones finish; an idle operation on a descriptor with input
+ * already waiting (a request that arrived) is let finish, and while
+ * draining an idle task's next operation runs only if its descriptor has
+ * input waiting (else -ECANCELED). Same thread only.
  */
 void net_task_set_idle(bool idle);
 

@@ -5,11 +5,12 @@
  * runs in a coroutine of its own on the thread that accepted it.
  *
  * Lifecycle: net_run() starts the workers and blocks the calling (main)
- * thread until SIGINT or SIGTERM, then drains: listeners close (new
- * connections are refused), connections waiting idle between requests are
- * cancelled, in-flight requests run to completion, and after
- * shutdown_timeout_ns whatever is left is cancelled. net_run() then joins
- * the workers and returns.
+ * thread until SIGINT or SIGTERM, then drains: each listener's accept
+ * queue is accepted, then the listener closes (new connections are
+ * refused); connections waiting idle between requests are cancelled unless
+ * a request has already arrived on them (it is served); in-flight requests
+ * run to completion, and after shutdown_timeout_ns whatever is left is
+ * cancelled. net_run() then joins the workers and returns.
  *
  * Nothing here knows HTTP: the connection handler is a hook.
  */
