@@ -268,8 +268,9 @@ void http_connection_main(int fd, void *server)
     for (;;) {
         bool partial = c.in.len > 0;
         if (!partial) {
-            if (net_draining())
-                break;
+            /* While draining too: the runtime ends an idle read at once
+             * unless a request is already waiting (then it is answered,
+             * with Connection: close). */
             net_task_set_idle(true);
         }
         /* Idle: the keep-alive timeout (the header timeout before the first

@@ -16,6 +16,7 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
                            uint64_t timeout_ns, struct __kernel_timespec *ts)
 {
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | NET_TAG_OP);
+    task->op_fd = sqe->fd; /* -1 for a timeout */
     if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
         task->deadline_ns = task->loop->now_ns + timeout_ns;
     } else if (timeout_ns) {
@@ -28,6 +29,16 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     }
     int res = net_loop_wait(task, op);
     task->deadline_ns = 0;
+    if (task->drain_cancel) {
+        /* The drain cancelled this idle wait; a result that won the race
+         * (the request had arrived) stands and the task goes on. */
+        task->drain_cancel = false;
+        if (res == -ECANCELED) {
+            task->cancelled = true;
+            task->interrupted = task->timed_out = false;
+            return -ECANCELED;
+        }
+    }
     if (task->interrupted) {
         task->interrupted = false;
         if (res == -ECANCELED && !task->cancelled)
@@ -44,19 +55,25 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     return res;
 }
 
-/* Start an operation: the current task, or NULL when it must not run
- * (not on a worker coroutine, or cancelled). */
-static net_task *begin(unsigned sqes_needed)
+/* Start an operation on @fd (-1: none): the current task, or NULL when it
+ * must not run (not on a worker coroutine, or cancelled, or idle while the
+ * loop drains and @fd has no input waiting: shutdown ends idle waits, but
+ * a request that has arrived is served). */
+static net_task *begin(unsigned sqes_needed, int fd)
 {
     net_task *task = net_task_current();
     if (!task || task->cancelled)
         return NULL;
+    if (task->idle && task->loop->draining && !task->service && !net_fd_has_input(fd)) {
+        task->cancelled = true;
+        return NULL;
+    }
     net_loop_reserve(task->loop, sqes_needed);
     return task;
 }
 
-#define BEGIN_OR_FAIL(n)                                                                           \
-    net_task *task = begin(n);                                                                     \
+#define BEGIN_OR_FAIL(n, fd)                                                                       \
+    net_task *task = begin(n, fd);                                                                 \
     if (!task)                                                                                     \
         return net_task_current() ? -ECANCELED : -EPERM;                                          \
     net_op op = {.task = task};                                                                    \
@@ -65,7 +82,7 @@ static net_task *begin(unsigned sqes_needed)
 
 ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns)
 {
-    BEGIN_OR_FAIL(2);
+    BEGIN_OR_FAIL(2, fd);
     net_buf_ring *bufs = &task->loop->bufs;
     io_uring_prep_recv(sqe, fd, NULL, bufs->buf_size, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
@@ -103,7 +120,7 @@ void net_rbuf_release(net_rbuf *b)
 
 ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns)
 {
-    BEGIN_OR_FAIL(2);
+    BEGIN_OR_FAIL(2, fd);
     io_uring_prep_recv(sqe, fd, buf, len, 0);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
@@ -113,7 +130,7 @@ ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns)
     const char *p = buf;
     size_t done = 0;
     while (done < len) {
-        BEGIN_OR_FAIL(2);
+        BEGIN_OR_FAIL(2, fd);
         io_uring_prep_send(sqe, fd, p + done, len - done, MSG_NOSIGNAL);
         int res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
         if (res < 0)
@@ -127,28 +144,28 @@ ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns)
 
 ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns)
 {
-    BEGIN_OR_FAIL(2);
+    BEGIN_OR_FAIL(2, fd);
     io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, 0);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
 
 int net_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, uint64_t timeout_ns)
 {
-    BEGIN_OR_FAIL(2);
+    BEGIN_OR_FAIL(2, fd);
     io_uring_prep_connect(sqe, fd, addr, addrlen);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
 
 int net_poll(int fd, unsigned events, uint64_t timeout_ns)
 {
-    BEGIN_OR_FAIL(2);
+    BEGIN_OR_FAIL(2, fd);
     io_uring_prep_poll_add(sqe, fd, events);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
 
 int net_sleep(uint64_t ns)
 {
-    BEGIN_OR_FAIL(1);
+    BEGIN_OR_FAIL(1, -1);
     ts.tv_sec = (long long)(ns / CR_NS_PER_S);
     ts.tv_nsec = (long long)(ns % CR_NS_PER_S);
     io_uring_prep_timeout(sqe, &ts, 0, 0);
@@ -177,6 +194,10 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
         return -EPERM;
     if (task->cancelled)
         return -ECANCELED;
+    if (task->idle && task->loop->draining && !task->service) {
+        task->cancelled = true; /* shutdown ends idle waits */
+        return -ECANCELED;
+    }
     net_op op = {.task = task};
     task->unparked = false;
     task->park = &op;

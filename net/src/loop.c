@@ -70,14 +70,68 @@ static void loop_resume(net_loop *loop, net_task *task);
 
 /* --- SQEs ------------------------------------------------------------- */
 
+/*
+ * Move every CQE now in the CQ to the loop's backlog, which loop_run
+ * dispatches in order before it looks at the CQ again. Called when the SQ
+ * is full, possibly from a coroutine: a burst that submits thousands of
+ * SQEs (a tick cancelling expired connections) then frees CQ space as it
+ * goes instead of overflowing the CQ. Dispatching here instead would resume
+ * other coroutines from inside one. Returns the CQEs moved; when the
+ * backlog cannot grow (no memory) they stay in the CQ.
+ */
+static unsigned reap_to_backlog(net_loop *loop)
+{
+    unsigned ready = io_uring_cq_ready(&loop->ring);
+    if (!ready)
+        return 0;
+    if (loop->backlog_len + ready > loop->backlog_cap) {
+        size_t cap = loop->backlog_cap ? loop->backlog_cap : 256;
+        while (cap < loop->backlog_len + ready)
+            cap *= 2;
+        net_cqe *b = realloc(loop->backlog, cap * sizeof(*b));
+        if (!b)
+            return 0;
+        loop->backlog = b;
+        loop->backlog_cap = cap;
+    }
+    struct io_uring_cqe *cqe;
+    unsigned head, n = 0;
+    io_uring_for_each_cqe(&loop->ring, head, cqe) {
+        loop->backlog[loop->backlog_len++] =
+            (net_cqe){.data = cqe->user_data, .res = cqe->res, .flags = cqe->flags};
+        n++;
+    }
+    io_uring_cq_advance(&loop->ring, n);
+    return n;
+}
+
 struct io_uring_sqe *net_loop_sqe(net_loop *loop)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&loop->ring);
     while (cr_unlikely(!sqe)) {
-        io_uring_submit(&loop->ring);
+        /* The SQ is full: submit it, and take the completions it
+         * produces out of the CQ. A submit the kernel refuses (-EBUSY,
+         * -EAGAIN: completions to flush first) is not retried blindly:
+         * flush and reap, then try again. */
+        int ret = io_uring_submit(&loop->ring);
+        reap_to_backlog(loop);
         sqe = io_uring_get_sqe(&loop->ring);
+        if (!sqe && ret <= 0) {
+            io_uring_get_events(&loop->ring);
+            reap_to_backlog(loop);
+        }
     }
     return sqe;
+}
+
+/* A cancel of the operation named @user_data: only a failure (-ENOENT,
+ * -EALREADY: it completed first) posts a CQE, which nothing reads. */
+static void submit_cancel(net_loop *loop, uint64_t user_data)
+{
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_cancel64(sqe, user_data, 0);
+    io_uring_sqe_set_data64(sqe, 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
 void net_loop_reserve(net_loop *loop, unsigned n)
@@ -108,7 +162,7 @@ struct task_start {
 static void task_main(void *p)
 {
     struct task_start *s = p;
-    net_task task = {.coro = cr_coro_current(), .loop = s->loop};
+    net_task task = {.coro = cr_coro_current(), .loop = s->loop, .op_fd = -1};
     void (*fn)(void *) = s->fn;
     void *arg = s->arg;
     int fd = s->fd;
@@ -185,9 +239,7 @@ void net_task_cancel(net_task *task)
         if (!task->unparked)
             net_loop_make_ready(task->loop, task, -ECANCELED);
     } else if (task->op) {
-        struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-        io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
-        io_uring_sqe_set_data64(sqe, 0);
+        submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
     }
 }
 
@@ -196,9 +248,7 @@ void net_task_interrupt(net_task *task)
     if (!task->op || task->interrupted)
         return;
     task->interrupted = true;
-    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->op | NET_TAG_OP, 0);
-    io_uring_sqe_set_data64(sqe, 0);
+    submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
 }
 
 void net_task_set_idle(bool idle)
@@ -206,9 +256,18 @@ void net_task_set_idle(bool idle)
     net_task *task = net_task_current();
     if (!task)
         return;
+    /* While draining, the idle task's next operation decides: one on a
+     * descriptor with input waiting runs (the request is answered), any
+     * other returns -ECANCELED (io.c, begin). */
     task->idle = idle;
-    if (idle && task->loop->draining && !task->service)
-        task->cancelled = true;
+}
+
+bool net_fd_has_input(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
 }
 
 void net_task_set_service(bool service)
@@ -256,9 +315,7 @@ bool net_unpark(net_task *task)
         return true;
     }
     task->unparked = true;
-    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)task->park | NET_TAG_OP, 0);
-    io_uring_sqe_set_data64(sqe, 0);
+    submit_cancel(task->loop, (uint64_t)(uintptr_t)task->park | NET_TAG_OP);
     return true;
 }
 
@@ -314,11 +371,10 @@ int net_wait_init(net_wait_handle *w)
 
 int net_wait(net_wait_handle *w)
 {
-    (void)w;
     /* The wake-up is a completion on this thread's ring: it cannot be
      * handled before this coroutine yields. */
     cr_coro_yield();
-    return 0;
+    return w->msg.error;
 }
 
 /* A ring for threads that are not workers, to post MSG_RING from. */
@@ -405,10 +461,22 @@ static void msg_failed(net_loop *loop, net_msg *msg, int res)
         cr_log_error("MSG_RING to thread %d failed: %s", msg->phase == NET_MSG_REQUEST ? msg->target
                                                                                       : msg->origin,
                      cr_strerror(res));
+        msg->error = res;
         if (msg->phase == NET_MSG_REQUEST) {
             /* We are the sender: the caller learns it failed. */
-            msg->error = res;
             loop_resume(loop, msg->waiter);
+        } else {
+            /* A reply (or a wake-up): its waiter is parked on the origin
+             * thread, which no MSG_RING reaches. Hand it over there by the
+             * origin's inbox, which its tick reads; it resumes with the
+             * error instead of waiting forever. */
+            net_loop *origin = rt.loops[msg->origin];
+            net_msg *head = atomic_load_explicit(&origin->failed_replies, memory_order_relaxed);
+            do
+                msg->next_retry = head;
+            while (!atomic_compare_exchange_weak_explicit(&origin->failed_replies, &head, msg,
+                                                          memory_order_release,
+                                                          memory_order_relaxed));
         }
         return;
     }
@@ -419,6 +487,27 @@ static void msg_failed(net_loop *loop, net_msg *msg, int res)
     if (!loop->retry_armed) {
         loop->retry_armed = true;
         submit_ctrl_timeout(loop, &loop->retry_ts, CR_NS_PER_MS, NET_CTRL_RETRY);
+    }
+}
+
+/* Resume the waiters whose reply another thread could not post (msg_failed),
+ * in the order they failed; each sees msg->error. */
+static void take_failed_replies(net_loop *loop)
+{
+    if (!atomic_load_explicit(&loop->failed_replies, memory_order_relaxed))
+        return;
+    net_msg *m = atomic_exchange_explicit(&loop->failed_replies, NULL, memory_order_acquire);
+    net_msg *ordered = NULL;
+    while (m) {
+        net_msg *next = m->next_retry;
+        m->next_retry = ordered;
+        ordered = m;
+        m = next;
+    }
+    while (ordered) {
+        net_msg *next = ordered->next_retry;
+        loop_resume(loop, ordered->waiter);
+        ordered = next;
     }
 }
 
@@ -444,30 +533,73 @@ static void arm_accept(net_loop *loop)
     loop->accept_armed = true;
 }
 
+/* Serve accepted connection @fd, or close it beyond the connection limit. */
+static void serve_accepted(net_loop *loop, int fd)
+{
+    if (loop->connections >= rt.max_conn_per_thread) {
+        uint64_t now = cr_clock_now_ns();
+        if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
+            cr_log_warn("connection limit reached (%u on this thread): closing new "
+                        "connections",
+                        rt.max_conn_per_thread);
+            loop->last_limit_log = now;
+        }
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct task_start s = {.loop = loop, .fd = fd};
+    if (task_start(loop, &s) < 0) {
+        cr_log_warn("out of memory for a connection coroutine: closing it");
+        close(fd);
+    }
+}
+
+/*
+ * Shutdown, once the multishot accept is gone (and with it its reference to
+ * the listener): accept what the kernel has already queued, then close the
+ * listener. Closing it first would reset connections whose handshake the
+ * kernel completed and whose request may be waiting; accepted here, each
+ * is served like any other (its request, if it came, is answered with
+ * Connection: close). New connections are refused (RST) once it is closed;
+ * one whose handshake completes between the last accept4(2) and close(2),
+ * microseconds, is reset. See accept4(2), listen(2).
+ */
+static void close_listener(net_loop *loop)
+{
+    if (loop->listen_fd < 0)
+        return;
+    int flags = fcntl(loop->listen_fd, F_GETFL);
+    if (flags >= 0)
+        fcntl(loop->listen_fd, F_SETFL, flags | O_NONBLOCK);
+    unsigned n = 0;
+    for (;;) {
+        int fd = accept4(loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                cr_log_warn("accept while draining: %s: resetting the rest of the accept queue",
+                            cr_strerror(-errno));
+            break;
+        }
+        serve_accepted(loop, fd);
+        n++;
+    }
+    close(loop->listen_fd);
+    loop->listen_fd = -1;
+    if (n)
+        cr_log_debug("draining: served %u connection(s) left in the accept queue", n);
+}
+
 static void accepted(net_loop *loop, int res, uint32_t flags)
 {
     if (!(flags & IORING_CQE_F_MORE))
         loop->accept_armed = false;
     if (res >= 0) {
-        int fd = res;
-        if (loop->draining || loop->connections >= rt.max_conn_per_thread) {
-            uint64_t now = cr_clock_now_ns();
-            if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
-                cr_log_warn("connection limit reached (%u on this thread): closing new "
-                            "connections",
-                            rt.max_conn_per_thread);
-                loop->last_limit_log = now;
-            }
-            close(fd);
-        } else {
-            int one = 1;
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            struct task_start s = {.loop = loop, .fd = fd};
-            if (task_start(loop, &s) < 0) {
-                cr_log_warn("out of memory for a connection coroutine: closing it");
-                close(fd);
-            }
-        }
+        /* Draining too: the kernel accepted it before the cancel. */
+        serve_accepted(loop, res);
     } else if (res != -ECANCELED) {
         uint64_t now = cr_clock_now_ns();
         if (now - loop->last_accept_log > CR_NS_PER_S) {
@@ -480,24 +612,42 @@ static void accepted(net_loop *loop, int res, uint32_t flags)
             return;
         }
     }
-    if (!loop->accept_armed && !loop->draining)
-        arm_accept(loop);
+    if (!loop->accept_armed) {
+        if (loop->draining)
+            close_listener(loop);
+        else
+            arm_accept(loop);
+    }
 }
 
+/*
+ * Shutdown begins: cancel the multishot accept (close_listener runs when
+ * its last CQE arrives), and end the waits of idle tasks, except those on a
+ * descriptor with input waiting: a request that has arrived is answered.
+ * Such a wait is cancelled softly (drain_cancel): if it completes first,
+ * the task goes on.
+ */
 static void start_drain(net_loop *loop)
 {
     if (loop->draining)
         return;
     loop->draining = true;
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_cancel64(sqe, NET_TAG_ACCEPT, 0);
-    io_uring_sqe_set_data64(sqe, 0);
-    io_uring_submit(&loop->ring);
-    close(loop->listen_fd);
-    loop->listen_fd = -1;
-    for (net_task *t = loop->tasks; t; t = t->next)
-        if (t->idle && !t->service)
+    if (loop->accept_armed)
+        submit_cancel(loop, NET_TAG_ACCEPT);
+    else
+        close_listener(loop); /* backing off after an accept error */
+    for (net_task *t = loop->tasks; t; t = t->next) {
+        if (!t->idle || t->service || t->cancelled)
+            continue;
+        if (t->op && !t->park) {
+            if (net_fd_has_input(t->op_fd))
+                continue;
+            t->drain_cancel = true;
+            submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
+        } else {
             net_task_cancel(t);
+        }
+    }
     submit_ctrl_timeout(loop, &loop->drain_ts, rt.cfg.shutdown_timeout_ns, NET_CTRL_DEADLINE);
 }
 
@@ -533,6 +683,7 @@ static void drain_progress(net_loop *loop)
 /* Cancel the operations whose coarse deadline has passed, and re-arm. */
 static void tick(net_loop *loop)
 {
+    take_failed_replies(loop);
     uint64_t now = cr_clock_now_ns();
     for (net_task *t = loop->tasks; t; t = t->next) {
         if (t->deadline_ns && now >= t->deadline_ns && t->park && !t->park_sqe) {
@@ -542,9 +693,7 @@ static void tick(net_loop *loop)
         } else if (t->deadline_ns && now >= t->deadline_ns && t->op) {
             t->deadline_ns = 0;
             t->timed_out = true;
-            struct io_uring_sqe *sqe = net_loop_sqe(loop);
-            io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)t->op | NET_TAG_OP, 0);
-            io_uring_sqe_set_data64(sqe, 0);
+            submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
         }
     }
     if (!loop->draining || loop->task_count)
@@ -605,15 +754,30 @@ static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
     }
 }
 
+/* Dispatch the backlog in order (and what it adds to itself meanwhile),
+ * resuming the tasks made ready every 64 completions. */
+static void dispatch_backlog(net_loop *loop)
+{
+    size_t since_ready = 0;
+    for (;;) {
+        if (loop->backlog_head == loop->backlog_len) {
+            run_ready(loop); /* may reap more into the backlog */
+            if (loop->backlog_head == loop->backlog_len)
+                break;
+            continue;
+        }
+        net_cqe c = loop->backlog[loop->backlog_head++];
+        dispatch(loop, c.data, c.res, c.flags);
+        if (++since_ready == 64) {
+            run_ready(loop);
+            since_ready = 0;
+        }
+    }
+    loop->backlog_head = loop->backlog_len = 0;
+}
+
 static void loop_run(net_loop *loop)
 {
-    struct io_uring_cqe *cqes[64];
-    struct {
-        uint64_t data;
-        int res;
-        uint32_t flags;
-    } batch[64];
-
     arm_accept(loop);
     loop->now_ns = cr_clock_now_ns();
     submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
@@ -624,25 +788,40 @@ static void loop_run(net_loop *loop)
             if (loop->exit)
                 break;
         }
-        int ret = io_uring_submit_and_wait(&loop->ring, 1);
+        /* The turn's own work may have reaped completions (SQ full):
+         * then only submit, and dispatch them without waiting. */
+        int ret = loop->backlog_len ? io_uring_submit(&loop->ring)
+                                    : io_uring_submit_and_wait(&loop->ring, 1);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
             cr_log_error("io_uring_submit_and_wait: %s", cr_strerror(ret));
             break;
         }
         loop->now_ns = cr_clock_now_ns();
-        unsigned n;
-        while ((n = io_uring_peek_batch_cqe(&loop->ring, cqes, 64)) > 0) {
-            for (unsigned i = 0; i < n; i++) {
-                batch[i].data = cqes[i]->user_data;
-                batch[i].res = cqes[i]->res;
-                batch[i].flags = cqes[i]->flags;
-            }
-            io_uring_cq_advance(&loop->ring, n);
-            for (unsigned i = 0; i < n; i++)
-                dispatch(loop, batch[i].data, batch[i].res, batch[i].flags);
-            run_ready(loop);
-        }
+        /* Everything goes through the backlog, in order: what the SQ-full
+         * path reaps during a dispatch lands behind what is there. */
+        while (reap_to_backlog(loop) || loop->backlog_len)
+            dispatch_backlog(loop);
     }
+}
+
+/*
+ * CQ entries for a ring whose thread may hold @connections connections:
+ * each may have a few CQEs outstanding at once (its recv or send, a linked
+ * timeout, a cancel that lost its race, its close), so 3 per connection
+ * plus room for the SQ's worth of anything else, at least 4x the SQ, a
+ * power of two, at most the kernel's IORING_MAX_CQ_ENTRIES (65536; beyond
+ * it the SQ-full path reaps into the backlog). See io_uring_setup(2)
+ * IORING_SETUP_CQSIZE.
+ */
+static unsigned cq_entries_for(unsigned sq_entries, unsigned connections)
+{
+    uint64_t want = 3 * (uint64_t)connections + sq_entries;
+    if (want < 4 * (uint64_t)sq_entries)
+        want = 4 * (uint64_t)sq_entries;
+    uint64_t n = 1;
+    while (n < want && n < 65536)
+        n *= 2;
+    return (unsigned)n;
 }
 
 /* Set up this worker's ring, trying the newest flags first (kernel 6.1+:
@@ -657,8 +836,8 @@ static int ring_init(net_loop *loop)
     int ret = -EINVAL;
     for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
         struct io_uring_params p = {0};
-        p.flags = flag_sets[i] | IORING_SETUP_CQSIZE;
-        p.cq_entries = rt.cfg.ring_entries * 4;
+        p.flags = flag_sets[i] | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+        p.cq_entries = cq_entries_for(rt.cfg.ring_entries, rt.max_conn_per_thread);
         ret = io_uring_queue_init_params(rt.cfg.ring_entries, &loop->ring, &p);
         if (ret == 0) {
             loop->ring_flags = p.flags;
@@ -723,6 +902,8 @@ static void *worker_main(void *p)
         net_buf_ring_free(&loop->ring, &loop->bufs);
         io_uring_queue_exit(&loop->ring);
     }
+    free(loop->backlog);
+    loop->backlog = NULL;
     atomic_fetch_sub(&rt.running, 1);
     return NULL;
 }
@@ -759,8 +940,32 @@ static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *
     return -EINVAL;
 }
 
+/*
+ * Is @ss (with an explicit port) free of other listeners? SO_REUSEPORT lets
+ * any socket of the same user join a port that is already listened on, and
+ * the kernel then spreads connections over both: a second coring started
+ * on the same port by mistake would bind without error. A probe bound
+ * without SO_REUSEPORT (but with SO_REUSEADDR, so that connections in
+ * TIME_WAIT do not count) fails with EADDRINUSE when any socket listens
+ * there, reuseport or not; it is closed before the workers' listeners bind.
+ * Another program binding in between is not caught (a few microseconds).
+ * Returns 0, or -errno from socket(2)/bind(2). See socket(7) SO_REUSEPORT.
+ */
+static int probe_port(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int ret = bind(fd, (const struct sockaddr *)ss, len) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
 /* Bind one SO_REUSEPORT listener per worker. With port 0 the first bind
- * picks the port and the others reuse it. */
+ * picks the port (the kernel picks one nobody holds, reuseport or not) and
+ * the others reuse it; an explicit port is probed first (probe_port). */
 static int bind_listeners(uint16_t *port_out)
 {
     struct sockaddr_storage ss;
@@ -769,6 +974,13 @@ static int bind_listeners(uint16_t *port_out)
     if (parse_host(rt.cfg.host, port, &ss, &len) < 0) {
         cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", rt.cfg.host);
         return -EINVAL;
+    }
+    if (port != 0) {
+        int err = probe_port(&ss, len);
+        if (err < 0) {
+            cr_log_error("cannot listen on %s port %u: %s", rt.cfg.host, port, cr_strerror(err));
+            return err;
+        }
     }
     for (unsigned i = 0; i < rt.threads; i++) {
         int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

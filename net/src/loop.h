@@ -11,6 +11,7 @@
 #include "coring/net/runtime.h"
 
 #include <liburing.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,6 +46,13 @@ enum {
 
 enum { NET_MSG_REQUEST = 1, NET_MSG_REPLY = 2 };
 
+/* A completion taken out of the CQ, waiting in the loop's backlog. */
+typedef struct net_cqe {
+    uint64_t data;
+    int32_t res;
+    uint32_t flags;
+} net_cqe;
+
 /* One operation a coroutine waits for; lives on the coroutine's stack. */
 typedef struct net_op {
     net_task *task;
@@ -62,6 +70,10 @@ struct net_task {
     bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
     bool service;        /* serves other tasks (a database driver, the curl timer):
                             shutdown ends it only once no other task is left */
+    bool drain_cancel;   /* the drain cancelled the idle operation in flight: if it
+                            ends -ECANCELED the task is cancelled, if it won the
+                            race (a request arrived) the task goes on */
+    int op_fd;           /* descriptor of the operation in flight, or -1 */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
     net_op *park;        /* in net_park(): its op, or NULL */
     bool park_sqe;       /* the park waits on an SQE (poll or timeout) */
@@ -88,13 +100,19 @@ struct net_loop {
     bool accept_armed;
     bool retry_armed;
     net_msg *retry;      /* messages to re-post */
+    _Atomic(net_msg *) failed_replies; /* pushed by other threads whose reply to a waiter
+                                          here failed; taken by the tick */
     net_task *ready_head, *ready_tail; /* parked tasks to resume at the next turn */
     uint64_t last_accept_log, last_limit_log;
     uint64_t now_ns;     /* monotonic time, updated after each wait */
+    net_cqe *backlog;    /* completions reaped from the CQ, to dispatch in order */
+    size_t backlog_head, backlog_len, backlog_cap;
     struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
 };
 
-/* An SQE from @loop's ring, submitting first if the SQ is full. */
+/* An SQE from @loop's ring. When the SQ is full it submits first and moves
+ * the CQ's completions to the loop's backlog (never dispatched from here):
+ * callable from a coroutine or from the loop. */
 struct io_uring_sqe *net_loop_sqe(net_loop *loop);
 
 /* Make sure @n SQEs can be taken without a submit in between (links). */
@@ -105,6 +123,10 @@ int net_loop_wait(net_task *task, net_op *op);
 
 /* Resume @task (parked with no SQE) at the loop's next turn with @res. */
 void net_loop_make_ready(net_loop *loop, net_task *task, int res);
+
+/* Has @fd input waiting (or end of file, or an error) right now? poll(2)
+ * with no timeout; false for fd < 0. Any thread. */
+bool net_fd_has_input(int fd);
 
 /* The calling thread's loop, or NULL off the worker threads. */
 net_loop *net_loop_current(void);

@@ -104,6 +104,33 @@ class CommandLineTest(cs.CoringTestCase):
         self.assertTrue(r.stderr.strip(), "no error message for a port in use")
 
 
+class SecondInstanceTest(cs.CoringTestCase):
+    def test_second_instance_on_the_same_port_is_refused(self):
+        # Every listener is SO_REUSEPORT: without a check, a second coring on
+        # the first one's port binds and the kernel splits connections.
+        first = cs.CoringServer(threads=2)
+        first.start()
+        self.addCleanup(first.kill)
+        second = subprocess.Popen([cs.binary(), "--host", cs.HOST, "--port", str(first.port), "--threads", "2",
+                                   "--apps", "hello,todo"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True, errors="replace")
+        try:
+            _, err = second.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            second.kill()
+            _, err = second.communicate()
+            self.fail("a second coring on port %d still runs 5 s later (it shares the port); stderr %r"
+                      % (first.port, err))
+        self.assertGreater(second.returncode, 0, "second instance exit status; stderr %r" % err)
+        self.assertIn("Address already in use", err)
+        self.assertNotIn("listening on", err)
+        for i in range(50):
+            with first.connect() as c:
+                resp = c.request("GET", "/")
+                self.assertEqual(resp.status, 200, "connection %d: %r" % (i, resp))
+        first.stop(expect_status=0)
+
+
 class ServerTestBase(cs.CoringTestCase):
     def start(self, threads=1, args=(), apps="hello,todo"):
         srv = cs.CoringServer(threads=threads, apps=apps, args=list(args))

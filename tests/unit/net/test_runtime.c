@@ -215,3 +215,76 @@ Test(runtime, foreign_thread_wakes_a_coroutine_on_its_own_ring, .timeout = 20)
     cr_expect_eq(woken.resumed_on, 1);
     cr_expect_eq(woken.value, 42);
 }
+
+/*
+ * A wake-up that IORING_OP_MSG_RING cannot post (an error that is not
+ * retried) must not leave its waiter parked forever. A worker posts it the
+ * way net_wake does, with the one change that the target descriptor is not
+ * a ring (an eventfd), so the kernel really fails it (-EBADFD) and the
+ * failure takes the runtime's own path back.
+ */
+#include "net/src/loop.h"
+
+#include <sys/eventfd.h>
+
+static struct {
+    _Atomic(net_wait_handle *) handle;
+    atomic_int wait_res;
+    atomic_bool resumed;
+    int post_fd;
+} lost;
+
+static void lost_waiter(void *arg)
+{
+    (void)arg;
+    net_wait_handle h;
+    net_wait_init(&h);
+    atomic_store(&lost.handle, &h);
+    int res = net_wait(&h);
+    atomic_store(&lost.wait_res, res);
+    atomic_store(&lost.resumed, true);
+    kill(getpid(), SIGTERM);
+}
+
+static void failing_waker(void *arg)
+{
+    (void)arg;
+    net_wait_handle *h;
+    while (!(h = atomic_load(&lost.handle)))
+        net_sleep(CR_NS_PER_MS);
+    lost.post_fd = eventfd(0, EFD_CLOEXEC);
+    net_loop *loop = net_loop_current();
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_msg_ring(sqe, lost.post_fd, 0, (uint64_t)(uintptr_t)&h->msg | NET_TAG_MSG, 0);
+    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&h->msg | NET_TAG_MSG_FAILED);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    /* Unfixed, the waiter never resumes: end the run anyway (the drain
+     * then cannot finish either, and the process exits with status 1). */
+    net_sleep(2 * CR_NS_PER_S);
+    if (!atomic_load(&lost.resumed))
+        kill(getpid(), SIGTERM);
+}
+
+static int thread_init_lost(void *user)
+{
+    (void)user;
+    net_spawn(net_thread_index() == 0 ? lost_waiter : failing_waker, NULL);
+    return 0;
+}
+
+Test(runtime, a_reply_msg_ring_cannot_post_fails_its_waiter, .timeout = 20)
+{
+    net_config cfg = net_config_default();
+    cfg.threads = 2;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.provided_buffers = 8;
+    cfg.shutdown_timeout_ns = CR_NS_PER_S;
+    net_hooks hooks = {.thread_init = thread_init_lost, .on_connection = never_connected};
+    uint64_t t0 = cr_clock_now_ns();
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    close(lost.post_fd);
+    cr_expect(atomic_load(&lost.resumed), "the waiter of a reply that could not be posted never resumed");
+    cr_expect_eq(atomic_load(&lost.wait_res), -EBADFD, "net_wait returned %d", atomic_load(&lost.wait_res));
+    cr_expect_lt(cr_clock_now_ns() - t0, 2 * CR_NS_PER_S);
+}

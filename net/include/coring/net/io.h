@@ -94,7 +94,10 @@ net_task *net_task_current(void);
 /*
  * net_task_set_idle - mark the current task as idle (waiting between
  * requests) or busy. Shutdown cancels idle tasks' operations at once and
- * lets busy ones finish.
+ * lets busy ones finish; an idle operation on a descriptor with input
+ * already waiting (a request that arrived) is let finish, and while
+ * draining an idle task's next operation runs only if its descriptor has
+ * input waiting (else -ECANCELED). Same thread only.
  */
 void net_task_set_idle(bool idle);
 
@@ -131,7 +134,9 @@ void net_task_cancel(net_task *task);
  * Calling with @target == net_thread_index() runs @fn directly.
  * Returns 0, -EINVAL for a bad target, or the -errno of a MSG_RING that
  * could not be posted (other than a full completion queue, which is
- * retried); @fn has then not run.
+ * retried): on the way there @fn has not run; on the way back (the reply)
+ * @fn has run, and the caller resumes with the error within a tick
+ * (100 ms) instead of waiting forever.
  */
 typedef struct net_msg net_msg;
 typedef void (*net_msg_fn)(net_msg *msg);
@@ -156,7 +161,9 @@ int net_call(unsigned target, net_msg *msg);
  *
  * net_wait_init - prepare @w on the waiting coroutine (call before handing
  * @w to the other thread). Returns 0, or -EPERM off a worker coroutine.
- * net_wait - suspend until net_wake(@w). Returns 0.
+ * net_wait - suspend until net_wake(@w). Returns 0, or the -errno of a
+ * wake-up that a worker's MSG_RING could not post (then resumed within a
+ * tick, 100 ms, instead of never).
  * net_wake - from any thread, including a worker: resume @w's coroutine.
  * Wakes exactly once per net_wait_init. Returns 0, or -errno when the
  * message could not be posted (the caller's own wake ring could not be

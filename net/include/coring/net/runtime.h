@@ -5,11 +5,12 @@
  * runs in a coroutine of its own on the thread that accepted it.
  *
  * Lifecycle: net_run() starts the workers and blocks the calling (main)
- * thread until SIGINT or SIGTERM, then drains: listeners close (new
- * connections are refused), connections waiting idle between requests are
- * cancelled, in-flight requests run to completion, and after
- * shutdown_timeout_ns whatever is left is cancelled. net_run() then joins
- * the workers and returns.
+ * thread until SIGINT or SIGTERM, then drains: each listener's accept
+ * queue is accepted, then the listener closes (new connections are
+ * refused); connections waiting idle between requests are cancelled unless
+ * a request has already arrived on them (it is served); in-flight requests
+ * run to completion, and after shutdown_timeout_ns whatever is left is
+ * cancelled. net_run() then joins the workers and returns.
  *
  * Nothing here knows HTTP: the connection handler is a hook.
  */
@@ -28,7 +29,8 @@ typedef struct net_config {
     uint16_t port;                /* 0: the kernel picks one (shared by all threads) */
     int backlog;                  /* listen(2) backlog */
     size_t stack_size;            /* coroutine stack, bytes */
-    unsigned ring_entries;        /* SQ entries per ring (CQ is 4x) */
+    unsigned ring_entries;        /* SQ entries per ring (the CQ: 3 per connection a
+                                     thread may hold + this, at least 4x, at most 65536) */
     unsigned provided_buffers;    /* buffers in each thread's provided-buffer ring (power of 2) */
     unsigned provided_buffer_size;/* bytes per provided buffer */
     unsigned max_connections;     /* per process; 0: from RLIMIT_NOFILE */
