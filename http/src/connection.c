@@ -253,6 +253,19 @@ static void linger(http_conn *c)
     }
 }
 
+/* Say, at most once a minute per thread, that the provided receive buffers
+ * ran out: connections then read into memory of their own, which they hold
+ * until their request is answered (--recv-buffers may be too small). */
+static void warn_no_provided_buffers(void)
+{
+    static _Thread_local uint64_t last_ns;
+    uint64_t now = cr_clock_now_ns();
+    if (last_ns != 0 && now - last_ns < 60 * CR_NS_PER_S)
+        return;
+    last_ns = now;
+    cr_log_warn("every provided receive buffer is in use: connections read into their own memory");
+}
+
 void http_connection_main(int fd, void *server)
 {
     http_conn c = {.fd = fd, .srv = server};
@@ -284,6 +297,7 @@ void http_connection_main(int fd, void *server)
         ssize_t n = net_recv_provided(fd, &rb, timeout);
         if (n == -ENOBUFS) {
             /* Every provided buffer is in use: read into our own memory. */
+            warn_no_provided_buffers();
             if (cr_buf_reserve(&c.in, 16 * 1024) < 0)
                 break;
             n = net_recv(fd, c.in.data + c.in.len, c.in.cap - c.in.len, timeout);
