@@ -21,6 +21,12 @@
 
 enum conn_action { CONN_CONTINUE, CONN_CLOSE };
 
+/* What a connection keeps between requests, at most, in each of its
+ * buffers: after each batch a buffer holding no more than this is cut back
+ * to it (freed when empty), so that an idle connection costs the same after
+ * a 1 MiB request as before it. */
+#define CONN_BUF_FLOOR 4096u
+
 typedef struct http_conn {
     int fd;
     const http_server *srv;
@@ -353,6 +359,9 @@ void http_connection_main(int fd, void *server)
         }
         int sent = flush(&c);
         cr_arena_reset(arena);
+        cr_buf_shrink(&c.in, CONN_BUF_FLOOR);
+        cr_buf_shrink(&c.out, CONN_BUF_FLOOR);
+        cr_buf_shrink(&c.body, CONN_BUF_FLOOR);
         if (action == CONN_CLOSE || sent < 0)
             break;
     }
