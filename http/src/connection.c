@@ -21,10 +21,10 @@
 
 enum conn_action { CONN_CONTINUE, CONN_CLOSE };
 
-/* What a connection keeps between requests, at most, in each of its
- * buffers: after each batch a buffer holding no more than this is cut back
- * to it (freed when empty), so that an idle connection costs the same after
- * a 1 MiB request as before it. */
+/* What a connection keeps between requests, at most, in each of its input
+ * and output buffers: after each batch a buffer holding no more than this
+ * is cut back to it (freed when empty), so that an idle connection costs
+ * the same after a 1 MiB request as before it. */
 #define CONN_BUF_FLOOR 4096u
 
 typedef struct http_conn {
@@ -32,7 +32,13 @@ typedef struct http_conn {
     const http_server *srv;
     cr_buf in;          /* a request gathered across reads */
     cr_buf out;         /* responses not yet sent */
-    cr_buf body;        /* a decoded chunked body */
+    /* A chunked body still arriving. The pending request at in.data[0] is
+     * kept as its header section followed by the chunk_decoded bytes decoded
+     * so far; the decoder has consumed every byte of the coding it was given,
+     * and resumes from its state with the next read (linear cost). */
+    http_chunked_decoder chunk;
+    size_t chunk_decoded;
+    bool chunk_active;
     bool sent_continue; /* 100 Continue sent for the request being read */
     bool in_body;       /* the pending request's headers are complete */
     uint64_t request_start_ns; /* first byte of the pending request arrived */
@@ -145,14 +151,16 @@ static void await_body(http_conn *c, const http_request *req)
 
 /*
  * Answer every complete request in data[0..len). Sets *used to the bytes
- * consumed. Returns CONN_CLOSE when the connection must close after the
- * output is sent.
+ * consumed and *kept to how many bytes after them must be kept for the next
+ * read (the pending request: all the rest, or for a chunked body its header
+ * section and the bytes decoded so far). Returns CONN_CLOSE when the
+ * connection must close after the output is sent.
  */
-static enum conn_action process(http_conn *c, char *data, size_t len, size_t *used)
+static enum conn_action process(http_conn *c, char *data, size_t len, size_t *used, size_t *kept)
 {
     const http_server_config *cfg = &c->srv->cfg;
     http_header headers[cfg->limits.max_headers ? cfg->limits.max_headers : 1];
-    size_t pos = 0;
+    size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
     c->in_body = false;
 
@@ -173,32 +181,35 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         size_t body_len = 0, consumed = head;
 
         if (req.chunked) {
-            /* Decode a copy, so that an incomplete body leaves the input
-             * untouched for the next attempt. */
-            cr_buf_reset(&c->body);
-            if (cr_buf_append(&c->body, data + pos + head, avail) < 0) {
-                reject(c, 500, "out of memory");
-                action = CONN_CLOSE;
-                pos = len;
-                break;
+            /* Only the request kept at data[0] can have a body half decoded. */
+            if (!c->chunk_active || pos != 0) {
+                http_chunked_init(&c->chunk, cfg->limits.max_body_bytes);
+                c->chunk_decoded = 0;
+                c->chunk_active = true;
             }
-            http_chunked_decoder dec;
-            http_chunked_init(&dec, cfg->limits.max_body_bytes);
-            size_t n = avail;
-            ssize_t done = http_chunked_decode(&dec, c->body.data, &n);
+            /* Decode in place what arrived since the last read; the decoded
+             * bytes land right after those decoded before. */
+            size_t before = c->chunk_decoded < avail ? c->chunk_decoded : avail;
+            size_t n = avail - before;
+            ssize_t done = http_chunked_decode(&c->chunk, data + pos + head + before, &n);
             if (done == HTTP_PARSE_ERROR) {
-                reject(c, dec.error_status ? dec.error_status : 400, "malformed chunked body");
+                c->chunk_active = false;
+                reject(c, c->chunk.error_status ? c->chunk.error_status : 400,
+                       "malformed chunked body");
                 action = CONN_CLOSE;
                 pos = len;
                 break;
             }
+            c->chunk_decoded = before + n;
             if (done == HTTP_PARSE_INCOMPLETE) {
+                pending_end = pos + head + c->chunk_decoded;
                 await_body(c, &req);
                 break;
             }
-            body = c->body.data;
-            body_len = n;
-            consumed += (size_t)done;
+            c->chunk_active = false;
+            body = data + pos + head;
+            body_len = c->chunk_decoded;
+            consumed += before + (size_t)done;
         } else if (req.content_length > 0) {
             if (avail < req.content_length) {
                 await_body(c, &req);
@@ -226,7 +237,10 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             break;
         }
     }
+    if (pending_end < pos)
+        pending_end = pos;
     *used = pos;
+    *kept = pending_end - pos;
     return action;
 }
 
@@ -337,14 +351,14 @@ void http_connection_main(int fd, void *server)
             len = c.in.len;
         }
 
-        size_t used = 0;
-        enum conn_action action = process(&c, data, len, &used);
+        size_t used = 0, kept = 0;
+        enum conn_action action = process(&c, data, len, &used, &kept);
         if (in_place) {
-            if (used < len && action == CONN_CONTINUE &&
-                cr_buf_append(&c.in, data + used, len - used) < 0)
+            if (kept > 0 && action == CONN_CONTINUE && cr_buf_append(&c.in, data + used, kept) < 0)
                 action = CONN_CLOSE;
             net_rbuf_release(&rb);
         } else {
+            c.in.len = used + kept;
             cr_buf_consume(&c.in, used);
         }
         /* The header deadline runs from the first byte of the request
@@ -361,7 +375,6 @@ void http_connection_main(int fd, void *server)
         cr_arena_reset(arena);
         cr_buf_shrink(&c.in, CONN_BUF_FLOOR);
         cr_buf_shrink(&c.out, CONN_BUF_FLOOR);
-        cr_buf_shrink(&c.body, CONN_BUF_FLOOR);
         if (action == CONN_CLOSE || sent < 0)
             break;
     }
@@ -370,5 +383,4 @@ void http_connection_main(int fd, void *server)
     net_close(fd);
     cr_buf_free(&c.in);
     cr_buf_free(&c.out);
-    cr_buf_free(&c.body);
 }
