@@ -5,7 +5,9 @@
  * framing error, `Connection: close`, or shutdown.
  *
  * A request that spans reads is gathered in the connection's own buffer;
- * a request that fits one read is parsed where the kernel put it.
+ * a request that fits one read is parsed from a copy in the coroutine's
+ * arena, and the provided buffer the kernel put it in goes back to the ring
+ * before any handler can wait.
  */
 #include "internal.h"
 
@@ -333,15 +335,25 @@ void http_connection_main(int fd, void *server)
 
         char *data;
         size_t len;
-        bool in_place = false;
+        bool copied = false;
         if (!rb.provided) {
             c.in.len += (size_t)n;
             data = c.in.data;
             len = c.in.len;
         } else if (c.in.len == 0) {
-            data = rb.data;
+            /* Parse a copy in the coroutine's arena and give the provided
+             * buffer back now: a handler may wait seconds on PostgreSQL, the
+             * upstream or inference, and a buffer held meanwhile is one fewer
+             * for every other connection of the thread. A small request
+             * fits the arena chunk the coroutine keeps: no malloc. */
+            data = cr_arena_alloc(arena, rb.len);
+            if (data)
+                memcpy(data, rb.data, rb.len);
             len = rb.len;
-            in_place = true;
+            net_rbuf_release(&rb);
+            if (!data)
+                break;
+            copied = true;
         } else {
             int err = cr_buf_append(&c.in, rb.data, rb.len);
             net_rbuf_release(&rb);
@@ -353,10 +365,9 @@ void http_connection_main(int fd, void *server)
 
         size_t used = 0, kept = 0;
         enum conn_action action = process(&c, data, len, &used, &kept);
-        if (in_place) {
+        if (copied) {
             if (kept > 0 && action == CONN_CONTINUE && cr_buf_append(&c.in, data + used, kept) < 0)
                 action = CONN_CLOSE;
-            net_rbuf_release(&rb);
         } else {
             c.in.len = used + kept;
             cr_buf_consume(&c.in, used);
