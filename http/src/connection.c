@@ -18,6 +18,7 @@
 #include "coring/net/io.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -152,6 +153,61 @@ static void await_body(http_conn *c, const http_request *req)
 }
 
 /*
+ * Header arrays for the parser, sized --max-headers, lent to a batch of
+ * requests from a per-thread list: not on the coroutine stack (up to 8 KiB,
+ * over any guard page, and a VLA), not held by an idle connection, and no
+ * malloc in the steady state. A handler may yield with its request's
+ * headers in use, so each batch has an array of its own.
+ */
+struct http_header_block {
+    struct http_header_block *next; /* in the thread's spare list */
+    size_t count;                   /* entries in headers[] */
+    http_header headers[];
+};
+
+/* Spare arrays kept per thread at most; more are freed when given back. */
+#define CONN_SPARE_HEADER_BLOCKS 64u
+
+static struct http_header_block *headers_take(size_t count)
+{
+    http_thread *t = http_tl;
+    struct http_header_block *b = t->spare_headers;
+    if (b && b->count == count) {
+        t->spare_headers = b->next;
+        t->num_spare_headers--;
+        return b;
+    }
+    b = malloc(sizeof(*b) + count * sizeof(http_header));
+    if (b)
+        b->count = count;
+    return b;
+}
+
+static void headers_give(struct http_header_block *b)
+{
+    http_thread *t = http_tl;
+    if (t->num_spare_headers >= CONN_SPARE_HEADER_BLOCKS) {
+        free(b);
+        return;
+    }
+    b->next = t->spare_headers;
+    t->spare_headers = b;
+    t->num_spare_headers++;
+}
+
+void http_connection_thread_fini(http_thread *t)
+{
+    struct http_header_block *b = t->spare_headers;
+    while (b) {
+        struct http_header_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    t->spare_headers = NULL;
+    t->num_spare_headers = 0;
+}
+
+/*
  * Answer every complete request in data[0..len). Sets *used to the bytes
  * consumed and *kept to how many bytes after them must be kept for the next
  * read (the pending request: all the rest, or for a chunked body its header
@@ -161,13 +217,20 @@ static void await_body(http_conn *c, const http_request *req)
 static enum conn_action process(http_conn *c, char *data, size_t len, size_t *used, size_t *kept)
 {
     const http_server_config *cfg = &c->srv->cfg;
-    http_header headers[cfg->limits.max_headers ? cfg->limits.max_headers : 1];
+    size_t max_headers = cfg->limits.max_headers ? cfg->limits.max_headers : 1;
     size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
     c->in_body = false;
 
+    struct http_header_block *headers = headers_take(max_headers);
+    if (!headers) {
+        reject(c, 500, "out of memory");
+        *used = len;
+        *kept = 0;
+        return CONN_CLOSE;
+    }
     while (pos < len) {
-        http_request req = {.headers = headers};
+        http_request req = {.headers = headers->headers};
         int r = http_parse_request(data + pos, len - pos, &req, &cfg->limits);
         if (r == HTTP_PARSE_INCOMPLETE)
             break;
@@ -239,6 +302,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             break;
         }
     }
+    headers_give(headers);
     if (pending_end < pos)
         pending_end = pos;
     *used = pos;
@@ -261,14 +325,19 @@ static void linger(http_conn *c)
 {
     shutdown(c->fd, SHUT_WR);
     net_task_set_idle(true); /* shutdown need not wait for this */
-    char sink[4096];
+    /* The sink comes from the arena, not the stack (a 4 KiB frame would
+     * step over a 4 KiB guard page in one go). */
+    enum { SINK_BYTES = 4096 };
+    char *sink = cr_arena_alloc(cr_coro_arena(cr_coro_current()), SINK_BYTES);
     size_t total = 0;
+    if (!sink)
+        return;
     uint64_t deadline = cr_clock_now_ns() + 2 * CR_NS_PER_S;
     while (total < 1024 * 1024) {
         uint64_t now = cr_clock_now_ns();
         if (now >= deadline)
             break;
-        ssize_t n = net_recv(c->fd, sink, sizeof(sink), deadline - now);
+        ssize_t n = net_recv(c->fd, sink, SINK_BYTES, deadline - now);
         if (n <= 0)
             break;
         total += (size_t)n;
