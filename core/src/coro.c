@@ -9,7 +9,7 @@
  *
  * Memory layout of one coroutine, a single mmap:
  *
- *     low  [guard page, PROT_NONE][usable stack ... grows down][cr_coro]  high
+ *     low  [guard, PROT_NONE, 64 KiB][usable stack ... grows down][cr_coro]  high
  *
  * The cr_coro record lives at the top of its own mapping, so a coroutine is
  * one mmap and no malloc, and a stack cached by the pool comes back with its
@@ -82,6 +82,7 @@ struct cr_coro {
 
 struct cr_stack_pool {
     size_t page_size;
+    size_t guard_size;    /* PROT_NONE bytes below each stack, whole pages */
     size_t map_size;      /* bytes per mapping: guard + stack + record */
     size_t record_offset; /* offset of the cr_coro record in a mapping */
     unsigned max_cached;  /* free mappings kept for reuse */
@@ -248,16 +249,16 @@ static inline char *coro__map_base(const cr_coro *co)
     return (char *)co - co->pool->record_offset;
 }
 
-/* Lowest usable byte of @co's stack (just above the guard page). */
+/* Lowest usable byte of @co's stack (just above the guard region). */
 static inline char *coro__stack_lo(const cr_coro *co)
 {
-    return coro__map_base(co) + co->pool->page_size;
+    return coro__map_base(co) + co->pool->guard_size;
 }
 
 /* Usable bytes of @co's stack: from coro__stack_lo up to the record. */
 static inline size_t coro__stack_size(const cr_coro *co)
 {
-    return co->pool->record_offset - co->pool->page_size;
+    return co->pool->record_offset - co->pool->guard_size;
 }
 
 /*
@@ -326,7 +327,8 @@ cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
     if (!pool)
         return NULL;
     pool->page_size = pg;
-    pool->map_size = pg + stack_size + pg;
+    pool->guard_size = (CR_CORO_GUARD_SIZE + pg - 1) & ~(pg - 1);
+    pool->map_size = pool->guard_size + stack_size + pg;
     pool->record_offset = pool->map_size - record;
     pool->max_cached = max_cached;
     pool->cached = 0;
@@ -334,7 +336,7 @@ cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
     return pool;
 }
 
-/* A fresh mapping with its guard page and an initialised record. */
+/* A fresh mapping with its guard region and an initialised record. */
 static cr_coro *coro__map(cr_stack_pool *pool)
 {
     char *base = mmap(NULL, pool->map_size, PROT_READ | PROT_WRITE,
@@ -343,7 +345,7 @@ static cr_coro *coro__map(cr_stack_pool *pool)
         errno = ENOMEM;
         return NULL;
     }
-    if (mprotect(base, pool->page_size, PROT_NONE) != 0) {
+    if (mprotect(base, pool->guard_size, PROT_NONE) != 0) {
         munmap(base, pool->map_size);
         errno = ENOMEM;
         return NULL;
