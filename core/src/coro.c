@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -86,6 +87,8 @@ struct cr_stack_pool {
     size_t map_size;      /* bytes per mapping: guard + stack + record */
     size_t record_offset; /* offset of the cr_coro record in a mapping */
     unsigned max_cached;  /* free mappings kept for reuse */
+    bool paint;           /* CORING_STACK_REPORT: measure the deepest stack use */
+    size_t deepest;       /* with paint: most bytes of a stack ever used */
     unsigned cached;      /* free mappings now in free_list */
     cr_coro *free_list;   /* LIFO: the most recently used stack is warmest */
 };
@@ -333,7 +336,33 @@ cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
     pool->max_cached = max_cached;
     pool->cached = 0;
     pool->free_list = NULL;
+    pool->paint = getenv("CORING_STACK_REPORT") != NULL;
+    pool->deepest = 0;
     return pool;
+}
+
+/*
+ * Stack-use measurement (CORING_STACK_REPORT set in the environment; for
+ * sizing --stack-size, never in production: painting touches every page of
+ * every stack). Each stack is filled with a pattern when a coroutine is
+ * created on it; when the coroutine is destroyed, the lowest byte no longer
+ * holding the pattern marks how deep it went. The pool's deepest figure is
+ * printed to stderr when the pool is destroyed (thread exit).
+ */
+enum { CORO__PAINT = 0xa5 };
+
+static void coro__paint(cr_coro *co)
+{
+    memset(coro__stack_lo(co), CORO__PAINT, coro__stack_size(co));
+}
+
+static size_t coro__stack_used(const cr_coro *co)
+{
+    const unsigned char *lo = (const unsigned char *)coro__stack_lo(co);
+    size_t size = coro__stack_size(co), i = 0;
+    while (i < size && lo[i] == CORO__PAINT)
+        i++;
+    return size - i;
 }
 
 /* A fresh mapping with its guard region and an initialised record. */
@@ -362,6 +391,11 @@ static void coro__unmap(cr_coro *co)
     munmap(coro__map_base(co), co->pool->map_size);
 }
 
+size_t cr_stack_pool_deepest(const cr_stack_pool *pool)
+{
+    return pool->deepest;
+}
+
 void cr_stack_pool_destroy(cr_stack_pool *pool)
 {
     if (!pool)
@@ -372,6 +406,9 @@ void cr_stack_pool_destroy(cr_stack_pool *pool)
         coro__unmap(co);
         co = next;
     }
+    if (pool->paint)
+        fprintf(stderr, "coring: CORING_STACK_REPORT: deepest coroutine stack use %zu of %zu bytes\n",
+                pool->deepest, pool->record_offset - pool->guard_size);
     free(pool);
 }
 
@@ -402,6 +439,8 @@ cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     co->tsan_fiber = __tsan_create_fiber(0);
     co->tsan_resumer = NULL;
 #endif
+    if (pool->paint)
+        coro__paint(co);
     co->sp = coro__frame_init(co, (void **)co);
     return co;
 }
@@ -461,6 +500,11 @@ void cr_coro_destroy(cr_coro *co)
      * the next user of these addresses starts clean. */
     __asan_unpoison_memory_region(coro__stack_lo(co), coro__stack_size(co));
 #endif
+    if (pool->paint) {
+        size_t used = coro__stack_used(co);
+        if (used > pool->deepest)
+            pool->deepest = used;
+    }
     if (pool->cached < pool->max_cached) {
         /* Keep one arena chunk with the record: no malloc on reuse. */
         cr_arena_reset(&co->arena);

@@ -184,3 +184,37 @@ Test(stack_guard, overflow_with_frames_over_a_page_faults_on_the_guard)
     cr_assert_neq(WEXITSTATUS(status), EXIT_CANARY_HIT, "memory below the guard was written");
     cr_assert_eq(WEXITSTATUS(status), EXIT_GUARD_HIT);
 }
+
+/* CORING_STACK_REPORT: the deepest use of a stack is measured (painting),
+ * within a page of what the coroutine touched. */
+static void use_20k(void *arg)
+{
+    (void)arg;
+    volatile char buf[20 * 1024];
+    buf[0] = 1;
+    buf[sizeof(buf) - 1] = buf[0];
+}
+
+Test(stack_guard, deepest_stack_use_is_measured_when_asked)
+{
+    cr_assert_eq(setenv("CORING_STACK_REPORT", "1", 1), 0);
+    cr_stack_pool *pool = cr_stack_pool_create(0, 1);
+    cr_assert_not_null(pool);
+    cr_assert_eq(cr_stack_pool_deepest(pool), 0);
+    cr_coro *co = cr_coro_create(pool, use_20k, NULL);
+    cr_assert_not_null(co);
+    cr_coro_resume(co);
+    cr_coro_destroy(co);
+    size_t deepest = cr_stack_pool_deepest(pool);
+    cr_expect_geq(deepest, 20u * 1024u);
+    cr_expect_lt(deepest, 24u * 1024u + 4096u);
+    cr_stack_pool_destroy(pool);
+    unsetenv("CORING_STACK_REPORT");
+
+    pool = cr_stack_pool_create(0, 1);
+    co = cr_coro_create(pool, use_20k, NULL);
+    cr_coro_resume(co);
+    cr_coro_destroy(co);
+    cr_expect_eq(cr_stack_pool_deepest(pool), 0, "measured without CORING_STACK_REPORT");
+    cr_stack_pool_destroy(pool);
+}

@@ -54,6 +54,17 @@ typedef void (*cr_coro_fn)(void *arg);
 cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached);
 
 /*
+ * cr_stack_pool_deepest - the most bytes of one stack that a coroutine of
+ * @pool used, over the coroutines destroyed so far, when CORING_STACK_REPORT
+ * was set in the environment as @pool was created (each stack is then
+ * painted with a pattern on cr_coro_create, which touches all its pages,
+ * and scanned on cr_coro_destroy; cr_stack_pool_destroy prints the figure
+ * to stderr). Returns 0 when the variable was not set. For sizing
+ * --stack-size; pool's thread only.
+ */
+size_t cr_stack_pool_deepest(const cr_stack_pool *pool);
+
+/*
  * cr_stack_pool_destroy - unmap every cached stack. All coroutines created
  * from the pool must have been destroyed first.
  */
