@@ -28,8 +28,11 @@ typedef struct cr_coro cr_coro;
 typedef void (*cr_coro_fn)(void *arg);
 
 /* Default stack size: 64 KiB (usable bytes, the guard region is extra).
- * See README ("Hardening and security") for the deepest use measured of
- * each library that runs on these stacks. */
+ * Deepest use measured (perf/stack_use.py, CORING_STACK_REPORT): HTTP and
+ * JSON 6.1 KiB; libpq connect and queries, Unix socket or TCP with
+ * getaddrinfo, 6.2 KiB; libcurl over HTTP 7.5 KiB, with OpenSSL (https,
+ * ClientHello and a failed handshake) 8.9 KiB; embed requests 8.5 KiB.
+ * A full TLS handshake was not measured. */
 #define CR_CORO_DEFAULT_STACK_SIZE (64u * 1024u)
 
 /*
