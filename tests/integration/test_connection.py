@@ -46,10 +46,10 @@ def post_todo_head(length=None, chunked=False):
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-def big_todo():
+def big_todo(size=BIG):
     """A valid JSON todo whose title is too long: read whole, parsed, answered 422."""
     prefix, suffix = b'{"title":"', b'"}'
-    return prefix + b"x" * (BIG - len(prefix) - len(suffix)) + suffix
+    return prefix + b"x" * (size - len(prefix) - len(suffix)) + suffix
 
 
 class IdleBuffersTest(cs.CoringTestCase):
@@ -60,6 +60,9 @@ class IdleBuffersTest(cs.CoringTestCase):
         body = big_todo()
         request = post_todo_head(len(body)) + body
         with cs.CoringServer(threads=2, apps="hello,todo") as server:
+            # Under a sanitizer only the behaviour is checked: fewer of them.
+            skip_bound = sanitized(server)
+            n = 20 if skip_bound else CONNECTIONS
             # Warm up on connections that then close, so that the baseline
             # already holds the per-thread memory a large body touches:
             # malloc's, the JSON parser's, and every provided receive buffer
@@ -70,7 +73,7 @@ class IdleBuffersTest(cs.CoringTestCase):
                     self.assertEqual(c.read_response("POST").status, 422)
             conns = []
             try:
-                for _ in range(CONNECTIONS):
+                for _ in range(n):
                     c = server.connect(timeout=30)
                     conns.append(c)
                     resp = c.request("GET", "/")
@@ -82,22 +85,21 @@ class IdleBuffersTest(cs.CoringTestCase):
                     resp = c.read_response("POST")
                     self.assertJsonError(resp, 422, "1 MB title")
                 # Every connection is still open and served.
-                for c in conns[:: CONNECTIONS // 10]:
+                for c in conns[:: n // 10]:
                     self.assertEqual(c.request("GET", "/").status, 200)
                 time.sleep(0.3)
                 after = server.rss_kib()
-                skip_bound = sanitized(server)
             finally:
                 for c in conns:
                     c.close()
         growth = after - baseline
         print("\nidle RSS: %d KiB with %d connections idle after GET /, %d KiB after each "
               "POSTed %d bytes: %+d KiB, %.1f KiB a connection (bound %d)"
-              % (baseline, CONNECTIONS, after, BIG, growth, growth / CONNECTIONS, IDLE_BOUND_KIB),
+              % (baseline, n, after, BIG, growth, growth / n, IDLE_BOUND_KIB),
               file=sys.stderr)
         if skip_bound:
             self.skipTest("sanitizer build: RSS bound not asserted")
-        self.assertLessEqual(growth, CONNECTIONS * IDLE_BOUND_KIB,
+        self.assertLessEqual(growth, n * IDLE_BOUND_KIB,
                              "idle connections kept their large request's buffers")
 
 
@@ -132,10 +134,9 @@ class Probe(threading.Thread):
 
 
 class ChunkedCostTest(cs.CoringTestCase):
-    PIECE = 600              # bytes a send while trickling
-    PIECES = 10000           # sends per upload (the same for both framings)
+    PIECE = 600               # bytes a send while trickling
     P99_BOUND_MS = 10.0
-    CPU_FACTOR = 4.0
+    CPU_FACTOR = 5.0          # 6 bytes of coding a body byte, each through the decoder
 
     def upload(self, server, head, body, piece):
         """Send @head then @body in @piece-byte sends ~0.5 ms apart, while a probe
@@ -166,18 +167,21 @@ class ChunkedCostTest(cs.CoringTestCase):
         return cpu, wall, probe, resp
 
     def test_chunked_body_cost_is_linear(self):
-        body = big_todo()
-        chunked = b"".join(b"1\r\n" + body[i:i + 1] + b"\r\n" for i in range(len(body))) + b"0\r\n\r\n"
         with cs.CoringServer(threads=1, apps="hello,todo", args=["--body-timeout", "60"]) as server:
+            # Under a sanitizer only the behaviour is checked: a smaller body.
+            skip_bounds = sanitized(server)
+            body = big_todo(BIG // 10 if skip_bounds else BIG)
+            chunked = b"".join(b"1\r\n" + body[i:i + 1] + b"\r\n" for i in range(len(body))) + b"0\r\n\r\n"
+            # The Content-Length upload in as many sends as the chunked one.
+            pieces = -(-len(chunked) // self.PIECE)
             cl_cpu, cl_wall, cl_probe, resp = self.upload(
-                server, post_todo_head(len(body)), body, max(1, len(body) // self.PIECES))
+                server, post_todo_head(len(body)), body, max(1, len(body) // pieces))
             ch_cpu, ch_wall, ch_probe, ch_resp = self.upload(
                 server, post_todo_head(chunked=True), chunked, self.PIECE)
             self.assertTrue(server.running())
-            skip_bounds = sanitized(server)
         print("\nContent-Length upload of %d bytes in %d pieces: server CPU %.3f s, wall %.1f s, "
               "GET / p99 %.2f ms (%d probes)"
-              % (len(body), self.PIECES, cl_cpu, cl_wall, cl_probe.p99_ms(), len(cl_probe.latencies)),
+              % (len(body), pieces, cl_cpu, cl_wall, cl_probe.p99_ms(), len(cl_probe.latencies)),
               file=sys.stderr)
         print("chunked upload of %d bytes in 1-byte chunks (%d bytes, %d-byte pieces): server CPU "
               "%.3f s, wall %.1f s, GET / p99 %.2f ms (%d probes); CPU ratio %.2f (bound %.1f)"
@@ -194,7 +198,7 @@ class ChunkedCostTest(cs.CoringTestCase):
                         "GET / p99 while a chunked body trickles in")
         # 0.01 s: the clock's tick, so that a tiny Content-Length figure does
         # not make the ratio meaningless.
-        self.assertLessEqual(ch_cpu, self.CPU_FACTOR * max(cl_cpu, 0.01) + 0.05,
+        self.assertLessEqual(ch_cpu, self.CPU_FACTOR * max(cl_cpu, 0.01) + 0.1,
                              "chunked upload CPU vs Content-Length upload CPU")
 
 
