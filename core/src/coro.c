@@ -407,7 +407,8 @@ void cr_stack_pool_destroy(cr_stack_pool *pool)
         co = next;
     }
     if (pool->paint)
-        fprintf(stderr, "coring: CORING_STACK_REPORT: deepest coroutine stack use %zu of %zu bytes\n",
+        fprintf(stderr,
+                "coring: CORING_STACK_REPORT: deepest coroutine stack use %zu of %zu bytes\n",
                 pool->deepest, pool->record_offset - pool->guard_size);
     free(pool);
 }
