@@ -346,9 +346,14 @@ static void list_todos(http_ctx *ctx, void *user)
         http_respond_json(ctx, 200, shard_list_json());
         return;
     }
-    /* Gather every shard's items, then merge them by id. */
-    cr_buf parts[n];
-    size_t counts[n];
+    /* Gather every shard's items, then merge them by id. One slot a
+     * thread, from the request's arena: not a VLA on the coroutine stack. */
+    cr_buf *parts = cr_arena_alloc(ctx->arena, n * sizeof(*parts));
+    size_t *counts = cr_arena_alloc(ctx->arena, n * sizeof(*counts));
+    if (!parts || !counts) {
+        http_respond_error(ctx, 500, "out of memory");
+        return;
+    }
     size_t total_bytes = 0, total = 0;
     bool ok = true;
     for (unsigned s = 0; s < n; s++) {

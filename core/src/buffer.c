@@ -73,6 +73,23 @@ void cr_buf_consume(cr_buf *b, size_t n)
     b->len -= n;
 }
 
+void cr_buf_shrink(cr_buf *b, size_t floor)
+{
+    if (b->cap <= floor || b->len > floor)
+        return;
+    if (b->len == 0) {
+        free(b->data);
+        b->data = NULL;
+        b->cap = 0;
+        return;
+    }
+    char *p = realloc(b->data, floor);
+    if (p) {
+        b->data = p;
+        b->cap = floor;
+    }
+}
+
 void cr_buf_free(cr_buf *b)
 {
     free(b->data);

@@ -9,7 +9,7 @@
  *
  * Memory layout of one coroutine, a single mmap:
  *
- *     low  [guard page, PROT_NONE][usable stack ... grows down][cr_coro]  high
+ *     low  [guard, PROT_NONE, 64 KiB][usable stack ... grows down][cr_coro]  high
  *
  * The cr_coro record lives at the top of its own mapping, so a coroutine is
  * one mmap and no malloc, and a stack cached by the pool comes back with its
@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -82,9 +83,12 @@ struct cr_coro {
 
 struct cr_stack_pool {
     size_t page_size;
+    size_t guard_size;    /* PROT_NONE bytes below each stack, whole pages */
     size_t map_size;      /* bytes per mapping: guard + stack + record */
     size_t record_offset; /* offset of the cr_coro record in a mapping */
     unsigned max_cached;  /* free mappings kept for reuse */
+    bool paint;           /* CORING_STACK_REPORT: measure the deepest stack use */
+    size_t deepest;       /* with paint: most bytes of a stack ever used */
     unsigned cached;      /* free mappings now in free_list */
     cr_coro *free_list;   /* LIFO: the most recently used stack is warmest */
 };
@@ -248,16 +252,16 @@ static inline char *coro__map_base(const cr_coro *co)
     return (char *)co - co->pool->record_offset;
 }
 
-/* Lowest usable byte of @co's stack (just above the guard page). */
+/* Lowest usable byte of @co's stack (just above the guard region). */
 static inline char *coro__stack_lo(const cr_coro *co)
 {
-    return coro__map_base(co) + co->pool->page_size;
+    return coro__map_base(co) + co->pool->guard_size;
 }
 
 /* Usable bytes of @co's stack: from coro__stack_lo up to the record. */
 static inline size_t coro__stack_size(const cr_coro *co)
 {
-    return co->pool->record_offset - co->pool->page_size;
+    return co->pool->record_offset - co->pool->guard_size;
 }
 
 /*
@@ -326,15 +330,42 @@ cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
     if (!pool)
         return NULL;
     pool->page_size = pg;
-    pool->map_size = pg + stack_size + pg;
+    pool->guard_size = (CR_CORO_GUARD_SIZE + pg - 1) & ~(pg - 1);
+    pool->map_size = pool->guard_size + stack_size + pg;
     pool->record_offset = pool->map_size - record;
     pool->max_cached = max_cached;
     pool->cached = 0;
     pool->free_list = NULL;
+    pool->paint = getenv("CORING_STACK_REPORT") != NULL;
+    pool->deepest = 0;
     return pool;
 }
 
-/* A fresh mapping with its guard page and an initialised record. */
+/*
+ * Stack-use measurement (CORING_STACK_REPORT set in the environment; for
+ * sizing --stack-size, never in production: painting touches every page of
+ * every stack). Each stack is filled with a pattern when a coroutine is
+ * created on it; when the coroutine is destroyed, the lowest byte no longer
+ * holding the pattern marks how deep it went. The pool's deepest figure is
+ * printed to stderr when the pool is destroyed (thread exit).
+ */
+enum { CORO__PAINT = 0xa5 };
+
+static void coro__paint(cr_coro *co)
+{
+    memset(coro__stack_lo(co), CORO__PAINT, coro__stack_size(co));
+}
+
+static size_t coro__stack_used(const cr_coro *co)
+{
+    const unsigned char *lo = (const unsigned char *)coro__stack_lo(co);
+    size_t size = coro__stack_size(co), i = 0;
+    while (i < size && lo[i] == CORO__PAINT)
+        i++;
+    return size - i;
+}
+
+/* A fresh mapping with its guard region and an initialised record. */
 static cr_coro *coro__map(cr_stack_pool *pool)
 {
     char *base = mmap(NULL, pool->map_size, PROT_READ | PROT_WRITE,
@@ -343,7 +374,7 @@ static cr_coro *coro__map(cr_stack_pool *pool)
         errno = ENOMEM;
         return NULL;
     }
-    if (mprotect(base, pool->page_size, PROT_NONE) != 0) {
+    if (mprotect(base, pool->guard_size, PROT_NONE) != 0) {
         munmap(base, pool->map_size);
         errno = ENOMEM;
         return NULL;
@@ -360,6 +391,11 @@ static void coro__unmap(cr_coro *co)
     munmap(coro__map_base(co), co->pool->map_size);
 }
 
+size_t cr_stack_pool_deepest(const cr_stack_pool *pool)
+{
+    return pool->deepest;
+}
+
 void cr_stack_pool_destroy(cr_stack_pool *pool)
 {
     if (!pool)
@@ -370,6 +406,10 @@ void cr_stack_pool_destroy(cr_stack_pool *pool)
         coro__unmap(co);
         co = next;
     }
+    if (pool->paint)
+        fprintf(stderr,
+                "coring: CORING_STACK_REPORT: deepest coroutine stack use %zu of %zu bytes\n",
+                pool->deepest, pool->record_offset - pool->guard_size);
     free(pool);
 }
 
@@ -400,6 +440,8 @@ cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     co->tsan_fiber = __tsan_create_fiber(0);
     co->tsan_resumer = NULL;
 #endif
+    if (pool->paint)
+        coro__paint(co);
     co->sp = coro__frame_init(co, (void **)co);
     return co;
 }
@@ -459,6 +501,11 @@ void cr_coro_destroy(cr_coro *co)
      * the next user of these addresses starts clean. */
     __asan_unpoison_memory_region(coro__stack_lo(co), coro__stack_size(co));
 #endif
+    if (pool->paint) {
+        size_t used = coro__stack_used(co);
+        if (used > pool->deepest)
+            pool->deepest = used;
+    }
     if (pool->cached < pool->max_cached) {
         /* Keep one arena chunk with the record: no malloc on reuse. */
         cr_arena_reset(&co->arena);

@@ -5,7 +5,9 @@
  * framing error, `Connection: close`, or shutdown.
  *
  * A request that spans reads is gathered in the connection's own buffer;
- * a request that fits one read is parsed where the kernel put it.
+ * a request that fits one read is parsed from a copy in the coroutine's
+ * arena, and the provided buffer the kernel put it in goes back to the ring
+ * before any handler can wait.
  */
 #include "internal.h"
 
@@ -16,17 +18,30 @@
 #include "coring/net/io.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 enum conn_action { CONN_CONTINUE, CONN_CLOSE };
+
+/* What a connection keeps between requests, at most, in each of its input
+ * and output buffers: after each batch a buffer holding no more than this
+ * is cut back to it (freed when empty), so that an idle connection costs
+ * the same after a 1 MiB request as before it. */
+#define CONN_BUF_FLOOR 4096u
 
 typedef struct http_conn {
     int fd;
     const http_server *srv;
     cr_buf in;          /* a request gathered across reads */
     cr_buf out;         /* responses not yet sent */
-    cr_buf body;        /* a decoded chunked body */
+    /* A chunked body still arriving. The pending request at in.data[0] is
+     * kept as its header section followed by the chunk_decoded bytes decoded
+     * so far; the decoder has consumed every byte of the coding it was given,
+     * and resumes from its state with the next read (linear cost). */
+    http_chunked_decoder chunk;
+    size_t chunk_decoded;
+    bool chunk_active;
     bool sent_continue; /* 100 Continue sent for the request being read */
     bool in_body;       /* the pending request's headers are complete */
     uint64_t request_start_ns; /* first byte of the pending request arrived */
@@ -143,20 +158,84 @@ static void await_body(http_conn *c, const http_request *req)
 }
 
 /*
- * Answer every complete request in data[0..len). Sets *used to the bytes
- * consumed. Returns CONN_CLOSE when the connection must close after the
- * output is sent.
+ * Header arrays for the parser, sized --max-headers, lent to a batch of
+ * requests from a per-thread list: not on the coroutine stack (up to 8 KiB,
+ * over any guard page, and a VLA), not held by an idle connection, and no
+ * malloc in the steady state. A handler may yield with its request's
+ * headers in use, so each batch has an array of its own.
  */
-static enum conn_action process(http_conn *c, char *data, size_t len, size_t *used)
+struct http_header_block {
+    struct http_header_block *next; /* in the thread's spare list */
+    size_t count;                   /* entries in headers[] */
+    http_header headers[];
+};
+
+/* Spare arrays kept per thread at most; more are freed when given back. */
+#define CONN_SPARE_HEADER_BLOCKS 64u
+
+static struct http_header_block *headers_take(size_t count)
+{
+    http_thread *t = http_tl;
+    struct http_header_block *b = t->spare_headers;
+    if (b && b->count == count) {
+        t->spare_headers = b->next;
+        t->num_spare_headers--;
+        return b;
+    }
+    b = malloc(sizeof(*b) + count * sizeof(http_header));
+    if (b)
+        b->count = count;
+    return b;
+}
+
+static void headers_give(struct http_header_block *b)
+{
+    http_thread *t = http_tl;
+    if (t->num_spare_headers >= CONN_SPARE_HEADER_BLOCKS) {
+        free(b);
+        return;
+    }
+    b->next = t->spare_headers;
+    t->spare_headers = b;
+    t->num_spare_headers++;
+}
+
+void http_connection_thread_fini(http_thread *t)
+{
+    struct http_header_block *b = t->spare_headers;
+    while (b) {
+        struct http_header_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    t->spare_headers = NULL;
+    t->num_spare_headers = 0;
+}
+
+/*
+ * Answer every complete request in data[0..len). Sets *used to the bytes
+ * consumed and *kept to how many bytes after them must be kept for the next
+ * read (the pending request: all the rest, or for a chunked body its header
+ * section and the bytes decoded so far). Returns CONN_CLOSE when the
+ * connection must close after the output is sent.
+ */
+static enum conn_action process(http_conn *c, char *data, size_t len, size_t *used, size_t *kept)
 {
     const http_server_config *cfg = &c->srv->cfg;
-    http_header headers[cfg->limits.max_headers ? cfg->limits.max_headers : 1];
-    size_t pos = 0;
+    size_t max_headers = cfg->limits.max_headers ? cfg->limits.max_headers : 1;
+    size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
     c->in_body = false;
 
+    struct http_header_block *headers = headers_take(max_headers);
+    if (!headers) {
+        reject(c, 500, "out of memory");
+        *used = len;
+        *kept = 0;
+        return CONN_CLOSE;
+    }
     while (pos < len) {
-        http_request req = {.headers = headers};
+        http_request req = {.headers = headers->headers};
         int r = http_parse_request(data + pos, len - pos, &req, &cfg->limits);
         if (r == HTTP_PARSE_INCOMPLETE)
             break;
@@ -172,33 +251,35 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         size_t body_len = 0, consumed = head;
 
         if (req.chunked) {
-            /* Decode a copy, so that an incomplete body leaves the input
-             * untouched for the next attempt. */
-            cr_buf_reset(&c->body);
-            if (cr_buf_append(&c->body, data + pos + head, avail) < 0) {
-                reject(c, 500, "out of memory");
-                action = CONN_CLOSE;
-                pos = len;
-                break;
+            /* Only the request kept at data[0] can have a body half decoded. */
+            if (!c->chunk_active || pos != 0) {
+                http_chunked_init(&c->chunk, cfg->limits.max_body_bytes);
+                c->chunk_decoded = 0;
+                c->chunk_active = true;
             }
-            http_chunked_decoder dec;
-            http_chunked_init(&dec, cfg->limits.max_body_bytes);
-            size_t n = avail;
-            ssize_t done = http_chunked_decode(&dec, c->body.data, &n);
+            /* Decode in place what arrived since the last read; the decoded
+             * bytes land right after those decoded before. */
+            size_t before = c->chunk_decoded < avail ? c->chunk_decoded : avail;
+            size_t n = avail - before;
+            ssize_t done = http_chunked_decode(&c->chunk, data + pos + head + before, &n);
             if (done == HTTP_PARSE_ERROR) {
-                reject(c, dec.error_status ? dec.error_status : 400,
-                       dec.error ? dec.error : "malformed chunked body");
+                c->chunk_active = false;
+                reject(c, c->chunk.error_status ? c->chunk.error_status : 400,
+                       c->chunk.error ? c->chunk.error : "malformed chunked body");
                 action = CONN_CLOSE;
                 pos = len;
                 break;
             }
+            c->chunk_decoded = before + n;
             if (done == HTTP_PARSE_INCOMPLETE) {
+                pending_end = pos + head + c->chunk_decoded;
                 await_body(c, &req);
                 break;
             }
-            body = c->body.data;
-            body_len = n;
-            consumed += (size_t)done;
+            c->chunk_active = false;
+            body = data + pos + head;
+            body_len = c->chunk_decoded;
+            consumed += before + (size_t)done;
         } else if (req.content_length > 0) {
             if (avail < req.content_length) {
                 await_body(c, &req);
@@ -226,7 +307,11 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             break;
         }
     }
+    headers_give(headers);
+    if (pending_end < pos)
+        pending_end = pos;
     *used = pos;
+    *kept = pending_end - pos;
     return action;
 }
 
@@ -245,18 +330,36 @@ static void linger(http_conn *c)
 {
     shutdown(c->fd, SHUT_WR);
     net_task_set_idle(true); /* shutdown need not wait for this */
-    char sink[4096];
+    /* The sink comes from the arena, not the stack (a 4 KiB frame would
+     * step over a 4 KiB guard page in one go). */
+    enum { SINK_BYTES = 4096 };
+    char *sink = cr_arena_alloc(cr_coro_arena(cr_coro_current()), SINK_BYTES);
     size_t total = 0;
+    if (!sink)
+        return;
     uint64_t deadline = cr_clock_now_ns() + 2 * CR_NS_PER_S;
     while (total < 1024 * 1024) {
         uint64_t now = cr_clock_now_ns();
         if (now >= deadline)
             break;
-        ssize_t n = net_recv(c->fd, sink, sizeof(sink), deadline - now);
+        ssize_t n = net_recv(c->fd, sink, SINK_BYTES, deadline - now);
         if (n <= 0)
             break;
         total += (size_t)n;
     }
+}
+
+/* Say, at most once a minute per thread, that the provided receive buffers
+ * ran out: connections then read into memory of their own, which they hold
+ * until their request is answered (--recv-buffers may be too small). */
+static void warn_no_provided_buffers(void)
+{
+    static _Thread_local uint64_t last_ns;
+    uint64_t now = cr_clock_now_ns();
+    if (last_ns != 0 && now - last_ns < 60 * CR_NS_PER_S)
+        return;
+    last_ns = now;
+    cr_log_warn("every provided receive buffer is in use: connections read into their own memory");
 }
 
 void http_connection_main(int fd, void *server)
@@ -291,6 +394,7 @@ void http_connection_main(int fd, void *server)
         ssize_t n = net_recv_provided(fd, &rb, timeout);
         if (n == -ENOBUFS) {
             /* Every provided buffer is in use: read into our own memory. */
+            warn_no_provided_buffers();
             if (cr_buf_reserve(&c.in, 16 * 1024) < 0)
                 break;
             n = net_recv(fd, c.in.data + c.in.len, c.in.cap - c.in.len, timeout);
@@ -306,15 +410,25 @@ void http_connection_main(int fd, void *server)
 
         char *data;
         size_t len;
-        bool in_place = false;
+        bool copied = false;
         if (!rb.provided) {
             c.in.len += (size_t)n;
             data = c.in.data;
             len = c.in.len;
         } else if (c.in.len == 0) {
-            data = rb.data;
+            /* Parse a copy in the coroutine's arena and give the provided
+             * buffer back now: a handler may wait seconds on PostgreSQL, the
+             * upstream or inference, and a buffer held meanwhile is one fewer
+             * for every other connection of the thread. A small request
+             * fits the arena chunk the coroutine keeps: no malloc. */
+            data = cr_arena_alloc(arena, rb.len);
+            if (data)
+                memcpy(data, rb.data, rb.len);
             len = rb.len;
-            in_place = true;
+            net_rbuf_release(&rb);
+            if (!data)
+                break;
+            copied = true;
         } else {
             int err = cr_buf_append(&c.in, rb.data, rb.len);
             net_rbuf_release(&rb);
@@ -324,14 +438,13 @@ void http_connection_main(int fd, void *server)
             len = c.in.len;
         }
 
-        size_t used = 0;
-        enum conn_action action = process(&c, data, len, &used);
-        if (in_place) {
-            if (used < len && action == CONN_CONTINUE &&
-                cr_buf_append(&c.in, data + used, len - used) < 0)
+        size_t used = 0, kept = 0;
+        enum conn_action action = process(&c, data, len, &used, &kept);
+        if (copied) {
+            if (kept > 0 && action == CONN_CONTINUE && cr_buf_append(&c.in, data + used, kept) < 0)
                 action = CONN_CLOSE;
-            net_rbuf_release(&rb);
         } else {
+            c.in.len = used + kept;
             cr_buf_consume(&c.in, used);
         }
         /* The header deadline runs from the first byte of the request
@@ -346,6 +459,8 @@ void http_connection_main(int fd, void *server)
         }
         int sent = flush(&c);
         cr_arena_reset(arena);
+        cr_buf_shrink(&c.in, CONN_BUF_FLOOR);
+        cr_buf_shrink(&c.out, CONN_BUF_FLOOR);
         if (action == CONN_CLOSE || sent < 0)
             break;
     }
@@ -354,5 +469,4 @@ void http_connection_main(int fd, void *server)
     net_close(fd);
     cr_buf_free(&c.in);
     cr_buf_free(&c.out);
-    cr_buf_free(&c.body);
 }

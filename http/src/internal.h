@@ -27,6 +27,8 @@ typedef struct http_thread {
     cr_buf scratch;
     char date[30];           /* IMF-fixdate, refreshed once a second */
     long date_second;
+    struct http_header_block *spare_headers; /* header arrays not lent (connection.c) */
+    unsigned num_spare_headers;
 } http_thread;
 
 extern _Thread_local http_thread *http_tl;
@@ -40,5 +42,9 @@ const char *http_date_now(void);
 
 /* The connection coroutine: net_hooks.on_connection. */
 void http_connection_main(int fd, void *server);
+
+/* Free the connection loop's per-thread memory in @t (spare header
+ * arrays). Worker thread, at its end, once no connection runs. */
+void http_connection_thread_fini(http_thread *t);
 
 #endif

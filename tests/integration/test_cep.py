@@ -284,6 +284,48 @@ class CepTest(cs.CoringTestCase):
                          % self.fake.requests())
         self.assertAddress(self.get(cep), cep, "database")
 
+    def test_waiting_handlers_hold_no_receive_buffer(self):
+        """A handler waiting on the upstream holds no provided receive buffer: with
+        --recv-buffers 8 and 20 requests waiting on one thread, other connections
+        still read into provided buffers (the server never warns that they ran out)
+        and are served."""
+        with open(__file__, encoding="utf-8") as f:
+            used = f.read()
+        cep = next(c for c in sorted(self.records)
+                   if re.fullmatch(r"\d{5}-\d{3}", c) and c not in used and not self.stored(c.replace("-", "")))
+        self.fake.behave(delay_ms=2500)
+        server = cs.CoringServer(threads=1, apps="hello,cep", args=[
+            "--recv-buffers", "8", "--db-timeout", "3", "--cep-timeout-ms", "8000"]).start()
+        try:
+            results = []
+            lock = threading.Lock()
+
+            def ask():
+                r = self.get(cep, server)
+                with lock:
+                    results.append(r)
+            waiting = [threading.Thread(target=ask, daemon=True) for _ in range(20)]
+            for t in waiting:
+                t.start()
+                time.sleep(0.02)
+            time.sleep(0.2)
+            for _ in range(30):
+                with server.connect() as c:
+                    self.assertEqual(c.request("GET", "/").status, 200)
+            with lock:
+                early = len(results)
+            for t in waiting:
+                t.join(20)
+            self.assertEqual(early, 0, "the slow requests were answered before the others ran")
+            self.assertEqual(len(results), 20)
+            for r in results:
+                self.assertAddress(r, cep, "viacep")
+            log = server.stderr_text(last=2000)
+            self.assertNotIn("every provided receive buffer is in use", log,
+                             "requests waiting on the upstream held provided buffers")
+        finally:
+            server.stop(expect_status=0)
+
     def test_upstream_off(self):
         server = cs.CoringServer(threads=1, apps="cep", args=["--cep-upstream", "off"]).start()
         try:

@@ -64,6 +64,18 @@ static inline void cr_buf_reset(cr_buf *b)
     b->failed = false;
 }
 
+/*
+ * cr_buf_shrink - give back memory a buffer no longer needs: when it holds
+ * at most @floor bytes (len <= floor) but has more than @floor allocated,
+ * it is reallocated to @floor bytes, or freed when empty (then cap == 0).
+ * A buffer holding more than @floor bytes is left alone, so a request still
+ * being gathered keeps growing without being copied back and forth. Used
+ * after each request so that one large request does not pin its memory on
+ * a connection that then idles. @floor: bytes. Never fails: when realloc
+ * cannot shrink, the memory stays as it was. Owner thread only.
+ */
+void cr_buf_shrink(cr_buf *b, size_t floor);
+
 /* cr_buf_free - release the memory; the buffer is CR_BUF_INIT after. */
 void cr_buf_free(cr_buf *b);
 
