@@ -886,6 +886,7 @@ static void broadcast(unsigned cmd)
     struct io_uring ring;
     if (io_uring_queue_init(8, &ring, 0) < 0) {
         cr_log_error("cannot create the control ring: exiting at once");
+        cr_log_flush();
         _exit(1);
     }
     for (unsigned i = 0; i < rt.threads; i++) {
@@ -923,10 +924,12 @@ static void shut_down(void)
         unsigned char sig = 0;
         if (poll(&pfd, 1, 20) > 0 && read(signal_pipe[0], &sig, 1) == 1) {
             cr_log_warn("second %s while draining: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cr_log_flush();
             _exit(1);
         }
         if (cr_clock_now_ns() > give_up) {
             cr_log_error("workers still busy 5 s after the shutdown deadline: exiting now");
+            cr_log_flush();
             _exit(1);
         }
     }
