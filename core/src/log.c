@@ -459,8 +459,6 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
 
 void cr_log_flush(void)
 {
-    if (atomic_load(&lg.direct) && !lg.buffers)
-        return;
     pthread_mutex_lock(&lg.writer);
     drain_all(true);
     pthread_mutex_unlock(&lg.writer);
