@@ -420,6 +420,7 @@ static int start(const app_options *opts)
     fetch_options.connect_timeout_ns = opts->cep_connect_timeout_ns;
     fetch_options.total_timeout_ns = opts->cep_total_timeout_ns;
     fetch_options.max_body_bytes = 64 * 1024;
+    http_client_set_limits(&(http_client_limits){.max_connections = opts->cep_max_connections});
     if (upstream_off)
         cr_log_info("cep: upstream off: answering from the database only");
     else

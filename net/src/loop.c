@@ -822,7 +822,7 @@ static unsigned max_connections(void)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         /* Keep some descriptors for listeners, rings, databases, logs. */
-        rlim_t reserve = 32 + 4 * (rlim_t)rt.threads;
+        rlim_t reserve = 32 + 4 * (rlim_t)rt.threads + rt.cfg.reserved_fds;
         return rl.rlim_cur > reserve * 2 ? (unsigned)(rl.rlim_cur - reserve) : (unsigned)rl.rlim_cur / 2;
     }
     return 1u << 20;

@@ -334,6 +334,62 @@ class CepTest(cs.CoringTestCase):
         _, elapsed = self.sigterm_during_a_miss(1, "57030-170")
         self.assertLess(elapsed, 4, "exit took %.1f s (deadline 1 s, upstream 1.5 s)" % elapsed)
 
+    def test_outbound_connections_are_capped(self):
+        # 300 concurrent misses on distinct CEPs against an upstream that
+        # answers after 2 s: at most --cep-max-connections connections to
+        # it at once (counted on the upstream's side in /proc/net/tcp), at
+        # most that many left idle, and what does not fit in the wait queue
+        # (32 a connection) is answered 503 at once.
+        cap, clients, delay_ms = 4, 300, 2000
+        self.fake.behave(delay_ms=delay_ms)
+        server = cs.CoringServer(threads=1, apps="cep", args=[
+            "--db-timeout", "3", "--cep-timeout-ms", "3000", "--cep-max-connections", str(cap)]).start()
+        try:
+            stop = threading.Event()
+            peak = [0]
+
+            def sample():
+                while not stop.is_set():
+                    peak[0] = max(peak[0], established_to(self.fake.port))
+                    time.sleep(0.01)
+
+            def one(i):
+                t0 = time.monotonic()
+                try:
+                    with server.connect(timeout=15) as c:
+                        resp = c.request("GET", "/api/v1/cep/%08d" % (76500000 + i))
+                    return resp.status, time.monotonic() - t0
+                except OSError as e:
+                    return repr(e), time.monotonic() - t0
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                    results = list(pool.map(one, range(clients)))
+            finally:
+                stop.set()
+                sampler.join()
+            time.sleep(0.3)
+            idle = established_to(self.fake.port)
+            statuses = {}
+            for st, _ in results:
+                statuses[st] = statuses.get(st, 0) + 1
+            fast = sum(1 for st, secs in results if st == 503 and secs < 1.0)
+            print("\n%d concurrent misses, cap %d: at most %d upstream connections at once, %d "
+                  "left open afterwards; statuses %s; %d answered 503 within 1 s"
+                  % (clients, cap, peak[0], idle, statuses, fast))
+            self.assertTrue(set(statuses) <= {200, 404, 503}, statuses)
+            self.assertGreaterEqual(statuses.get(200, 0) + statuses.get(404, 0), cap,
+                                    "the first fetches through the cap were answered")
+            self.assertLessEqual(peak[0], cap, "upstream connections at once")
+            self.assertLessEqual(idle, cap, "upstream connections left open")
+            self.assertGreaterEqual(fast, clients - cap - 32 * cap - 10,
+                                    "fetches past the wait queue got 503 at once")
+        finally:
+            server.stop(expect_status=0)
+            self.fake.behave(delay_ms=0)
+
     def test_zz_postgres_down(self):
         # Last (zz): stops and restarts the cluster.
         self.assertAddress(self.get("41820-020"), "41820-020", "viacep")
@@ -353,6 +409,23 @@ class CepTest(cs.CoringTestCase):
                 break
             time.sleep(0.2)
         self.assertAddress(resp, "41820-020", "database")
+
+
+def established_to(port):
+    """TCP connections in ESTABLISHED state whose local port is @port (the
+    listener's side of the connections made to it), IPv4 and IPv6."""
+    n = 0
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        n += 1
+        except FileNotFoundError:
+            pass
+    return n
 
 
 def socket_port_nobody_listens_on():
