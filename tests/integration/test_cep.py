@@ -337,7 +337,7 @@ class CepTest(cs.CoringTestCase):
     def test_outbound_connections_are_capped(self):
         # 300 concurrent misses on distinct CEPs against an upstream that
         # answers after 2 s: at most --cep-max-connections connections to
-        # it at once (counted on the upstream's side in /proc/net/tcp), at
+        # it at once (this server's sockets in /proc/net/tcp), at
         # most that many left idle, and what does not fit in the wait queue
         # (32 a connection) is answered 503 at once.
         cap, clients, delay_ms = 4, 300, 2000
@@ -350,7 +350,7 @@ class CepTest(cs.CoringTestCase):
 
             def sample():
                 while not stop.is_set():
-                    peak[0] = max(peak[0], established_to(self.fake.port))
+                    peak[0] = max(peak[0], established_to(self.fake.port, server.pid))
                     time.sleep(0.01)
 
             def one(i):
@@ -371,7 +371,7 @@ class CepTest(cs.CoringTestCase):
                 stop.set()
                 sampler.join()
             time.sleep(0.3)
-            idle = established_to(self.fake.port)
+            idle = established_to(self.fake.port, server.pid)
             statuses = {}
             for st, _ in results:
                 statuses[st] = statuses.get(st, 0) + 1
@@ -411,9 +411,20 @@ class CepTest(cs.CoringTestCase):
         self.assertAddress(resp, "41820-020", "database")
 
 
-def established_to(port):
-    """TCP connections in ESTABLISHED state whose local port is @port (the
-    listener's side of the connections made to it), IPv4 and IPv6."""
+def established_to(port, pid):
+    """TCP connections in ESTABLISHED state from process @pid to port @port
+    (IPv4 and IPv6): its socket inodes matched against /proc/net/tcp*."""
+    inodes = set()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except FileNotFoundError:
+        return 0
     n = 0
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -421,7 +432,8 @@ def established_to(port):
                 next(f)
                 for line in f:
                     fields = line.split()
-                    if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    if (fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port
+                            and fields[9] in inodes):
                         n += 1
         except FileNotFoundError:
             pass
