@@ -44,7 +44,7 @@ typedef struct db_conn {
     bool lost_logged;  /* the current outage was logged */
     net_task *driver;
     db_queue q;
-    db_resolve *resolving;  /* a host name being resolved, kept across attempts */
+    db_resolve **resolving; /* per target: its name being resolved, kept across attempts */
     char addrs[DB_RESOLVE_MAX_ADDRS][INET6_ADDRSTRLEN]; /* the last one's addresses */
     char error[512];        /* why the last attempt failed */
 } db_conn;
@@ -270,24 +270,26 @@ fail:
 }
 
 /*
- * Resolve @host off the ring: on a helper thread, waiting for its eventfd
+ * Resolve target @target's host off the ring: on a helper thread, waiting for its eventfd
  * through the ring (with poll(2) at start-up, @blocking) until @deadline.
  * A resolution still running at the deadline is kept for the next attempt
- * rather than started again. Returns the number of addresses, now in
+ * rather than started again: at most one lookup per host and connection. Returns the number of addresses, now in
  * c->addrs, or -ETIMEDOUT, -EHOSTUNREACH (no address), -ECANCELED,
  * -ENOMEM, with c->error saying why.
  */
-static int resolve_host(db_conn *c, const char *host, uint64_t deadline, bool blocking)
+static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool blocking)
 {
-    if (c->resolving && strcmp(db_resolve_name(c->resolving), host) != 0) {
-        db_resolve_release(c->resolving);
-        c->resolving = NULL;
+    const char *host = c->pool->targets[target].host;
+    db_resolve **slot = &c->resolving[target];
+    if (!*slot && cr_clock_now_ns() >= deadline) {
+        snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: no time left to ask", host);
+        return -ETIMEDOUT;
     }
-    if (!c->resolving && !(c->resolving = db_resolve_start(host))) {
+    if (!*slot && !(*slot = db_resolve_start(host))) {
         snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: no thread or memory", host);
         return -ENOMEM;
     }
-    while (!db_resolve_done(c->resolving)) {
+    while (!db_resolve_done(*slot)) {
         uint64_t now = cr_clock_now_ns();
         if (now >= deadline) {
             snprintf(c->error, sizeof(c->error),
@@ -295,7 +297,7 @@ static int resolve_host(db_conn *c, const char *host, uint64_t deadline, bool bl
                      host);
             return -ETIMEDOUT;
         }
-        int ev = wait_socket(db_resolve_fd(c->resolving), POLLIN, deadline - now, blocking);
+        int ev = wait_socket(db_resolve_fd(*slot), POLLIN, deadline - now, blocking);
         if (ev == -ECANCELED)
             return -ECANCELED;
         if (ev < 0 && ev != -ETIMEDOUT) {
@@ -305,13 +307,13 @@ static int resolve_host(db_conn *c, const char *host, uint64_t deadline, bool bl
     }
     const char (*addrs)[INET6_ADDRSTRLEN];
     const char *why;
-    int n = db_resolve_result(c->resolving, &addrs, &why);
+    int n = db_resolve_result(*slot, &addrs, &why);
     if (n > 0)
         memcpy(c->addrs, addrs, sizeof(c->addrs));
     else
         snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: %s", host, why);
-    db_resolve_release(c->resolving);
-    c->resolving = NULL;
+    db_resolve_release(*slot);
+    *slot = NULL;
     return n > 0 ? n : -EHOSTUNREACH;
 }
 
@@ -340,7 +342,7 @@ static int conn_open(db_conn *c, bool blocking)
         for (size_t i = 0; i < pool->ntargets && err != 0 && err != -ECANCELED; i++) {
             const db_target *t = &pool->targets[i];
             int addrs = 1;
-            if (t->resolve && (addrs = resolve_host(c, t->host, deadline, blocking)) < 0) {
+            if (t->resolve && (addrs = resolve_host(c, i, deadline, blocking)) < 0) {
                 err = addrs;
                 continue;
             }
@@ -718,6 +720,8 @@ int db_thread_init(const db_config *cfg)
         db_conn *c = &pool->conns[i];
         c->pool = pool;
         c->index = (unsigned)net_thread_index() * cfg->connections + i;
+        if (pool->targets && !(c->resolving = calloc(pool->ntargets, sizeof(*c->resolving))))
+            return -ENOMEM;
         /* Start-up may block: have the connections ready before serving. */
         if (conn_open(c, true) == 0)
             conn_up(c);
@@ -743,7 +747,9 @@ void db_thread_fini(void)
             continue; /* still running (the loop failed): leave it be */
         if (c->pg)
             PQfinish(c->pg);
-        db_resolve_release(c->resolving);
+        for (size_t k = 0; c->resolving && k < pool->ntargets; k++)
+            db_resolve_release(c->resolving[k]);
+        free(c->resolving);
     }
     while (pool->free_list) {
         db_pending *p = pool->free_list;
