@@ -390,6 +390,48 @@ class CepTest(cs.CoringTestCase):
             server.stop(expect_status=0)
             self.fake.behave(delay_ms=0)
 
+    def test_descriptor_budget_counts_outbound_sockets(self):
+        # RLIMIT_NOFILE 256, one thread, the cep app (2 database and up to
+        # 8 upstream connections, + 2 for curl): --max-connections' default
+        # leaves room for them, so at most 256 - (32 + 4) - (2 + 8 + 2)
+        # client connections are kept and a miss still reaches the upstream
+        # with the server full of clients.
+        import resource
+        import select
+        import socket
+
+        nofile, cap = 256, 8
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        server = cs.CoringServer(threads=1, apps="cep", preexec_fn=limit, args=[
+            "--db-timeout", "3", "--cep-timeout-ms", "3000",
+            "--cep-max-connections", str(cap)]).start()
+        budget = nofile - (32 + 4) - (2 + cap + 2)
+        conns = []
+        try:
+            for _ in range(budget + 20):
+                conns.append(socket.create_connection((cs.HOST, server.port), timeout=2))
+            time.sleep(0.5)
+            readable, _, _ = select.select(conns, [], [], 0.5)
+            closed = [c for c in readable if c.recv(1, socket.MSG_DONTWAIT) == b""]
+            kept = [c for c in conns if c not in closed]
+            print("\nRLIMIT_NOFILE %d, cep with %d upstream connections: %d client connections kept "
+                  "(budget %d), %d closed at once" % (nofile, cap, len(kept), budget, len(closed)))
+            self.assertLessEqual(len(kept), budget, "client connections past the descriptor budget")
+            # Free one slot and miss with the server otherwise full.
+            kept.pop().close()
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            resp = self.get("01310-100", server)
+            print("miss answered in %.2f s" % (time.monotonic() - t0))
+            self.assertIn(resp.status, (200, 404), resp)
+        finally:
+            for c in conns:
+                c.close()
+            server.stop(expect_status=0)
+        self.assertNotIn("Too many open files", server.stderr_text(200))
+
     def test_zz_postgres_down(self):
         # Last (zz): stops and restarts the cluster.
         self.assertAddress(self.get("41820-020"), "41820-020", "viacep")
