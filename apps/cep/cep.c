@@ -181,7 +181,9 @@ static void fetch_from_upstream(flight *f, const char digits[9], cr_arena *arena
         else
             cr_log_warn("cep: upstream %s: status %ld", digits, res.status);
         f->status = 503;
-        error_body(&f->body, "upstream unavailable");
+        /* -EBUSY: this thread's upstream connections and wait queue are
+         * full (--cep-max-connections): refused without asking. */
+        error_body(&f->body, err == -EBUSY ? "upstream busy" : "upstream unavailable");
         cr_buf_free(&res.body);
         return;
     }

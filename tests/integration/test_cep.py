@@ -358,6 +358,8 @@ class CepTest(cs.CoringTestCase):
                 try:
                     with server.connect(timeout=15) as c:
                         resp = c.request("GET", "/api/v1/cep/%08d" % (76500000 + i))
+                    if resp.status == 503 and resp.json() == {"error": "upstream busy"}:
+                        return "busy", time.monotonic() - t0
                     return resp.status, time.monotonic() - t0
                 except OSError as e:
                     return repr(e), time.monotonic() - t0
@@ -375,17 +377,19 @@ class CepTest(cs.CoringTestCase):
             statuses = {}
             for st, _ in results:
                 statuses[st] = statuses.get(st, 0) + 1
-            fast = sum(1 for st, secs in results if st == 503 and secs < 1.0)
+            busy = [secs for st, secs in results if st == "busy"]
             print("\n%d concurrent misses, cap %d: at most %d upstream connections at once, %d "
-                  "left open afterwards; statuses %s; %d answered 503 within 1 s"
-                  % (clients, cap, peak[0], idle, statuses, fast))
-            self.assertTrue(set(statuses) <= {200, 404, 503}, statuses)
+                  "left open afterwards; statuses %s; slowest 'upstream busy' %.2f s"
+                  % (clients, cap, peak[0], idle, statuses, max(busy, default=0)))
+            self.assertTrue(set(statuses) <= {200, 404, 503, "busy"}, statuses)
             self.assertGreaterEqual(statuses.get(200, 0) + statuses.get(404, 0), cap,
                                     "the first fetches through the cap were answered")
             self.assertLessEqual(peak[0], cap, "upstream connections at once")
             self.assertLessEqual(idle, cap, "upstream connections left open")
-            self.assertGreaterEqual(fast, clients - cap - 32 * cap - 10,
-                                    "fetches past the wait queue got 503 at once")
+            # 300 - 4 - 128 = 168 when every request arrives before the first
+            # upstream answer; fewer on a slow machine, but never none.
+            self.assertTrue(busy, "no fetch past the wait queue was refused")
+            self.assertLess(max(busy), 3.0, "a refusal waited (the fetches' timeout is 3 s)")
         finally:
             server.stop(expect_status=0)
             self.fake.behave(delay_ms=0)
@@ -412,13 +416,20 @@ class CepTest(cs.CoringTestCase):
         try:
             for _ in range(budget + 20):
                 conns.append(socket.create_connection((cs.HOST, server.port), timeout=2))
-            time.sleep(0.5)
-            readable, _, _ = select.select(conns, [], [], 0.5)
-            closed = [c for c in readable if c.recv(1, socket.MSG_DONTWAIT) == b""]
+            # Until the server has accepted them all: each one held or closed.
+            closed = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                readable, _, _ = select.select([c for c in conns if c not in closed], [], [], 0.2)
+                closed += [c for c in readable if c.recv(1, socket.MSG_DONTWAIT) == b""]
+                held = established_from(server.port, server.pid)
+                if held + len(closed) >= len(conns):
+                    break
             kept = [c for c in conns if c not in closed]
-            print("\nRLIMIT_NOFILE %d, cep with %d upstream connections: %d client connections kept "
-                  "(budget %d), %d closed at once" % (nofile, cap, len(kept), budget, len(closed)))
-            self.assertLessEqual(len(kept), budget, "client connections past the descriptor budget")
+            print("\nRLIMIT_NOFILE %d, cep with %d upstream connections: %d client connections held "
+                  "(budget %d), %d closed at once" % (nofile, cap, held, budget, len(closed)))
+            self.assertLessEqual(held, budget, "client connections past the descriptor budget")
+            self.assertEqual(held + len(closed), len(conns), "connections neither held nor closed")
             # Free one slot and miss with the server otherwise full.
             kept.pop().close()
             time.sleep(0.2)
@@ -456,6 +467,16 @@ class CepTest(cs.CoringTestCase):
 def established_to(port, pid):
     """TCP connections in ESTABLISHED state from process @pid to port @port
     (IPv4 and IPv6): its socket inodes matched against /proc/net/tcp*."""
+    return _established(pid, lambda local, remote: remote == port)
+
+
+def established_from(port, pid):
+    """Connections in ESTABLISHED state that process @pid holds on its
+    listening port @port (accepted ones)."""
+    return _established(pid, lambda local, remote: local == port)
+
+
+def _established(pid, match):
     inodes = set()
     try:
         for fd in os.listdir("/proc/%d/fd" % pid):
@@ -474,8 +495,9 @@ def established_to(port, pid):
                 next(f)
                 for line in f:
                     fields = line.split()
-                    if (fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port
-                            and fields[9] in inodes):
+                    local = int(fields[1].rsplit(":", 1)[1], 16)
+                    remote = int(fields[2].rsplit(":", 1)[1], 16)
+                    if fields[3] == "01" and fields[9] in inodes and match(local, remote):
                         n += 1
         except FileNotFoundError:
             pass
