@@ -53,21 +53,21 @@ static _Thread_local char thread_name[16] = "main";
 
 /* One format string's count in the current second. */
 typedef struct rate_slot {
-    const char *fmt;       /* NULL: free */
+    const char *fmt; /* NULL: free */
     cr_log_level level;
-    time_t second;         /* the window (CLOCK_REALTIME seconds) */
-    unsigned count;        /* lines written in the window */
-    unsigned suppressed;   /* lines dropped in the window, not yet reported */
+    time_t second;       /* the window (CLOCK_REALTIME seconds) */
+    unsigned count;      /* lines written in the window */
+    unsigned suppressed; /* lines dropped in the window, not yet reported */
 } rate_slot;
 
 /* One thread's lines waiting for the logger. */
 typedef struct log_buffer {
-    pthread_mutex_t lock;  /* the owning thread and the logger only */
-    char *data;            /* LOG_BUFFER_BYTES */
+    pthread_mutex_t lock; /* the owning thread and the logger only */
+    char *data;           /* LOG_BUFFER_BYTES */
     size_t len;
-    uint64_t dropped;      /* lines that did not fit since the last swap */
-    bool orphaned;         /* the thread exited: free once drained */
-    char name[16];         /* the thread's name when it last logged */
+    uint64_t dropped; /* lines that did not fit since the last swap */
+    bool orphaned;    /* the thread exited: free once drained */
+    char name[16];    /* the thread's name when it last logged */
     rate_slot rate[LOG_RATE_SLOTS];
     struct log_buffer *next;
 } log_buffer;
@@ -75,16 +75,16 @@ typedef struct log_buffer {
 static _Thread_local log_buffer *tl_buffer;
 
 static struct {
-    pthread_mutex_t registry;   /* guards `buffers` and `started` */
+    pthread_mutex_t registry; /* guards `buffers` and `started` */
     log_buffer *buffers;
-    pthread_mutex_t writer;     /* held while writing to stderr */
-    pthread_cond_t wake;        /* signalled to stop the logger (with `writer`) */
+    pthread_mutex_t writer; /* held while writing to stderr */
+    pthread_cond_t wake;    /* signalled to stop the logger (with `writer`) */
     pthread_t thread;
-    bool started;               /* the logger thread runs */
+    bool started; /* the logger thread runs */
     bool stopping;
-    atomic_bool direct;         /* no logger (failed to start, or stopped at exit): write(2) */
-    char *spare;                /* the logger's empty half */
-    pthread_key_t key;          /* its destructor orphans a thread's buffer */
+    atomic_bool direct; /* no logger (failed to start, or stopped at exit): write(2) */
+    char *spare;        /* the logger's empty half */
+    pthread_key_t key;  /* its destructor orphans a thread's buffer */
 } lg = {
     .registry = PTHREAD_MUTEX_INITIALIZER,
     .writer = PTHREAD_MUTEX_INITIALIZER,
@@ -208,16 +208,16 @@ static void drain(log_buffer *b, bool all)
     memcpy(name, b->name, sizeof(name));
     for (size_t i = 0; i < LOG_RATE_SLOTS; i++) {
         rate_slot *s = &b->rate[i];
-        if (s->suppressed && (all || s->second != now) &&
-            notes_len + LOG_LINE_MAX <= sizeof(notes))
+        if (s->suppressed && (all || s->second != now) && notes_len + LOG_LINE_MAX <= sizeof(notes))
             notes_len += summarise(s, name, notes + notes_len, sizeof(notes) - notes_len);
     }
     pthread_mutex_unlock(&b->lock);
     if (len)
         write_all(full, len);
     if (dropped)
-        notes_len += format_note(notes + notes_len, sizeof(notes) - notes_len, CR_LOG_WARN, name,
-                                 "log buffer full: dropped %llu lines", (unsigned long long)dropped);
+        notes_len +=
+            format_note(notes + notes_len, sizeof(notes) - notes_len, CR_LOG_WARN, name,
+                        "log buffer full: dropped %llu lines", (unsigned long long)dropped);
     if (notes_len)
         write_all(notes, notes_len);
 }
@@ -392,8 +392,8 @@ static log_buffer *thread_buffer(void)
 /* Rate limit: whether a @level line of @fmt may be written now, at second
  * @now. May put a summary of an earlier window into @note (*@note_len).
  * Called with @b's lock held. */
-static bool rate_allows(log_buffer *b, cr_log_level level, const char *fmt, time_t now,
-                        char *note, size_t note_size, size_t *note_len)
+static bool rate_allows(log_buffer *b, cr_log_level level, const char *fmt, time_t now, char *note,
+                        size_t note_size, size_t *note_len)
 {
     *note_len = 0;
     if (level < CR_LOG_WARN)

@@ -273,9 +273,10 @@ fail:
  * Resolve target @target's host off the ring: on a helper thread, waiting for its eventfd
  * through the ring (with poll(2) at start-up, @blocking) until @deadline.
  * A resolution still running at the deadline is kept for the next attempt
- * rather than started again: at most one lookup per host and connection. Returns the number of addresses, now in
- * c->addrs, or -ETIMEDOUT, -EHOSTUNREACH (no address), -ECANCELED,
- * -ENOMEM, with c->error saying why.
+ * rather than started again: at most one lookup per host and connection.
+ * Returns the number of addresses, now in c->addrs, or -ETIMEDOUT,
+ * -EHOSTUNREACH (no address), -ECANCELED, -ENOMEM, with c->error saying
+ * why.
  */
 static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool blocking)
 {
@@ -293,15 +294,15 @@ static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool block
         uint64_t now = cr_clock_now_ns();
         if (now >= deadline) {
             snprintf(c->error, sizeof(c->error),
-                     "cannot resolve %.200s: no answer from the resolver within the connect timeout",
-                     host);
+                     "cannot resolve %.200s: no answer within the connect timeout", host);
             return -ETIMEDOUT;
         }
         int ev = wait_socket(db_resolve_fd(*slot), POLLIN, deadline - now, blocking);
         if (ev == -ECANCELED)
             return -ECANCELED;
         if (ev < 0 && ev != -ETIMEDOUT) {
-            snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: %s", host, cr_strerror(ev));
+            snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: %s", host,
+                     cr_strerror(ev));
             return ev;
         }
     }

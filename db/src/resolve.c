@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 struct db_resolve {
-    atomic_int refs;        /* the helper thread and the owner */
+    atomic_int refs; /* the helper thread and the owner */
     atomic_bool done;
     int efd;
     int naddrs;
@@ -39,8 +39,8 @@ static void release(db_resolve *r)
 static void *resolve_main(void *arg)
 {
     db_resolve *r = arg;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_ADDRCONFIG};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(r->name, NULL, &hints, &res);
     if (rc != 0) {

@@ -151,8 +151,10 @@ Test(log, a_stderr_nobody_reads_never_blocks_the_caller, .timeout = 20)
             worst = d;
     }
     uint64_t total = cr_clock_now_ns() - t0;
-    fprintf(stdout, "%d lines of ~250 bytes into an unread 4 KiB pipe: %.1f ms in all, "
-            "slowest call %.3f ms\n", LINES, (double)total / 1e6, (double)worst / 1e6);
+    fprintf(stdout,
+            "%d lines of ~250 bytes into an unread 4 KiB pipe: %.1f ms in all, "
+            "slowest call %.3f ms\n",
+            LINES, (double)total / 1e6, (double)worst / 1e6);
     cr_assert_lt(worst, 50 * CR_NS_PER_MS, "a log call blocked %.1f ms", (double)worst / 1e6);
     /* Now read: every line is either written or counted as dropped. */
     reader r = {0};
