@@ -7,6 +7,7 @@
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
+#include "coring/http/client.h"
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
@@ -67,6 +68,8 @@ static void usage(FILE *f)
             "  --cep-negative-ttl S     remember unknown CEPs, seconds (default 3600)\n"
             "  --cep-connect-timeout-ms N  upstream connect timeout (default 2000)\n"
             "  --cep-timeout-ms N       upstream request timeout (default 5000)\n"
+            "  --cep-max-connections N  upstream connections per worker thread (default 8);\n"
+            "                           up to 32 per connection wait, more get 503 at once\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -245,6 +248,21 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
                 v6 ? "[" : "", host, v6 ? "]" : "", port, threads, names);
 }
 
+/* Descriptors the apps hold besides client connections, over all worker
+ * threads: each thread's database pool and its upstream connections (plus
+ * 2 for curl's resolver). --max-connections is computed without them. */
+static unsigned outbound_fds(const net_config *net, const app_options *opts)
+{
+    unsigned threads = net->threads ? net->threads : net_affinity_cpus();
+    unsigned per_thread = 0;
+    if (app_db_used())
+        per_thread += opts->db_pool ? opts->db_pool : 2;
+    for (size_t i = 0; i < num_mounted; i++)
+        if (mounted[i] == &app_cep && !opts->cep_upstream_off)
+            per_thread += http_client_get_limits().max_connections + 2;
+    return threads * per_thread;
+}
+
 int main(int argc, char **argv)
 {
     net_config net = net_config_default();
@@ -258,7 +276,7 @@ int main(int argc, char **argv)
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
         OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
         OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
-        OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_EMBED_MODEL,
+        OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_CEP_MAX_CONN, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF,
@@ -289,6 +307,7 @@ int main(int argc, char **argv)
         {"cep-negative-ttl", required_argument, NULL, OPT_CEP_NEGATIVE_TTL},
         {"cep-connect-timeout-ms", required_argument, NULL, OPT_CEP_CONNECT_TIMEOUT},
         {"cep-timeout-ms", required_argument, NULL, OPT_CEP_TIMEOUT},
+        {"cep-max-connections", required_argument, NULL, OPT_CEP_MAX_CONN},
         {"embed-model", required_argument, NULL, OPT_EMBED_MODEL},
         {"embed-threads", required_argument, NULL, OPT_EMBED_THREADS},
         {"embed-max-batch", required_argument, NULL, OPT_EMBED_MAX_BATCH},
@@ -400,6 +419,9 @@ int main(int argc, char **argv)
         case OPT_CEP_TIMEOUT:
             app_opts.cep_total_timeout_ns = number("--cep-timeout-ms", optarg, 1, 600000) * CR_NS_PER_MS;
             break;
+        case OPT_CEP_MAX_CONN:
+            app_opts.cep_max_connections = (unsigned)number("--cep-max-connections", optarg, 1, 1024);
+            break;
         case OPT_USER: run_as = optarg; break;
         case OPT_CHECK_CONFIG: check_only = true; break;
         case OPT_HELP: usage(stdout); return 0;
@@ -449,6 +471,7 @@ int main(int argc, char **argv)
         if (mounted[i]->start && mounted[i]->start(&app_opts) < 0)
             return 1; /* the app logged why */
 
+    net.reserved_fds = outbound_fds(&net, &app_opts);
     http_server srv = {
         .cfg = http,
         .router = router,

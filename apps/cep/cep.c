@@ -181,7 +181,9 @@ static void fetch_from_upstream(flight *f, const char digits[9], cr_arena *arena
         else
             cr_log_warn("cep: upstream %s: status %ld", digits, res.status);
         f->status = 503;
-        error_body(&f->body, "upstream unavailable");
+        /* -EBUSY: this thread's upstream connections and wait queue are
+         * full (--cep-max-connections): refused without asking. */
+        error_body(&f->body, err == -EBUSY ? "upstream busy" : "upstream unavailable");
         cr_buf_free(&res.body);
         return;
     }
@@ -420,6 +422,7 @@ static int start(const app_options *opts)
     fetch_options.connect_timeout_ns = opts->cep_connect_timeout_ns;
     fetch_options.total_timeout_ns = opts->cep_total_timeout_ns;
     fetch_options.max_body_bytes = 64 * 1024;
+    http_client_set_limits(&(http_client_limits){.max_connections = opts->cep_max_connections});
     if (upstream_off)
         cr_log_info("cep: upstream off: answering from the database only");
     else

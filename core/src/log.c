@@ -1,20 +1,97 @@
 /*
- * Leveled logging to stderr. One write(2) per line so that lines from
- * different worker threads never interleave. See coring/core/log.h.
+ * Leveled logging to stderr that never blocks the thread that logs.
+ *
+ * A ring thread that called write(2) on stderr for every line stalled its
+ * whole loop as soon as stderr was slow (journald, a full pipe). So each
+ * thread formats its lines into a buffer of its own, and one logger thread
+ * writes them out:
+ *
+ *   producer (any thread)        logger thread (every 10 ms)
+ *   lock own buffer              lock writer
+ *   append line, or drop+count   for each thread's buffer:
+ *   unlock                         lock it, swap its full half with the
+ *                                  logger's empty one, take the dropped
+ *                                  count and due rate-limit summaries, unlock
+ *                                  write(2) the half (may block: only the
+ *                                  logger waits)
+ *
+ * The lock of a buffer is shared by one producer thread and the logger
+ * only, never between cores, and held for a memcpy. A full buffer drops the
+ * line and counts it; the count is written as a line of its own. WARN and
+ * ERROR lines are rate-limited per thread and format string (at most
+ * LOG_RATE_LIMIT a second), and the number suppressed is reported once the
+ * second is over. cr_log_flush(), also run at exit, writes everything still
+ * buffered, so a clean shutdown loses nothing. See coring/core/log.h.
  */
 #include "coring/core/log.h"
 #include "coring/core/error.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#define LOG_LINE_MAX 1024             /* bytes per line, newline included */
+#define LOG_BUFFER_BYTES (256 * 1024) /* per thread, each of the two halves */
+#define LOG_INTERVAL_MS 10            /* the logger's period */
+#define LOG_RATE_LIMIT 10             /* WARN/ERROR lines per format, thread and second */
+#define LOG_RATE_SLOTS 64             /* formats tracked per thread (direct-mapped) */
+
 cr_log_level cr_log_threshold = CR_LOG_INFO;
 static _Thread_local char thread_name[16] = "main";
+
+/* One format string's count in the current second. */
+typedef struct rate_slot {
+    const char *fmt; /* NULL: free */
+    cr_log_level level;
+    time_t second;       /* the window (CLOCK_REALTIME seconds) */
+    unsigned count;      /* lines written in the window */
+    unsigned suppressed; /* lines dropped in the window, not yet reported */
+} rate_slot;
+
+/* One thread's lines waiting for the logger. */
+typedef struct log_buffer {
+    pthread_mutex_t lock; /* the owning thread and the logger only */
+    char *data;           /* LOG_BUFFER_BYTES */
+    size_t len;
+    uint64_t dropped; /* lines that did not fit since the last swap */
+    bool orphaned;    /* the thread exited: free once drained */
+    char name[16];    /* the thread's name when it last logged */
+    rate_slot rate[LOG_RATE_SLOTS];
+    struct log_buffer *next;
+} log_buffer;
+
+static _Thread_local log_buffer *tl_buffer;
+
+static struct {
+    pthread_mutex_t registry; /* guards `buffers` and `started` */
+    log_buffer *buffers;
+    pthread_mutex_t writer; /* held while writing to stderr */
+    pthread_cond_t wake;    /* signalled to stop the logger (with `writer`) */
+    pthread_t thread;
+    bool started; /* the logger thread runs */
+    bool stopping;
+    atomic_bool direct; /* no logger (failed to start, or stopped at exit): write(2) */
+    char *spare;        /* the logger's empty half */
+    pthread_key_t key;  /* its destructor orphans a thread's buffer */
+} lg = {
+    .registry = PTHREAD_MUTEX_INITIALIZER,
+    .writer = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 void cr_log_set_level(cr_log_level level)
 {
@@ -35,18 +112,313 @@ void cr_log_set_thread_name(const char *name)
     snprintf(thread_name, sizeof(thread_name), "%s", name);
 }
 
-void cr_log_write(cr_log_level level, const char *fmt, ...)
+/* --- writing to stderr ---------------------------------------------------- */
+
+/* Write all of @len bytes to stderr, waiting as long as it takes (an
+ * O_NONBLOCK stderr is waited for with poll). Gives up on other errors. */
+static void write_all(const char *p, size_t len)
+{
+    while (len) {
+        ssize_t w = write(STDERR_FILENO, p, len);
+        if (w > 0) {
+            p += w;
+            len -= (size_t)w;
+        } else if (w < 0 && errno == EINTR) {
+            continue;
+        } else if (w < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = STDERR_FILENO, .events = POLLOUT};
+            poll(&pfd, 1, 100);
+        } else {
+            return;
+        }
+    }
+}
+
+static const char *level_tag(cr_log_level level)
 {
     static const char *tags[] = {"DEBUG", "INFO ", "WARN ", "ERROR"};
-    char line[1024];
+    return tags[level < CR_LOG_OFF ? level : 3];
+}
+
+/* The line prefix `2026-11-29T23:11:11.123Z INFO  [t0] ` into @line. Its
+ * length. @tv: the time to show. */
+static int format_prefix(char *line, size_t size, const struct timeval *tv, cr_log_level level,
+                         const char *name)
+{
+    struct tm tm;
+    gmtime_r(&tv->tv_sec, &tm);
+    int n = snprintf(line, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %s [%s] ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (int)(tv->tv_usec / 1000), level_tag(level), name);
+    return n < 0 ? 0 : n;
+}
+
+/* Format a line of the logger's own (drops, suppressions) for thread @name
+ * into @line; its length. */
+static size_t format_note(char *line, size_t size, cr_log_level level, const char *name,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static size_t format_note(char *line, size_t size, cr_log_level level, const char *name,
+                          const char *fmt, ...)
+{
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %s [%s] ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, (int)(tv.tv_usec / 1000), tags[level < CR_LOG_OFF ? level : 3],
-                     thread_name);
+    int n = format_prefix(line, size, &tv, level, name);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, size - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > size - 2)
+        len = size - 2;
+    line[len++] = '\n';
+    return len;
+}
+
+/* A rate slot's summary line into @line (its length), and the slot reset. */
+static size_t summarise(rate_slot *s, const char *name, char *line, size_t size)
+{
+    char shown[80];
+    cr_log_escape(shown, sizeof(shown), s->fmt, strlen(s->fmt));
+    size_t len = format_note(line, size, s->level, name,
+                             "... (suppressed %u similar messages: \"%s\")", s->suppressed, shown);
+    s->suppressed = 0;
+    return len;
+}
+
+/* --- the logger ------------------------------------------------------------ */
+
+/* Write out what @b holds. Called with lg.writer held, by the logger or a
+ * flush. @all: report every pending suppression, even of this second. */
+static void drain(log_buffer *b, bool all)
+{
+    char notes[4 * LOG_LINE_MAX];
+    size_t notes_len = 0;
+    time_t now = time(NULL);
+    pthread_mutex_lock(&b->lock);
+    char *full = b->data;
+    size_t len = b->len;
+    if (len) {
+        b->data = lg.spare;
+        b->len = 0;
+        lg.spare = full;
+    }
+    uint64_t dropped = b->dropped;
+    b->dropped = 0;
+    char name[16];
+    memcpy(name, b->name, sizeof(name));
+    for (size_t i = 0; i < LOG_RATE_SLOTS; i++) {
+        rate_slot *s = &b->rate[i];
+        if (s->suppressed && (all || s->second != now) && notes_len + LOG_LINE_MAX <= sizeof(notes))
+            notes_len += summarise(s, name, notes + notes_len, sizeof(notes) - notes_len);
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (len)
+        write_all(full, len);
+    if (dropped)
+        notes_len +=
+            format_note(notes + notes_len, sizeof(notes) - notes_len, CR_LOG_WARN, name,
+                        "log buffer full: dropped %llu lines", (unsigned long long)dropped);
+    if (notes_len)
+        write_all(notes, notes_len);
+}
+
+/* Drain every buffer once; free those of threads that exited. */
+static void drain_all(bool all)
+{
+    pthread_mutex_lock(&lg.registry);
+    log_buffer *list = lg.buffers;
+    pthread_mutex_unlock(&lg.registry);
+    /* Buffers are only added at the head, and removed here (under writer):
+     * walking the list taken above is safe without the registry lock. */
+    for (log_buffer *b = list; b; b = b->next)
+        drain(b, all);
+    pthread_mutex_lock(&lg.registry);
+    for (log_buffer **p = &lg.buffers; *p;) {
+        log_buffer *b = *p;
+        pthread_mutex_lock(&b->lock);
+        bool gone = b->orphaned && b->len == 0 && b->dropped == 0;
+        for (size_t i = 0; gone && i < LOG_RATE_SLOTS; i++)
+            gone = b->rate[i].suppressed == 0;
+        pthread_mutex_unlock(&b->lock);
+        if (gone) {
+            *p = b->next;
+            pthread_mutex_destroy(&b->lock);
+            free(b->data);
+            free(b);
+        } else {
+            p = &b->next;
+        }
+    }
+    pthread_mutex_unlock(&lg.registry);
+}
+
+static void *logger_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lg.writer);
+    while (!lg.stopping) {
+        drain_all(false);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += LOG_INTERVAL_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&lg.wake, &lg.writer, &until);
+    }
+    pthread_mutex_unlock(&lg.writer);
+    return NULL;
+}
+
+static void on_thread_exit(void *arg)
+{
+    log_buffer *b = arg;
+    pthread_mutex_lock(&b->lock);
+    b->orphaned = true;
+    pthread_mutex_unlock(&b->lock);
+    tl_buffer = NULL;
+}
+
+/* Stop the logger and write what is left: at exit. */
+static void log_at_exit(void)
+{
+    pthread_mutex_lock(&lg.registry);
+    bool started = lg.started;
+    lg.started = false;
+    pthread_mutex_unlock(&lg.registry);
+    if (started) {
+        pthread_mutex_lock(&lg.writer);
+        lg.stopping = true;
+        pthread_cond_signal(&lg.wake);
+        pthread_mutex_unlock(&lg.writer);
+        pthread_join(lg.thread, NULL);
+    }
+    /* Lines logged from here on (other atexit handlers) go out directly. */
+    atomic_store(&lg.direct, true);
+    pthread_mutex_lock(&lg.writer);
+    drain_all(true);
+    pthread_mutex_unlock(&lg.writer);
+}
+
+/* fork(2): the child has no logger thread. Hold every lock across the fork
+ * so that none is copied held; the child drops what the parent will write
+ * and starts a logger of its own on its first line. */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&lg.writer);
+    pthread_mutex_lock(&lg.registry);
+    for (log_buffer *b = lg.buffers; b; b = b->next)
+        pthread_mutex_lock(&b->lock);
+}
+
+static void after_fork_parent(void)
+{
+    for (log_buffer *b = lg.buffers; b; b = b->next)
+        pthread_mutex_unlock(&b->lock);
+    pthread_mutex_unlock(&lg.registry);
+    pthread_mutex_unlock(&lg.writer);
+}
+
+static void after_fork_child(void)
+{
+    for (log_buffer *b = lg.buffers; b; b = b->next) {
+        b->len = 0;
+        b->dropped = 0;
+        memset(b->rate, 0, sizeof(b->rate));
+        if (b != tl_buffer)
+            b->orphaned = true;
+        pthread_mutex_unlock(&b->lock);
+    }
+    lg.started = false;
+    lg.stopping = false;
+    once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    pthread_mutex_unlock(&lg.registry);
+    pthread_mutex_unlock(&lg.writer);
+}
+
+static void start_logger(void)
+{
+    static bool registered;
+    if (!registered) {
+        registered = true;
+        if (pthread_key_create(&lg.key, on_thread_exit) != 0 ||
+            pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0 ||
+            atexit(log_at_exit) != 0) {
+            atomic_store(&lg.direct, true);
+            return;
+        }
+    }
+    if (!lg.spare && !(lg.spare = malloc(LOG_BUFFER_BYTES))) {
+        atomic_store(&lg.direct, true);
+        return;
+    }
+    pthread_mutex_lock(&lg.registry);
+    lg.stopping = false;
+    /* The logger blocks every signal: they belong to the threads that
+     * expect them (net_run's main thread). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    lg.started = pthread_create(&lg.thread, NULL, logger_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_mutex_unlock(&lg.registry);
+    if (!lg.started)
+        atomic_store(&lg.direct, true);
+}
+
+/* This thread's buffer, made on its first line; NULL without memory. */
+static log_buffer *thread_buffer(void)
+{
+    if (tl_buffer)
+        return tl_buffer;
+    log_buffer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    if (!(b->data = malloc(LOG_BUFFER_BYTES))) {
+        free(b);
+        return NULL;
+    }
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_mutex_lock(&lg.registry);
+    b->next = lg.buffers;
+    lg.buffers = b;
+    pthread_mutex_unlock(&lg.registry);
+    pthread_setspecific(lg.key, b);
+    tl_buffer = b;
+    return b;
+}
+
+/* Rate limit: whether a @level line of @fmt may be written now, at second
+ * @now. May put a summary of an earlier window into @note (*@note_len).
+ * Called with @b's lock held. */
+static bool rate_allows(log_buffer *b, cr_log_level level, const char *fmt, time_t now, char *note,
+                        size_t note_size, size_t *note_len)
+{
+    *note_len = 0;
+    if (level < CR_LOG_WARN)
+        return true; /* access log and debug lines: bounded by the buffer alone */
+    uintptr_t h = (uintptr_t)fmt;
+    rate_slot *s = &b->rate[(h ^ (h >> 7) ^ (h >> 13)) % LOG_RATE_SLOTS];
+    if (s->fmt != fmt || s->second != now) {
+        if (s->suppressed)
+            *note_len = summarise(s, thread_name, note, note_size);
+        *s = (rate_slot){.fmt = fmt, .level = level, .second = now};
+    }
+    if (s->count >= LOG_RATE_LIMIT) {
+        s->suppressed++;
+        return false;
+    }
+    s->count++;
+    return true;
+}
+
+void cr_log_write(cr_log_level level, const char *fmt, ...)
+{
+    char line[LOG_LINE_MAX];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    int n = format_prefix(line, sizeof(line), &tv, level, thread_name);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
@@ -55,8 +427,41 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
     if (len > sizeof(line) - 2)
         len = sizeof(line) - 2;
     line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
-    (void)w;
+
+    pthread_once(&once, start_logger);
+    log_buffer *b = atomic_load(&lg.direct) ? NULL : thread_buffer();
+    if (!b) {
+        write_all(line, len); /* no logger: as before, one write(2) a line */
+        return;
+    }
+    char note[LOG_LINE_MAX];
+    size_t note_len;
+    pthread_mutex_lock(&b->lock);
+    memcpy(b->name, thread_name, sizeof(b->name));
+    if (rate_allows(b, level, fmt, tv.tv_sec, note, sizeof(note), &note_len)) {
+        if (b->len + note_len + len <= LOG_BUFFER_BYTES) {
+            memcpy(b->data + b->len, note, note_len);
+            memcpy(b->data + b->len + note_len, line, len);
+            b->len += note_len + len;
+        } else {
+            b->dropped += 1 + (note_len != 0);
+        }
+    } else if (note_len) {
+        if (b->len + note_len <= LOG_BUFFER_BYTES) {
+            memcpy(b->data + b->len, note, note_len);
+            b->len += note_len;
+        } else {
+            b->dropped++;
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+}
+
+void cr_log_flush(void)
+{
+    pthread_mutex_lock(&lg.writer);
+    drain_all(true);
+    pthread_mutex_unlock(&lg.writer);
 }
 
 char *cr_log_escape(char *dst, size_t dst_size, const char *src, size_t len)

@@ -17,9 +17,11 @@
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
 #include "queue.h"
+#include "resolve.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -42,7 +44,17 @@ typedef struct db_conn {
     bool lost_logged;  /* the current outage was logged */
     net_task *driver;
     db_queue q;
+    db_resolve **resolving; /* per target: its name being resolved, kept across attempts */
+    char addrs[DB_RESOLVE_MAX_ADDRS][INET6_ADDRSTRLEN]; /* the last one's addresses */
+    char error[512];        /* why the last attempt failed */
 } db_conn;
+
+/* One entry of the conninfo's host list. */
+typedef struct db_target {
+    char host[256];
+    char port[16];   /* "": libpq's default */
+    bool resolve;    /* a name (not a socket path or numeric address) */
+} db_target;
 
 struct db_pool {
     const db_config *cfg;
@@ -50,6 +62,15 @@ struct db_pool {
     unsigned up;
     db_pending *free_list;
     char (*names)[32];  /* prepared statement names */
+    /* Set when the conninfo names a host to resolve: the other options
+     * (keywords/values, with 3 free slots before the NULL for host,
+     * hostaddr and port) and the host list. NULL: libpq gets the conninfo
+     * as it is. */
+    PQconninfoOption *parsed;
+    const char **keywords, **values;
+    size_t nopts;
+    db_target *targets;
+    size_t ntargets;
 };
 
 static _Thread_local db_pool *tl_pool;
@@ -163,19 +184,30 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
     return ok == c->pool->cfg->statement_count ? 0 : -EIO;
 }
 
+/* Note why @pg failed (its first line) in c->error. */
+static void note_error(db_conn *c, PGconn *pg, int err)
+{
+    const char *msg = pg ? PQerrorMessage(pg) : "";
+    size_t n = strcspn(msg, "\n");
+    if (n)
+        snprintf(c->error, sizeof(c->error), "%.*s", (int)n, msg);
+    else
+        snprintf(c->error, sizeof(c->error), "%s", cr_strerror(err));
+}
+
 /*
- * Open a connection without blocking (PQconnectStart/PQconnectPoll, libpq
- * docs "Database Connection Control Functions"), switch it to non-blocking
- * pipeline mode and prepare the statements. 0 or -errno; c->pg set on
- * success.
+ * Finish opening @pg, just started by PQconnectStart(Params), without
+ * blocking (PQconnectPoll, libpq docs "Database Connection Control
+ * Functions"), switch it to non-blocking pipeline mode and prepare the
+ * statements. 0 with c->pg set, or -errno with c->error saying why.
  */
-static int conn_open(db_conn *c, bool blocking)
+static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking)
 {
     const db_config *cfg = c->pool->cfg;
-    uint64_t deadline = cr_clock_now_ns() + cfg->connect_timeout_ns;
-    PGconn *pg = PQconnectStart(cfg->conninfo);
-    if (!pg)
+    if (!pg) {
+        snprintf(c->error, sizeof(c->error), "out of memory");
         return -ENOMEM;
+    }
     int err = 0;
     if (PQstatus(pg) == CONNECTION_BAD) {
         err = -ECONNREFUSED;
@@ -232,16 +264,191 @@ static int conn_open(db_conn *c, bool blocking)
     return 0;
 
 fail:
-    if (!c->lost_logged && err != -ECANCELED) {
-        const char *msg = PQerrorMessage(pg);
-        size_t n = strcspn(msg, "\n");
-        if (n)
-            cr_log_warn("database connection %u: cannot connect: %.*s", c->index, (int)n, msg);
-        else
-            cr_log_warn("database connection %u: cannot connect: %s", c->index, cr_strerror(err));
-    }
+    note_error(c, pg, err);
     PQfinish(pg);
     return err;
+}
+
+/*
+ * Resolve target @target's host off the ring: on a helper thread, waiting for its eventfd
+ * through the ring (with poll(2) at start-up, @blocking) until @deadline.
+ * A resolution still running at the deadline is kept for the next attempt
+ * rather than started again: at most one lookup per host and connection.
+ * Returns the number of addresses, now in c->addrs, or -ETIMEDOUT,
+ * -EHOSTUNREACH (no address), -ECANCELED, -ENOMEM, with c->error saying
+ * why.
+ */
+static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool blocking)
+{
+    const char *host = c->pool->targets[target].host;
+    db_resolve **slot = &c->resolving[target];
+    if (!*slot && cr_clock_now_ns() >= deadline) {
+        snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: no time left to ask", host);
+        return -ETIMEDOUT;
+    }
+    if (!*slot && !(*slot = db_resolve_start(host))) {
+        snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: no thread or memory", host);
+        return -ENOMEM;
+    }
+    while (!db_resolve_done(*slot)) {
+        uint64_t now = cr_clock_now_ns();
+        if (now >= deadline) {
+            snprintf(c->error, sizeof(c->error),
+                     "cannot resolve %.200s: no answer within the connect timeout", host);
+            return -ETIMEDOUT;
+        }
+        int ev = wait_socket(db_resolve_fd(*slot), POLLIN, deadline - now, blocking);
+        if (ev == -ECANCELED)
+            return -ECANCELED;
+        if (ev < 0 && ev != -ETIMEDOUT) {
+            snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: %s", host,
+                     cr_strerror(ev));
+            return ev;
+        }
+    }
+    const char (*addrs)[INET6_ADDRSTRLEN];
+    const char *why;
+    int n = db_resolve_result(*slot, &addrs, &why);
+    if (n > 0)
+        memcpy(c->addrs, addrs, sizeof(c->addrs));
+    else
+        snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: %s", host, why);
+    db_resolve_release(*slot);
+    *slot = NULL;
+    return n > 0 ? n : -EHOSTUNREACH;
+}
+
+/*
+ * Open a connection without blocking the thread. A conninfo that names
+ * hosts to resolve is tried host by host, in its order, as libpq would:
+ * each name resolved off the ring (resolve_host), each of its addresses
+ * given to libpq as `hostaddr=` beside `host=` (PQconnectStartParams), so
+ * that libpq itself never calls getaddrinfo. Any other conninfo (socket
+ * paths, numeric addresses, an explicit hostaddr) goes to PQconnectStart
+ * as it is. 0 or -errno; c->pg set on success.
+ */
+static int conn_open(db_conn *c, bool blocking)
+{
+    db_pool *pool = c->pool;
+    uint64_t deadline = cr_clock_now_ns() + pool->cfg->connect_timeout_ns;
+    int err = -EHOSTUNREACH;
+    snprintf(c->error, sizeof(c->error), "no host to connect to");
+    if (!pool->targets) {
+        err = open_started(c, PQconnectStart(pool->cfg->conninfo), deadline, blocking);
+    } else {
+        size_t n = pool->nopts;
+        pool->keywords[n] = "host";
+        pool->keywords[n + 1] = "hostaddr";
+        pool->keywords[n + 2] = "port";
+        for (size_t i = 0; i < pool->ntargets && err != 0 && err != -ECANCELED; i++) {
+            const db_target *t = &pool->targets[i];
+            int addrs = 1;
+            if (t->resolve && (addrs = resolve_host(c, i, deadline, blocking)) < 0) {
+                err = addrs;
+                continue;
+            }
+            for (int k = 0; k < addrs && err != 0 && err != -ECANCELED; k++) {
+                if (cr_clock_now_ns() >= deadline)
+                    break;
+                pool->values[n] = t->host;
+                pool->values[n + 1] = t->resolve ? c->addrs[k] : "";
+                pool->values[n + 2] = t->port;
+                err = open_started(c, PQconnectStartParams(pool->keywords, pool->values, 0),
+                                   deadline, blocking);
+            }
+        }
+    }
+    if (err < 0 && !c->lost_logged && err != -ECANCELED)
+        cr_log_warn("database connection %u: cannot connect: %s", c->index, c->error);
+    return err;
+}
+
+/* Split the conninfo into options and a host list when a host needs
+ * resolving (see struct db_pool). Returns 0 or -ENOMEM; a conninfo libpq
+ * cannot parse, or one that needs no resolution, leaves pool->targets
+ * NULL. */
+static int plan_hosts(db_pool *pool)
+{
+    PQconninfoOption *opts = PQconninfoParse(pool->cfg->conninfo, NULL);
+    if (!opts)
+        return 0; /* libpq says why on connect */
+    const char *host = NULL, *hostaddr = NULL, *port = NULL;
+    size_t count = 0;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val)
+            continue;
+        if (strcmp(o->keyword, "host") == 0)
+            host = o->val;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+        else
+            count++;
+    }
+    if (!host || !*host)
+        host = getenv("PGHOST"); /* what libpq falls back on */
+    if (!port || !*port)
+        port = NULL;
+    size_t nhosts = 1, nports = 1;
+    for (const char *p = host; p && *p; p++)
+        nhosts += *p == ',';
+    for (const char *p = port; p && *p; p++)
+        nports += *p == ',';
+    if ((hostaddr && *hostaddr) || !host || !*host || (port && nports > 1 && nports != nhosts)) {
+        PQconninfoFree(opts); /* nothing to resolve, or libpq will refuse it */
+        return 0;
+    }
+    db_target *targets = calloc(nhosts, sizeof(*targets));
+    if (!targets) {
+        PQconninfoFree(opts);
+        return -ENOMEM;
+    }
+    bool any = false;
+    const char *h = host, *pt = port;
+    for (size_t i = 0; i < nhosts; i++) {
+        size_t hl = strcspn(h, ",");
+        snprintf(targets[i].host, sizeof(targets[i].host), "%.*s", (int)hl, h);
+        h += hl + (h[hl] == ',');
+        if (pt) {
+            size_t pl = strcspn(pt, ",");
+            snprintf(targets[i].port, sizeof(targets[i].port), "%.*s", (int)pl, pt);
+            if (nports > 1)
+                pt += pl + (pt[pl] == ',');
+        }
+        const char *name = targets[i].host;
+        unsigned char buf[sizeof(struct in6_addr)];
+        targets[i].resolve = *name && name[0] != '/' && name[0] != '@' &&
+                             inet_pton(AF_INET, name, buf) != 1 &&
+                             inet_pton(AF_INET6, name, buf) != 1;
+        any = any || targets[i].resolve;
+    }
+    if (!any) {
+        free(targets);
+        PQconninfoFree(opts);
+        return 0;
+    }
+    pool->keywords = calloc(count + 4, sizeof(char *));
+    pool->values = calloc(count + 4, sizeof(char *));
+    if (!pool->keywords || !pool->values) {
+        free(pool->keywords);
+        free(pool->values);
+        free(targets);
+        PQconninfoFree(opts);
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    for (PQconninfoOption *o = opts; o->keyword; o++)
+        if (o->val && strcmp(o->keyword, "host") != 0 && strcmp(o->keyword, "hostaddr") != 0 &&
+            strcmp(o->keyword, "port") != 0) {
+            pool->keywords[n] = o->keyword;
+            pool->values[n++] = o->val;
+        }
+    pool->nopts = n;
+    pool->parsed = opts;
+    pool->targets = targets;
+    pool->ntargets = nhosts;
+    return 0;
 }
 
 static void conn_up(db_conn *c)
@@ -503,11 +710,19 @@ int db_thread_init(const db_config *cfg)
     }
     for (size_t i = 0; i < cfg->statement_count; i++)
         snprintf(pool->names[i], sizeof(pool->names[i]), "coring_%zu", i);
+    if (plan_hosts(pool) < 0) {
+        free(pool->conns);
+        free(pool->names);
+        free(pool);
+        return -ENOMEM;
+    }
     tl_pool = pool;
     for (unsigned i = 0; i < cfg->connections; i++) {
         db_conn *c = &pool->conns[i];
         c->pool = pool;
         c->index = (unsigned)net_thread_index() * cfg->connections + i;
+        if (pool->targets && !(c->resolving = calloc(pool->ntargets, sizeof(*c->resolving))))
+            return -ENOMEM;
         /* Start-up may block: have the connections ready before serving. */
         if (conn_open(c, true) == 0)
             conn_up(c);
@@ -533,6 +748,9 @@ void db_thread_fini(void)
             continue; /* still running (the loop failed): leave it be */
         if (c->pg)
             PQfinish(c->pg);
+        for (size_t k = 0; c->resolving && k < pool->ntargets; k++)
+            db_resolve_release(c->resolving[k]);
+        free(c->resolving);
     }
     while (pool->free_list) {
         db_pending *p = pool->free_list;
@@ -541,6 +759,11 @@ void db_thread_fini(void)
     }
     free(pool->conns);
     free(pool->names);
+    free(pool->keywords);
+    free(pool->values);
+    free(pool->targets);
+    if (pool->parsed)
+        PQconninfoFree(pool->parsed);
     free(pool);
     tl_pool = NULL;
 }

@@ -44,6 +44,7 @@ typedef struct socket_watch {
 
 typedef struct client_thread {
     CURLM *multi;
+    unsigned fetches;         /* easy handles in the multi (open + waiting in curl) */
     int running;              /* transfers in progress (from curl) */
     net_task *timer;          /* the timer coroutine, while it runs */
     uint64_t deadline_ns;     /* when curl wants CURL_SOCKET_TIMEOUT; 0: never */
@@ -51,6 +52,32 @@ typedef struct client_thread {
 } client_thread;
 
 static _Thread_local client_thread *tl_client;
+
+#define DEFAULT_MAX_CONNECTIONS 8
+#define DEFAULT_WAITING_PER_CONNECTION 32
+
+static http_client_limits limits = {
+    .max_connections = DEFAULT_MAX_CONNECTIONS,
+    .max_idle = DEFAULT_MAX_CONNECTIONS,
+    .max_waiting = DEFAULT_WAITING_PER_CONNECTION * DEFAULT_MAX_CONNECTIONS,
+};
+
+void http_client_set_limits(const http_client_limits *l)
+{
+    http_client_limits v = *l;
+    if (!v.max_connections)
+        v.max_connections = DEFAULT_MAX_CONNECTIONS;
+    if (!v.max_idle || v.max_idle > v.max_connections)
+        v.max_idle = v.max_connections;
+    if (!v.max_waiting)
+        v.max_waiting = DEFAULT_WAITING_PER_CONNECTION * v.max_connections;
+    limits = v;
+}
+
+http_client_limits http_client_get_limits(void)
+{
+    return limits;
+}
 
 /* One transfer, on the stack of the coroutine that waits for it. */
 typedef struct fetch {
@@ -211,6 +238,11 @@ static client_thread *client_thread_get(void)
     curl_multi_setopt(ct->multi, CURLMOPT_SOCKETDATA, ct);
     curl_multi_setopt(ct->multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(ct->multi, CURLMOPT_TIMERDATA, ct);
+    /* Bounded connections: to one upstream, in all, and idle in the cache.
+     * Transfers past the cap wait inside curl for a connection. */
+    curl_multi_setopt(ct->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)limits.max_connections);
+    curl_multi_setopt(ct->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)limits.max_connections);
+    curl_multi_setopt(ct->multi, CURLMOPT_MAXCONNECTS, (long)limits.max_idle);
     tl_client = ct;
     return ct;
 }
@@ -259,6 +291,12 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
     if (net_wait_init(&f.wait) < 0)
         return -EPERM;
     client_thread *ct = client_thread_get();
+    if (ct && ct->fetches >= limits.max_connections + limits.max_waiting) {
+        snprintf(out->error, sizeof(out->error),
+                 "%u fetches in progress on this thread (%u connections, %u waiting): refused",
+                 ct->fetches, limits.max_connections, limits.max_waiting);
+        return -EBUSY;
+    }
     CURL *e = ct ? curl_easy_init() : NULL;
     if (!e)
         return -ENOMEM;
@@ -281,7 +319,9 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
         curl_easy_cleanup(e);
         return -ENOMEM;
     }
+    ct->fetches++;
     net_wait(&f.wait);
+    ct->fetches--;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
     curl_easy_cleanup(e);
     reap_watches(ct);

@@ -1034,7 +1034,7 @@ static unsigned max_connections(void)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         /* Keep some descriptors for listeners, rings, databases, logs. */
-        rlim_t reserve = 32 + 4 * (rlim_t)rt.threads;
+        rlim_t reserve = 32 + 4 * (rlim_t)rt.threads + rt.cfg.reserved_fds;
         return rl.rlim_cur > reserve * 2 ? (unsigned)(rl.rlim_cur - reserve) : (unsigned)rl.rlim_cur / 2;
     }
     return 1u << 20;
@@ -1098,6 +1098,7 @@ static void broadcast(unsigned cmd)
     struct io_uring ring;
     if (io_uring_queue_init(8, &ring, 0) < 0) {
         cr_log_error("cannot create the control ring: exiting at once");
+        cr_log_flush();
         _exit(1);
     }
     for (unsigned i = 0; i < rt.threads; i++) {
@@ -1135,10 +1136,12 @@ static void shut_down(void)
         unsigned char sig = 0;
         if (poll(&pfd, 1, 20) > 0 && read(signal_pipe[0], &sig, 1) == 1) {
             cr_log_warn("second %s while draining: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cr_log_flush();
             _exit(1);
         }
         if (cr_clock_now_ns() > give_up) {
             cr_log_error("workers still busy 5 s after the shutdown deadline: exiting now");
+            cr_log_flush();
             _exit(1);
         }
     }

@@ -376,6 +376,123 @@ class CepTest(cs.CoringTestCase):
         _, elapsed = self.sigterm_during_a_miss(1, "57030-170")
         self.assertLess(elapsed, 4, "exit took %.1f s (deadline 1 s, upstream 1.5 s)" % elapsed)
 
+    def test_outbound_connections_are_capped(self):
+        # 300 concurrent misses on distinct CEPs against an upstream that
+        # answers after 2 s: at most --cep-max-connections connections to
+        # it at once (this server's sockets in /proc/net/tcp), at
+        # most that many left idle, and what does not fit in the wait queue
+        # (32 a connection) is answered 503 at once.
+        cap, clients, delay_ms = 4, 300, 2000
+        self.fake.behave(delay_ms=delay_ms)
+        server = cs.CoringServer(threads=1, apps="cep", args=[
+            "--db-timeout", "3", "--cep-timeout-ms", "3000", "--cep-max-connections", str(cap)]).start()
+        try:
+            stop = threading.Event()
+            peak = [0]
+
+            def sample():
+                while not stop.is_set():
+                    peak[0] = max(peak[0], established_to(self.fake.port, server.pid))
+                    time.sleep(0.01)
+
+            def one(i):
+                t0 = time.monotonic()
+                try:
+                    with server.connect(timeout=15) as c:
+                        resp = c.request("GET", "/api/v1/cep/%08d" % (76500000 + i))
+                    if resp.status == 503 and resp.json() == {"error": "upstream busy"}:
+                        return "busy", time.monotonic() - t0
+                    return resp.status, time.monotonic() - t0
+                except OSError as e:
+                    return repr(e), time.monotonic() - t0
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                    results = list(pool.map(one, range(clients)))
+            finally:
+                stop.set()
+                sampler.join()
+            time.sleep(0.3)
+            idle = established_to(self.fake.port, server.pid)
+            statuses = {}
+            for st, _ in results:
+                statuses[st] = statuses.get(st, 0) + 1
+            busy = [secs for st, secs in results if st == "busy"]
+            print("\n%d concurrent misses, cap %d: at most %d upstream connections at once, %d "
+                  "left open afterwards; statuses %s; 'upstream busy' answered in %.2f s (median)"
+                  % (clients, cap, peak[0], idle, statuses, sorted(busy)[len(busy) // 2] if busy else 0))
+            self.assertTrue(set(statuses) <= {200, 404, 503, "busy"}, statuses)
+            self.assertGreaterEqual(statuses.get(200, 0) + statuses.get(404, 0), cap,
+                                    "the first fetches through the cap were answered")
+            self.assertLessEqual(peak[0], cap, "upstream connections at once")
+            self.assertLessEqual(idle, cap, "upstream connections left open")
+            # 300 - 4 - 128 = 168 when every request arrives before the first
+            # upstream answer; fewer on a slow machine, but never none.
+            self.assertTrue(busy, "no fetch past the wait queue was refused")
+            timed_out = sorted(secs for st, secs in results if st == 503)
+            if timed_out:
+                self.assertLess(sorted(busy)[len(busy) // 2], timed_out[len(timed_out) // 2],
+                                "refusals (median) waited as long as the fetches that timed out")
+        finally:
+            server.stop(expect_status=0)
+            self.fake.behave(delay_ms=0)
+
+    def test_descriptor_budget_counts_outbound_sockets(self):
+        # RLIMIT_NOFILE 256, one thread, the cep app (2 database and up to
+        # 8 upstream connections, + 2 for curl): --max-connections' default
+        # leaves room for them, so at most 256 - (32 + 4) - (2 + 8 + 2)
+        # client connections are kept and a miss still reaches the upstream
+        # with the server full of clients.
+        import resource
+        import select
+        import socket
+
+        nofile, cap = 256, 8
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        server = cs.CoringServer(threads=1, apps="cep", preexec_fn=limit, args=[
+            "--db-timeout", "3", "--cep-timeout-ms", "3000",
+            "--cep-max-connections", str(cap)]).start()
+        budget = nofile - (32 + 4) - (2 + cap + 2)
+        conns = []
+        try:
+            for _ in range(budget + 20):
+                conns.append(socket.create_connection((cs.HOST, server.port), timeout=2))
+            # Until every connection is held or closed, and that for 1 s:
+            # multishot accept puts descriptors in the server's table before
+            # the ring thread sees them (and closes those past the limit).
+            closed = []
+            deadline = time.monotonic() + 15
+            last, since = None, time.monotonic()
+            while time.monotonic() < deadline:
+                readable, _, _ = select.select([c for c in conns if c not in closed], [], [], 0.1)
+                closed += [c for c in readable if c.recv(1, socket.MSG_DONTWAIT) == b""]
+                held = established_from(server.port, server.pid)
+                if (held, len(closed)) != last:
+                    last, since = (held, len(closed)), time.monotonic()
+                elif held + len(closed) == len(conns) and time.monotonic() - since > 1.0:
+                    break
+            kept = [c for c in conns if c not in closed]
+            print("\nRLIMIT_NOFILE %d, cep with %d upstream connections: %d client connections held "
+                  "(budget %d), %d closed at once" % (nofile, cap, held, budget, len(closed)))
+            self.assertLessEqual(held, budget, "client connections past the descriptor budget")
+            self.assertEqual(held + len(closed), len(conns), "connections neither held nor closed")
+            # Free one slot and miss with the server otherwise full.
+            kept.pop().close()
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            resp = self.get("01310-100", server)
+            print("miss answered in %.2f s" % (time.monotonic() - t0))
+            self.assertIn(resp.status, (200, 404), resp)
+        finally:
+            for c in conns:
+                c.close()
+            server.stop(expect_status=0)
+        self.assertNotIn("Too many open files", server.stderr_text(200))
+
     def test_zz_postgres_down(self):
         # Last (zz): stops and restarts the cluster.
         self.assertAddress(self.get("41820-020"), "41820-020", "viacep")
@@ -395,6 +512,46 @@ class CepTest(cs.CoringTestCase):
                 break
             time.sleep(0.2)
         self.assertAddress(resp, "41820-020", "database")
+
+
+def established_to(port, pid):
+    """TCP connections in ESTABLISHED state from process @pid to port @port
+    (IPv4 and IPv6): its socket inodes matched against /proc/net/tcp*."""
+    return _established(pid, lambda local, remote: remote == port)
+
+
+def established_from(port, pid):
+    """Connections in ESTABLISHED state that process @pid holds on its
+    listening port @port (accepted ones)."""
+    return _established(pid, lambda local, remote: local == port)
+
+
+def _established(pid, match):
+    inodes = set()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except FileNotFoundError:
+        return 0
+    n = 0
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    local = int(fields[1].rsplit(":", 1)[1], 16)
+                    remote = int(fields[2].rsplit(":", 1)[1], 16)
+                    if fields[3] == "01" and fields[9] in inodes and match(local, remote):
+                        n += 1
+        except FileNotFoundError:
+            pass
+    return n
 
 
 def socket_port_nobody_listens_on():

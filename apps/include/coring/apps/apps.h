@@ -19,6 +19,7 @@ typedef struct app_options {
     uint64_t cep_negative_ttl_ns;     /* CEP: how long an unknown CEP is remembered; 0: 1 h */
     uint64_t cep_connect_timeout_ns;  /* CEP: upstream connect timeout; 0: 2 s */
     uint64_t cep_total_timeout_ns;    /* CEP: upstream request timeout; 0: 5 s */
+    unsigned cep_max_connections;     /* CEP: upstream connections per worker thread; 0: 8 */
 } app_options;
 
 typedef struct app_def {

@@ -5,6 +5,17 @@
  * is process-wide and set once at start-up. Calls below the level cost one
  * comparison. Request data must be passed through cr_log_escape() before it
  * reaches a log line.
+ *
+ * Logging never blocks the caller on stderr: a line is formatted and copied
+ * into a buffer of the calling thread's (256 KiB; its lock is shared with
+ * the logger thread only), and a logger thread writes the buffers out every
+ * 10 ms. When stderr is slower than the lines come (a full pipe, a stalled
+ * journald), a thread's buffer fills and further lines are dropped and
+ * counted: `log buffer full: dropped N lines` follows once there is room.
+ * WARN and ERROR lines are rate-limited per thread and format string: at
+ * most 10 a second, then `... (suppressed K similar messages: "FORMAT")`
+ * once that second is over. Everything buffered is written at exit (atexit)
+ * or by cr_log_flush(), so a clean shutdown loses no line.
  */
 #ifndef CORING_CORE_LOG_H
 #define CORING_CORE_LOG_H
@@ -42,12 +53,22 @@ int cr_log_parse_level(const char *name);
 void cr_log_set_thread_name(const char *name);
 
 /*
- * cr_log_write - write one line at @level (printf format). Thread-safe: a
- * line is formatted in a thread-local buffer and written with one write(2),
- * so lines of different threads never interleave. Lines over 1 KiB are cut.
+ * cr_log_write - log one line at @level (printf format). Any thread; never
+ * blocks on stderr (see above). Lines of different threads never
+ * interleave; a thread's lines stay in order. Lines over 1 KiB are cut.
+ * @fmt must be a string literal or otherwise outlive the process's
+ * logging: the rate limit keys on its address.
  */
 void cr_log_write(cr_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/*
+ * cr_log_flush - write every line buffered by any thread to stderr now,
+ * with the pending drop counts and rate-limit summaries, and return once
+ * written (this blocks for as long as stderr does). Any thread; for the
+ * moments before an _exit(2), since exit(3) already flushes.
+ */
+void cr_log_flush(void);
 
 /*
  * cr_log_escape - copy @len bytes of untrusted @src into @dst as printable

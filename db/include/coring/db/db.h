@@ -30,6 +30,11 @@
  * Results use the text format: db_result_text() gives the server's text
  * for a value, db_result_int64() parses an integer column.
  *
+ * Host names are resolved off the ring (a helper thread per lookup, its
+ * end polled through the ring; see src/resolve.h) and handed to libpq as
+ * hostaddr= beside host=, so that libpq never calls a blocking getaddrinfo
+ * on a worker thread; hosts are tried in the conninfo's order.
+ *
  * TCP connections get TCP_NODELAY (a batch is written at once; leaving the
  * small writes to Nagle's algorithm costs ~40 ms a round trip).
  */
@@ -72,7 +77,8 @@ db_config db_config_default(void);
  * connections, each opened, statements prepared, and its driver coroutine
  * started. Call on a worker thread before it serves (net_hooks.thread_init
  * or an app's thread_init); the first connection attempts block this
- * thread (at most connect_timeout_ns each), later ones never do. A server
+ * thread (at most connect_timeout_ns each, name resolution included),
+ * later ones never do. A server
  * that cannot be reached is not an error here: the drivers keep retrying
  * and queries fail with -ENOTCONN meanwhile.
  * @cfg and everything it points to must outlive db_thread_fini.

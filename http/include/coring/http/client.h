@@ -31,6 +31,37 @@ typedef struct http_fetch_result {
 } http_fetch_result;
 
 /*
+ * Outbound connection limits, per worker thread (each thread has its own
+ * curl multi handle and connections). Without them 800 concurrent misses
+ * against a slow upstream held 800 connections to it, kept 601 idle
+ * afterwards, and ran the process out of descriptors.
+ */
+typedef struct http_client_limits {
+    unsigned max_connections; /* open connections per thread, to one host and in all
+                               * (CURLMOPT_MAX_HOST_CONNECTIONS, _MAX_TOTAL_CONNECTIONS);
+                               * fetches beyond it wait in curl for a free one; 0: 8 */
+    unsigned max_idle;        /* idle connections kept for reuse (CURLMOPT_MAXCONNECTS),
+                               * at most max_connections; 0: max_connections */
+    unsigned max_waiting;     /* fetches waiting for a connection per thread; one more
+                               * fails at once with -EBUSY; 0: 32 x max_connections */
+} http_client_limits;
+
+/*
+ * http_client_set_limits - set the limits every worker thread's client uses
+ * (copied). Call from the main thread before the workers start; threads
+ * whose client exists already keep theirs. Returns nothing.
+ * Source: CURLMOPT_MAX_HOST_CONNECTIONS(3), CURLMOPT_MAX_TOTAL_CONNECTIONS(3),
+ * CURLMOPT_MAXCONNECTS(3).
+ */
+void http_client_set_limits(const http_client_limits *limits);
+
+/*
+ * http_client_get_limits - the limits in force, defaults filled in (what
+ * http_client_set_limits made of its argument). Any thread.
+ */
+http_client_limits http_client_get_limits(void);
+
+/*
  * http_client_global_init - curl_global_init(3). Call once from the main
  * thread before worker threads start (http_serve does). Returns 0 or -EIO.
  */
@@ -42,9 +73,11 @@ int http_client_global_init(void);
  * @opt: timeouts and size limit, or NULL for the defaults.
  * @out: filled; out->body must be freed by the caller whatever the result.
  * Returns 0 when a response arrived (any status: check out->status),
- * -ETIMEDOUT (connect or total timeout), -ECONNREFUSED, -EMSGSIZE (body
- * over the limit), -ENOMEM, -EPERM (not on a worker coroutine), or -EIO
- * (any other curl error; out->error says which).
+ * -ETIMEDOUT (connect or total timeout; the total includes the time spent
+ * waiting for a free connection), -ECONNREFUSED, -EMSGSIZE (body over the
+ * limit), -EBUSY (max_connections busy and max_waiting fetches already
+ * waiting: answered at once), -ENOMEM, -EPERM (not on a worker coroutine),
+ * or -EIO (any other curl error; out->error says which).
  * Call from a coroutine on a worker thread.
  */
 int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result *out);

@@ -33,7 +33,11 @@ typedef struct net_config {
                                      thread may hold + this, at least 4x, at most 65536) */
     unsigned provided_buffers;    /* buffers in each thread's provided-buffer ring (power of 2) */
     unsigned provided_buffer_size;/* bytes per provided buffer */
-    unsigned max_connections;     /* per process; 0: from RLIMIT_NOFILE */
+    unsigned max_connections;     /* per process; 0: from RLIMIT_NOFILE, less the
+                                   * runtime's reserve and reserved_fds */
+    unsigned reserved_fds;        /* descriptors the apps hold besides connections
+                                   * (database pools, upstream connections), all
+                                   * threads together; only for max_connections 0 */
     uint64_t shutdown_timeout_ns; /* drain deadline after SIGINT/SIGTERM */
 } net_config;
 

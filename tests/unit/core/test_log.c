@@ -1,0 +1,176 @@
+/*
+ * The logger: lines leave through a logger thread, so a stderr nobody
+ * reads never blocks the caller (lines are dropped and counted instead),
+ * WARN/ERROR lines of one format are rate-limited with a count of those
+ * suppressed, and cr_log_flush writes everything buffered.
+ *
+ * Each test points stderr at a pipe of its own (Criterion runs each test
+ * in a process of its own).
+ */
+#include "coring/core/clock.h"
+
+/* Criterion has an enum cr_log_level and cr_log_* macros of its own:
+ * include coring's header under other names, then Criterion's. */
+#define cr_log_level coring_log_level
+#define CR_LOG_DEBUG CORING_LOG_DEBUG
+#define CR_LOG_INFO CORING_LOG_INFO
+#define CR_LOG_WARN CORING_LOG_WARN
+#define CR_LOG_ERROR CORING_LOG_ERROR
+#define CR_LOG_OFF CORING_LOG_OFF
+#include "coring/core/log.h"
+#undef cr_log_level
+#undef CR_LOG_DEBUG
+#undef CR_LOG_INFO
+#undef CR_LOG_WARN
+#undef CR_LOG_ERROR
+#undef CR_LOG_OFF
+#undef cr_log_debug
+#undef cr_log_info
+#undef cr_log_warn
+#undef cr_log_error
+#define log_info(...) cr_log_write(CORING_LOG_INFO, __VA_ARGS__)
+#define log_warn(...) cr_log_write(CORING_LOG_WARN, __VA_ARGS__)
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int pipe_rd = -1;
+
+/* stderr into a new pipe of @size bytes (0: the default); returns nothing,
+ * the read end is pipe_rd. */
+static void stderr_to_pipe(int size)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    if (size)
+        cr_assert_geq(fcntl(p[1], F_SETPIPE_SZ, size), size);
+    cr_assert_geq(dup2(p[1], STDERR_FILENO), 0);
+    close(p[1]);
+    pipe_rd = p[0];
+}
+
+typedef struct reader {
+    pthread_t thread;
+    char *data;
+    size_t len, cap;
+} reader;
+
+static void *read_main(void *arg)
+{
+    reader *r = arg;
+    for (;;) {
+        if (r->cap - r->len < 65536) {
+            r->cap = r->cap ? r->cap * 2 : 1 << 20;
+            r->data = realloc(r->data, r->cap + 1);
+        }
+        ssize_t n = read(pipe_rd, r->data + r->len, r->cap - r->len);
+        if (n <= 0)
+            break;
+        r->len += (size_t)n;
+    }
+    r->data[r->len] = '\0';
+    return NULL;
+}
+
+/* Close our stderr (after a flush) and return what was read. */
+static char *finish(reader *r)
+{
+    cr_log_flush();
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDERR_FILENO); /* the pipe's last writer goes: EOF */
+    close(null);
+    pthread_join(r->thread, NULL);
+    return r->data;
+}
+
+static size_t count(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+Test(log, warn_lines_of_one_format_are_rate_limited)
+{
+    stderr_to_pipe(0);
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    for (int i = 0; i < 100; i++)
+        log_warn("upstream failed for request %d", i);
+    char *text = finish(&r);
+    size_t shown = count(text, "] upstream failed for request");
+    /* 10 a second; the loop may straddle one second boundary. */
+    cr_assert(shown >= 10 && shown <= 20, "lines written: %zu\n%s", shown, text);
+    const char *s = strstr(text, "... (suppressed ");
+    cr_assert(s, "no suppression summary:\n%s", text);
+    unsigned suppressed = 0, more = 0;
+    cr_assert_eq(sscanf(s, "... (suppressed %u", &suppressed), 1);
+    const char *s2 = strstr(s + 1, "... (suppressed ");
+    if (s2)
+        cr_assert_eq(sscanf(s2, "... (suppressed %u", &more), 1);
+    cr_assert_eq(shown + suppressed + more, 100, "shown %zu + suppressed %u + %u", shown,
+                 suppressed, more);
+    cr_assert(strstr(s, "upstream failed for request %d"), "the summary names the format");
+    free(text);
+}
+
+Test(log, info_lines_are_not_rate_limited)
+{
+    stderr_to_pipe(0);
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    for (int i = 0; i < 500; i++)
+        log_info("GET /%d 200", i);
+    char *text = finish(&r);
+    cr_assert_eq(count(text, " 200\n"), 500);
+    cr_assert_null(strstr(text, "suppressed"));
+    free(text);
+}
+
+/* A stderr pipe that nobody reads: the old logger blocked in write(2) on
+ * the caller's thread (this test then hung until Criterion's timeout). */
+Test(log, a_stderr_nobody_reads_never_blocks_the_caller, .timeout = 20)
+{
+    stderr_to_pipe(4096);
+    char pad[200];
+    memset(pad, 'x', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    enum { LINES = 5000 };
+    uint64_t worst = 0, t0 = cr_clock_now_ns();
+    for (int i = 0; i < LINES; i++) {
+        uint64_t a = cr_clock_now_ns();
+        log_info("line %d %s", i, pad);
+        uint64_t d = cr_clock_now_ns() - a;
+        if (d > worst)
+            worst = d;
+    }
+    uint64_t total = cr_clock_now_ns() - t0;
+    fprintf(stdout,
+            "%d lines of ~250 bytes into an unread 4 KiB pipe: %.1f ms in all, "
+            "slowest call %.3f ms\n",
+            LINES, (double)total / 1e6, (double)worst / 1e6);
+    cr_assert_lt(worst, 50 * CR_NS_PER_MS, "a log call blocked %.1f ms", (double)worst / 1e6);
+    /* Now read: every line is either written or counted as dropped. */
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    char *text = finish(&r);
+    size_t written = count(text, pad);
+    unsigned long long dropped = 0;
+    const char *d = strstr(text, "log buffer full: dropped ");
+    cr_assert(d, "no drop count:\n%.400s", text);
+    for (; d; d = strstr(d + 1, "log buffer full: dropped ")) {
+        unsigned long long k = 0;
+        cr_assert_eq(sscanf(d, "log buffer full: dropped %llu", &k), 1);
+        dropped += k;
+    }
+    fprintf(stdout, "written %zu, dropped %llu\n", written, dropped);
+    cr_assert_eq(written + dropped, LINES, "written %zu + dropped %llu", written, dropped);
+    cr_assert(strstr(text, "line 0 "), "the first lines are kept");
+    free(text);
+}
