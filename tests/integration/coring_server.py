@@ -8,6 +8,8 @@
   reads exactly one response at a time (Content-Length, chunked or
   close-delimited body), so that malformed requests and pipelining can be
   tested byte for byte.
+- LocalPostgres: a throw-away PostgreSQL cluster (db/pg-local) in a
+  temporary folder of a test class's own, stopped and removed at the end.
 - main(): parses `--binary PATH` (or $CORING_BINARY) and runs unittest.
 """
 
@@ -20,12 +22,16 @@ import resource
 import signal
 import socket
 import subprocess
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import unittest
 
 HOST = "127.0.0.1"
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
 SOCK_TIMEOUT = 5.0      # every socket operation; tests stay well under 10 s each
 START_TIMEOUT = 10.0    # wait for the `listening on` line
 STOP_TIMEOUT = 10.0     # wait for exit after SIGTERM
@@ -189,6 +195,48 @@ class CoringServer:
     # -- clients ---------------------------------------------------------
     def connect(self, timeout=SOCK_TIMEOUT, nodelay=False):
         return Conn(self.host, self.port, timeout=timeout, nodelay=nodelay)
+
+
+class LocalPostgres:
+    """A db/pg-local cluster in DIR/pg of a temporary folder DIR (`tmp`, for
+    the test's other files). for_class() makes one for a test class, started
+    (throwaway: no fsync) unless start=False, and registers its removal."""
+
+    def __init__(self, prefix):
+        # World-searchable so that the postgres user can reach it when we are root.
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(self.tmp, 0o755)
+        self.dir = os.path.join(self.tmp, "pg")
+        os.mkdir(self.dir)
+        os.chmod(self.dir, 0o755)
+
+    @classmethod
+    def for_class(cls, test_class, prefix, start=True):
+        pg = cls(prefix)
+        test_class.addClassCleanup(pg.remove)
+        if start:
+            pg.run("start", "throwaway")
+        return pg
+
+    def run(self, cmd, *args, timeout=90):
+        """db/pg-local CMD DIR ARGS...; returns its stdout, raises on failure."""
+        return subprocess.run([PG_LOCAL, cmd, self.dir] + list(args), check=True, timeout=timeout,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+
+    def url(self):
+        return self.run("url").strip()
+
+    def running(self):
+        return subprocess.run([PG_LOCAL, "status", self.dir], timeout=60).returncode == 0
+
+    def sql(self, query):
+        """Rows of @query, each a list of its columns as text."""
+        out = self.run("psql", "-At", "-F", "|", "-c", query, timeout=30)
+        return [line.split("|") for line in out.splitlines() if line]
+
+    def remove(self):
+        subprocess.run([PG_LOCAL, "stop", self.dir, "immediate"], timeout=60)
+        shutil.rmtree(self.tmp, True)
 
 
 class ProtocolError(AssertionError):

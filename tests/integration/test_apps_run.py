@@ -22,10 +22,8 @@ sys.dont_write_bytecode = True
 import os  # noqa: E402
 import pty  # noqa: E402
 import select  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -33,7 +31,7 @@ import coring_server as cs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 APPS_RUN = os.path.join(ROOT, "apps", "run")
-PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
+PG_LOCAL = cs.PG_LOCAL
 CTRL_C_ROUNDS = 20
 
 
@@ -92,12 +90,8 @@ class AppsRunTest(cs.CoringTestCase):
 
     @classmethod
     def setUpClass(cls):
-        # World-searchable so that the postgres user can reach it when we are root.
-        cls.pgdir = tempfile.mkdtemp(prefix="coring-apps-run-")
-        os.chmod(cls.pgdir, 0o755)
-        cls.addClassCleanup(shutil.rmtree, cls.pgdir, True)
-        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", cls.pgdir, "immediate"],
-                                                   timeout=60))
+        # apps/run creates and starts the cluster itself (durable, as users get it).
+        cls.pgdir = cs.LocalPostgres.for_class(cls, "coring-apps-run-", start=False).dir
 
     def tearDown(self):
         # Every test leaves the cluster stopped, as apps/run should.

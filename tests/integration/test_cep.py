@@ -19,10 +19,8 @@ import concurrent.futures  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
@@ -30,7 +28,6 @@ import unittest  # noqa: E402
 import coring_server as cs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
 MAKE_DATA = os.path.join(ROOT, "apps", "fake_viacep", "make-data.py")
 EXTRA_DATA = os.path.join(ROOT, "apps", "fake_viacep", "extra.jsonl")
 UPSTREAM_TIMEOUT_MS = 1000
@@ -93,15 +90,9 @@ class CepTest(cs.CoringTestCase):
         fake_bin = cs.option("fake_viacep")
         if not fake_bin:
             raise unittest.SkipTest("pass --fake-viacep PATH (the coring-fake-viacep binary)")
-        cls.tmp = tempfile.mkdtemp(prefix="coring-cep-")
-        os.chmod(cls.tmp, 0o755)  # the postgres user must reach the cluster when we are root
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        cls.pgdir = os.path.join(cls.tmp, "pg")
-        os.mkdir(cls.pgdir)
-        os.chmod(cls.pgdir, 0o755)
-        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", cls.pgdir, "immediate"], timeout=60))
-        cls.pg("start", "throwaway")
-        os.environ["DATABASE_URL"] = cls.pg("url").strip()
+        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-cep-")
+        cls.tmp = cls.postgres.tmp
+        os.environ["DATABASE_URL"] = cls.postgres.url()
 
         data = os.path.join(cls.tmp, "viacep.jsonl")
         with open(data, "w") as f:
@@ -128,14 +119,10 @@ class CepTest(cs.CoringTestCase):
 
     @classmethod
     def pg(cls, cmd, *args):
-        return subprocess.run([PG_LOCAL, cmd, cls.pgdir] + list(args), check=True, timeout=90,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+        return cls.postgres.run(cmd, *args)
 
     def sql(self, query):
-        out = subprocess.run([PG_LOCAL, "psql", self.pgdir, "-At", "-F", "|", "-c", query],
-                             check=True, timeout=30, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True).stdout
-        return [line.split("|") for line in out.splitlines() if line]
+        return self.postgres.sql(query)
 
     def setUp(self):
         self.fake.reset()

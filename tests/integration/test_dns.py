@@ -24,7 +24,6 @@ import os  # noqa: E402
 import shutil  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
 import urllib.parse  # noqa: E402
@@ -32,7 +31,6 @@ import urllib.parse  # noqa: E402
 import coring_server as cs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
 SILENT_DNS = "127.0.0.77"               # any 127/8 address: glibc asks port 53
 NAME = "db.coring-dns-test.example"     # in no /etc/hosts
 LOAD_S = 4.0
@@ -67,15 +65,9 @@ class DnsOutageTest(cs.CoringTestCase):
             raise unittest.SkipTest("needs root and unshare(1)")
         if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
             raise unittest.SkipTest("unshare -m is not allowed here")
-        cls.tmp = tempfile.mkdtemp(prefix="coring-dns-")
-        os.chmod(cls.tmp, 0o755)
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
-        cls.pgdir = os.path.join(cls.tmp, "pg")
-        os.mkdir(cls.pgdir)
-        os.chmod(cls.pgdir, 0o755)
-        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", cls.pgdir, "immediate"], timeout=60))
-        cls.pg("start", "throwaway")
-        cls.sock = os.path.join(cls.pgdir, "run")
+        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-dns-")
+        cls.tmp = cls.postgres.tmp
+        cls.sock = os.path.join(cls.postgres.dir, "run")
         # A resolver that never answers: the queries land in a socket nobody reads.
         cls.dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         cls.dns.bind((SILENT_DNS, 53))
@@ -86,8 +78,7 @@ class DnsOutageTest(cs.CoringTestCase):
 
     @classmethod
     def pg(cls, cmd, *args):
-        return subprocess.run([PG_LOCAL, cmd, cls.pgdir] + list(args), check=True, timeout=90,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+        return cls.postgres.run(cmd, *args)
 
     def outage(self, url):
         os.environ["DATABASE_URL"] = url

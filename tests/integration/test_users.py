@@ -16,16 +16,13 @@ import contextlib  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
-import shutil  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
 import coring_server as cs  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
+ROOT = cs.ROOT
 JSON_HDR = {"Content-Type": "application/json"}
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 DB_TIMEOUT = 3          # --db-timeout, seconds
@@ -34,23 +31,17 @@ SEEDED = 60
 
 
 def pg(cmd, *args, timeout=90):
-    return subprocess.run([PG_LOCAL, cmd, UsersTest.pgdir] + list(args), check=True, timeout=timeout,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
+    return UsersTest.postgres.run(cmd, *args, timeout=timeout)
 
 
 class UsersTest(cs.CoringTestCase):
     server = None
-    pgdir = None
+    postgres = None
 
     @classmethod
     def setUpClass(cls):
-        # World-searchable so that the postgres user can reach it when we are root.
-        cls.pgdir = tempfile.mkdtemp(prefix="coring-pg-")
-        os.chmod(cls.pgdir, 0o755)
-        cls.addClassCleanup(shutil.rmtree, cls.pgdir, True)
-        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", cls.pgdir, "immediate"], timeout=60))
-        pg("start", "throwaway")
-        os.environ["DATABASE_URL"] = pg("url").strip()
+        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-users-")
+        os.environ["DATABASE_URL"] = cls.postgres.url()
         cls.server = cls.start_server(["--seed-users", str(SEEDED)])
         cls.addClassCleanup(cls.server.kill)
 
