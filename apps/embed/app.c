@@ -4,8 +4,10 @@
  *   POST /embed           {"text": "..."} or {"texts": [...]}, "normalize" optional
  *   POST /v1/embeddings   OpenAI's shape: {"input": "..." | [...], "model": "..."}
  *
- * The handler validates and tokenizes on its ring thread (microseconds),
- * hands one job per text to the inference pool, and waits (net_wait) until
+ * The handler validates the JSON on its ring thread, copies the texts to
+ * the request's arena and hands one job per text to the inference pool,
+ * which tokenizes and encodes them (WordPiece on a hostile text takes
+ * milliseconds: not on a ring), and waits (net_wait) until
  * the last of its jobs is done; the inference thread that finishes it
  * resumes the coroutine on its own ring (net_wake). Everything a job points
  * to lives in the request's arena, which outlives the wait.
@@ -43,7 +45,7 @@ void app_embed_configure(const app_embed_options *o)
 
 /* The texts of one request, after validation. */
 typedef struct embed_input {
-    const char *text[EMBED_MAX_TEXTS]; /* in the JSON document: valid until the next parse */
+    const char *text[EMBED_MAX_TEXTS]; /* in the JSON document until copied by run() */
     size_t len[EMBED_MAX_TEXTS];
     size_t count;
     bool many; /* given as an array */
@@ -130,8 +132,11 @@ static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_
     return true;
 }
 
-/* Tokenize, run on the pool and wait. On success *@out holds count x hidden
- * floats in the arena and *@tokens the ids used. Answers errors itself. */
+/* Copy the texts to the arena (the JSON document is this thread's and
+ * the next request parses over it while this one waits), queue one job a
+ * text (the inference thread tokenizes it: worst-case WordPiece must not
+ * hold the ring), and wait. On success *@out holds count x hidden floats
+ * in the arena and *@tokens the ids used. Answers errors itself. */
 static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *tokens)
 {
     size_t h = model->config.hidden_size, max = model->max_tokens;
@@ -149,20 +154,23 @@ static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *token
         return false;
     }
     atomic_init(&w.pending, in->count);
-    *tokens = 0;
     for (size_t i = 0; i < in->count; i++) {
-        int32_t *mine = ids + i * max;
-        long n = embed_tokenize(model->tokenizer, in->text[i], in->len[i], mine, max);
+        const char *text = cr_arena_strndup(ctx->arena, in->text[i], in->len[i]);
+        if (!text) {
+            http_respond_error(ctx, 500, "out of memory");
+            return false;
+        }
         jobs[i] = (embed_job){
-            .ids = mine,
-            .count = (size_t)n,
+            .text = text,
+            .text_len = in->len[i],
+            .ids = ids + i * max,
+            .max_ids = max,
             .out = vectors + i * h,
             .normalize = in->normalize,
             .done = job_done,
             .user = &w,
         };
         ptrs[i] = &jobs[i];
-        *tokens += (size_t)n;
     }
     int err = embed_pool_submit(pool, ptrs, in->count);
     if (err < 0) {
@@ -171,12 +179,15 @@ static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *token
         return false;
     }
     net_wait(&w.wait);
-    for (size_t i = 0; i < in->count; i++)
+    *tokens = 0;
+    for (size_t i = 0; i < in->count; i++) {
         if (jobs[i].status < 0) {
             cr_log_error("embed: inference failed: %s", cr_strerror(jobs[i].status));
             http_respond_error(ctx, 500, "inference failed");
             return false;
         }
+        *tokens += jobs[i].count;
+    }
     *out = vectors;
     return true;
 }
@@ -380,7 +391,7 @@ static int load(void)
     };
     if (cfg.max_queue < cfg.max_batch)
         cfg.max_queue = cfg.max_batch;
-    if ((ret = embed_pool_create(model->bert, &cfg, &pool)) < 0) {
+    if ((ret = embed_pool_create(model->bert, model->tokenizer, &cfg, &pool)) < 0) {
         cr_log_error("embed: cannot start the inference threads: %s", cr_strerror(ret));
         embed_model_close(model);
         model = NULL;
