@@ -5,6 +5,11 @@
   end in a character the vocabulary lacks, ~1 MB) must not hold the ring
   thread: on a one-thread server, a concurrent client's GET / keeps its
   p99 under 10 ms while the body is tokenized and encoded.
+- /v1/embeddings serves only its own model (404 model_not_found, OpenAI's
+  error object), takes `dimensions` only when it is the model's size,
+  refuses control characters in `model`, and answers every error in
+  OpenAI's shape.
+- Both routes take a body only as Content-Type: application/json (415).
 
 The model is tests/embed/make_model.py's, tiny (1 layer, hidden 32), on
 the MiniLM vocabulary.
@@ -142,6 +147,106 @@ class RingStaysResponsive(CoringTestCase):
             sys.stderr.write("\n")
             srv.stop(expect_status=0)
         self.assertLess(best, P99_BOUND_MS, "GET / p99 %.2f ms while a worst-case embed body ran" % best)
+
+
+class Checks(CoringTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = Model.setup()
+        cls.name = os.path.basename(cls.folder)
+        cls.server = CoringServer(threads=1, apps="embed", args=["--embed-model", cls.folder])
+        cls.server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(expect_status=0)
+
+    def post(self, path, body, headers=JSON_HDR):
+        with self.server.connect(timeout=30) as conn:
+            return conn.request("POST", path, headers, body)
+
+    def assertOpenAiError(self, resp, status, param=None, code=None, what=""):
+        ctx = " (%s) %r" % (what, resp)
+        self.assertEqual(resp.status, status, "status" + ctx)
+        self.assertTrue(resp.header("Content-Type", "").startswith("application/json"), ctx)
+        doc = resp.json()
+        self.assertEqual(set(doc), {"error"}, ctx)
+        err = doc["error"]
+        self.assertIsInstance(err, dict, "not OpenAI's error object" + ctx)
+        self.assertEqual(set(err), {"message", "type", "param", "code"}, ctx)
+        self.assertIsInstance(err["message"], str, ctx)
+        self.assertTrue(err["message"], ctx)
+        self.assertEqual(err["type"], "invalid_request_error" if status < 500 else "server_error", ctx)
+        self.assertEqual(err["param"], param, ctx)
+        self.assertEqual(err["code"], code, ctx)
+        return err
+
+    def test_unknown_model_is_404_model_not_found(self):
+        for model in ("all-MiniLM-L6-v2", "text-embedding-3-small", "x/" + self.name + "x", self.name + "/",
+                      "a/b/" + self.name, ""):
+            resp = self.post("/v1/embeddings", {"input": "hello", "model": model})
+            err = self.assertOpenAiError(resp, 404, "model", "model_not_found", model)
+            if model:
+                self.assertNotIn(model, err["message"], "the client's model name is echoed")
+
+    def test_served_model_is_accepted_and_named(self):
+        for model in (self.name, "sentence-transformers/" + self.name):
+            resp = self.post("/v1/embeddings", {"input": "hello", "model": model})
+            self.assertEqual(resp.status, 200, resp)
+            self.assertEqual(resp.json()["model"], self.name)
+
+    def test_control_characters_in_model_are_refused(self):
+        for model in ("a\u0000b", self.name + "\u0000", "a\u007fb", "a\nb", "\u001b[31m"):
+            resp = self.post("/v1/embeddings", {"input": "hello", "model": model})
+            self.assertOpenAiError(resp, 422, "model", None, repr(model))
+            self.assertNotIn(b'"model":"a"', resp.body)
+
+    def test_dimensions(self):
+        resp = self.post("/v1/embeddings", {"input": "hello", "dimensions": HIDDEN})
+        self.assertEqual(resp.status, 200, resp)
+        self.assertEqual(len(resp.json()["data"][0]["embedding"]), HIDDEN)
+        for d in (HIDDEN - 1, HIDDEN + 1, 1, 0, -1, 1536, "32", 32.5, None, True):
+            resp = self.post("/v1/embeddings", {"input": "hello", "dimensions": d})
+            self.assertOpenAiError(resp, 422, "dimensions", None, "dimensions %r" % d)
+
+    def test_every_openai_error_has_openai_shape(self):
+        cases = [(b"{", 400, None), (b"[]", 422, None), ({}, 422, "input"), ({"input": ""}, 422, "input"),
+                 ({"input": [1]}, 422, "input"), ({"input": ["a"] * 65}, 422, "input"),
+                 ({"input": "a", "model": 3}, 422, "model"),
+                 ({"input": "a", "encoding_format": "base64"}, 422, "encoding_format")]
+        for body, status, param in cases:
+            self.assertOpenAiError(self.post("/v1/embeddings", body), status, param, None, repr(body))
+        resp = self.post("/v1/embeddings", b"{", {})
+        self.assertOpenAiError(resp, 415, None, None, "no Content-Type")
+
+    def test_invalid_json_message_does_not_repeat_itself(self):
+        resp = self.post("/embed", b"{")
+        self.assertJsonError(resp, 400, "invalid JSON")
+        self.assertEqual(resp.json()["error"], "invalid JSON")
+        err = self.assertOpenAiError(self.post("/v1/embeddings", b"{"), 400)
+        self.assertEqual(err["message"], "invalid JSON")
+
+    def test_content_type_must_be_json(self):
+        body = json.dumps({"text": "hello"}).encode()
+        for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                   "application/jsonx", "application/json-patch+json", "text/json", None):
+            headers = {"Content-Type": ct} if ct else {}
+            resp = self.post("/embed", body, headers)
+            self.assertJsonError(resp, 415, "Content-Type %r" % ct)
+            self.assertIn("Content-Type: application/json", resp.json()["error"])
+            resp = self.post("/v1/embeddings", {"input": "hello"}, headers)
+            self.assertOpenAiError(resp, 415, None, None, "Content-Type %r" % ct)
+        # Two Content-Type fields: refused, whatever they say.
+        with self.server.connect(timeout=30) as conn:
+            resp = conn.request("POST", "/embed", [("Content-Type", "application/json"),
+                                                   ("Content-Type", "text/plain")], body)
+            self.assertJsonError(resp, 415, "two Content-Type fields")
+        for ct in ("application/json", "application/json; charset=utf-8", "Application/JSON",
+                   "APPLICATION/JSON;charset=UTF-8", "application/json ; charset=utf-8"):
+            resp = self.post("/embed", body, {"Content-Type": ct})
+            self.assertEqual(resp.status, 200, "Content-Type %r: %r" % (ct, resp))
+            resp = self.post("/v1/embeddings", {"input": "hello"}, {"Content-Type": ct})
+            self.assertEqual(resp.status, 200, "Content-Type %r: %r" % (ct, resp))
 
 
 if __name__ == "__main__":
