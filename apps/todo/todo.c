@@ -373,7 +373,8 @@ static void list_todos(http_ctx *ctx, void *user)
                 all[k].off = (size_t)s << 48 | e[i].off;
             }
         }
-        qsort(all, total, sizeof(*all), cmp_entry);
+        if (total > 1) /* qsort(NULL, 0, ...) is undefined (C17 7.22.5) */
+            qsort(all, total, sizeof(*all), cmp_entry);
         cr_buf_reserve(&body, total_bytes + 2);
         cr_buf_append(&body, "[", 1);
         for (size_t i = 0; i < total; i++) {
