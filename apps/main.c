@@ -64,6 +64,9 @@ static void usage(FILE *f)
             "  --cep-negative-ttl S     remember unknown CEPs, seconds (default 3600)\n"
             "  --cep-connect-timeout-ms N  upstream connect timeout (default 2000)\n"
             "  --cep-timeout-ms N       upstream request timeout (default 5000)\n"
+            "  --todo-max-items N       todos in the in-memory store, all threads together,\n"
+            "                           each thread's shard holding N/threads (default 25000);\n"
+            "                           past it POST /todos answers 507\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -227,6 +230,7 @@ int main(int argc, char **argv)
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
         OPT_USER,
+        OPT_TODO_MAX_ITEMS,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -260,6 +264,7 @@ int main(int argc, char **argv)
         {"embed-max-queue", required_argument, NULL, OPT_EMBED_MAX_QUEUE},
         {"embed-int8", no_argument, NULL, OPT_EMBED_INT8},
         {"user", required_argument, NULL, OPT_USER},
+        {"todo-max-items", required_argument, NULL, OPT_TODO_MAX_ITEMS},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -362,6 +367,9 @@ int main(int argc, char **argv)
             app_opts.cep_total_timeout_ns = number("--cep-timeout-ms", optarg, 1, 600000) * CR_NS_PER_MS;
             break;
         case OPT_USER: run_as = optarg; break;
+        case OPT_TODO_MAX_ITEMS:
+            app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
+            break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
