@@ -281,6 +281,10 @@ typedef struct todo_input {
 static bool parse_input(http_ctx *ctx, todo_input *in)
 {
     *in = (todo_input){.completed = -1};
+    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
+        http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
+        return false;
+    }
     if (!ctx->body || ctx->body_len == 0) {
         http_respond_error(ctx, 400, "request body must be a JSON object");
         return false;
@@ -288,9 +292,7 @@ static bool parse_input(http_ctx *ctx, todo_input *in)
     cr_json_value root, v;
     cr_json_error err = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
     if (err != CR_JSON_OK) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "invalid JSON: %s", cr_json_error_message(err));
-        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, msg);
+        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, cr_json_error_message(err));
         return false;
     }
     if (cr_json_type_of(root) != CR_JSON_OBJECT) {

@@ -423,6 +423,38 @@ class TodoTest(cs.SharedServerTestCase):
             self.assertEqual(resp.status, 201, repr(resp))
             self.assertEqual(resp.json()["title"], "late body")
 
+    # -- Content-Type (cross-site writes) ------------------------------------
+    def test_body_must_be_declared_json(self):
+        # A browser sends text/plain and forms cross-site without a CORS
+        # preflight: such bodies must not create or change todos (415).
+        doc = self.create("before the 415s")
+        before = self.all_todos()
+        body = json.dumps({"title": "cross-site"}).encode()
+        for ct in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                   "multipart/form-data; boundary=x", "application/jsonp", "json", "", None):
+            headers = {"Content-Type": ct} if ct is not None else {}
+            for method, path in (("POST", "/todos"), ("PATCH", "/todos/%d" % doc["id"])):
+                resp = self.conn.request(method, path, headers, body)
+                self.assertJsonError(resp, 415, "%s %s with Content-Type %r" % (method, path, ct))
+                self.assertIn("Content-Type: application/json", resp.json()["error"])
+        resp = self.conn.request("POST", "/todos", [("Content-Type", "application/json"),
+                                                    ("Content-Type", "text/plain")], body)
+        self.assertJsonError(resp, 415, "two Content-Type fields")
+        self.assertEqual(self.all_todos(), before, "a 415 changed the list")
+        for ct in ("application/json; charset=utf-8", "Application/JSON", "application/json;charset=UTF-8",
+                   "application/json ;charset=utf-8"):
+            resp = self.req("POST", "/todos", body, headers={"Content-Type": ct})
+            self.assertEqual(resp.status, 201, "Content-Type %r: %r" % (ct, resp))
+        resp = self.req("PATCH", "/todos/%d" % doc["id"], {"completed": True},
+                        headers={"Content-Type": "application/json; charset=utf-8"})
+        self.assertEqual(resp.status, 200, resp)
+
+    def test_invalid_json_message_does_not_repeat_itself(self):
+        resp = self.error("POST", "/todos", b"{", 400)
+        self.assertEqual(resp.json()["error"], "invalid JSON")
+        resp = self.error("POST", "/todos", b'{"title": "\xff"}', 400)
+        self.assertEqual(resp.json()["error"], "invalid UTF-8 in JSON")
+
 
 class StoreBoundTest(cs.CoringTestCase):
     """--todo-max-items: the store's bound, split over the worker threads."""
