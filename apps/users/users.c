@@ -182,14 +182,21 @@ static const char *string_field(http_ctx *ctx, cr_json_value root, const char *k
     return copy;
 }
 
+/* Exactly one '@' between a local part and a domain; no space and no
+ * control character: C0 (bytes up to 0x1F), DEL (0x7F) or C1 (U+0080 to
+ * U+009F, UTF-8 C2 80 to C2 9F). @s is valid UTF-8. */
 static bool valid_email(const char *s, size_t len)
 {
     const char *at = memchr(s, '@', len);
     if (!at || at == s || at == s + len - 1 || memchr(at + 1, '@', len - (size_t)(at - s) - 1))
         return false;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)s[i] <= ' ')
-            return false; /* no spaces nor control characters */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == 0x7f)
+            return false;
+        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] <= 0x9f)
+            return false; /* C1: the continuation byte is 0x80..0x9F */
+    }
     return true;
 }
 
@@ -307,7 +314,7 @@ static void create_user(http_ctx *ctx, void *user)
     }
     if (!valid_email(email, email_len)) {
         http_respond_error(ctx, 422, "email must contain exactly one @ between a local part and a "
-                                     "domain, and no spaces");
+                                     "domain, and no spaces nor control characters");
         return;
     }
     const char *params[] = {name, email};

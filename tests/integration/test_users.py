@@ -179,6 +179,16 @@ class UsersTest(cs.CoringTestCase):
         # The connection survived all of the above.
         self.assertEqual(self.req("GET", "/users?limit=1").status, 200)
 
+    def test_control_characters_in_email(self):
+        for bad in ("a\u007f@example.com", "a@exam\u007fple.com", "a\u0085@example.com",
+                    "a@example.com\u009f", "a\u0080b@example.com", "a\u0001@example.com",
+                    "a@example.com\n", "a\t@example.com"):
+            resp = self.req("POST", "/users", {"name": "A", "email": bad})
+            self.assertJsonError(resp, 422, "email %r" % bad)
+        # Non-ASCII that is not a control character stays allowed.
+        self.create("Ana", self.unique_email("\u00e1"))
+        self.create("Ana", self.unique_email("\u00bfx"))
+
     def test_body_must_be_declared_json(self):
         body = json.dumps({"name": "Cross Site", "email": self.unique_email("cs")}).encode()
         for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
