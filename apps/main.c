@@ -70,6 +70,9 @@ static void usage(FILE *f)
             "  --cep-timeout-ms N       upstream request timeout (default 5000)\n"
             "  --cep-max-connections N  upstream connections per worker thread (default 8);\n"
             "                           up to 32 per connection wait, more get 503 at once\n"
+            "  --todo-max-items N       todos in the in-memory store, all threads together,\n"
+            "                           each thread's shard holding N/threads (default 25000);\n"
+            "                           past it POST /todos answers 507\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -279,7 +282,7 @@ int main(int argc, char **argv)
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_CEP_MAX_CONN, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
-        OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF,
+        OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -316,6 +319,7 @@ int main(int argc, char **argv)
         {"embed-int8", no_argument, NULL, OPT_EMBED_INT8},
         {"user", required_argument, NULL, OPT_USER},
         {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+        {"todo-max-items", required_argument, NULL, OPT_TODO_MAX_ITEMS},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -424,6 +428,9 @@ int main(int argc, char **argv)
             break;
         case OPT_USER: run_as = optarg; break;
         case OPT_CHECK_CONFIG: check_only = true; break;
+        case OPT_TODO_MAX_ITEMS:
+            app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
+            break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:

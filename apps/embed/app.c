@@ -4,8 +4,10 @@
  *   POST /embed           {"text": "..."} or {"texts": [...]}, "normalize" optional
  *   POST /v1/embeddings   OpenAI's shape: {"input": "..." | [...], "model": "..."}
  *
- * The handler validates and tokenizes on its ring thread (microseconds),
- * hands one job per text to the inference pool, and waits (net_wait) until
+ * The handler validates the JSON on its ring thread, copies the texts to
+ * the request's arena and hands one job per text to the inference pool,
+ * which tokenizes and encodes them (WordPiece on a hostile text takes
+ * milliseconds: not on a ring), and waits (net_wait) until
  * the last of its jobs is done; the inference thread that finishes it
  * resumes the coroutine on its own ring (net_wake). Everything a job points
  * to lives in the request's arena, which outlives the wait.
@@ -43,12 +45,12 @@ void app_embed_configure(const app_embed_options *o)
 
 /* The texts of one request, after validation. */
 typedef struct embed_input {
-    const char *text[EMBED_MAX_TEXTS]; /* in the JSON document: valid until the next parse */
+    const char *text[EMBED_MAX_TEXTS]; /* in the JSON document until copied by run() */
     size_t len[EMBED_MAX_TEXTS];
     size_t count;
     bool many; /* given as an array */
     bool normalize;
-    const char *model_name; /* /v1/embeddings: copied to the arena */
+    bool openai; /* /v1/embeddings: errors in OpenAI's shape */
 } embed_input;
 
 /* The request's side of its jobs. */
@@ -64,22 +66,62 @@ static void job_done(embed_job *job)
         net_wake(&w->wait);
 }
 
-/* Parse the body into its root object. Answers the error itself. */
-static bool parse_body(http_ctx *ctx, cr_json_value *root)
+/* Answer @status with @message: {"error":"..."} on /embed; on
+ * /v1/embeddings OpenAI's error object, {"error":{"message","type",
+ * "param","code"}} (@param, @code: NULL for null), so that OpenAI's
+ * clients read every error of that route the same way. */
+static void fail(http_ctx *ctx, const embed_input *in, int status, const char *param,
+                 const char *code, const char *message)
 {
+    if (!in->openai) {
+        http_respond_error(ctx, status, message);
+        return;
+    }
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    cr_json_object_begin(&w);
+    cr_json_key(&w, "error", 5);
+    cr_json_object_begin(&w);
+    cr_json_key(&w, "message", 7);
+    cr_json_cstring(&w, message);
+    cr_json_key(&w, "type", 4);
+    cr_json_cstring(&w, status >= 500 ? "server_error" : "invalid_request_error");
+    cr_json_key(&w, "param", 5);
+    cr_json_cstring(&w, param);
+    cr_json_key(&w, "code", 4);
+    cr_json_cstring(&w, code);
+    cr_json_object_end(&w);
+    cr_json_object_end(&w);
+    if (b->failed)
+        http_respond_error(ctx, 500, "out of memory");
+    else
+        http_respond_json(ctx, status, b);
+}
+
+/* Check the model is loaded and the body is a JSON object, and parse it
+ * into its root object. Answers the error itself. */
+static bool parse_body(http_ctx *ctx, const embed_input *in, cr_json_value *root)
+{
+    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
+        fail(ctx, in, 415, NULL, NULL, HTTP_NOT_JSON_MESSAGE);
+        return false;
+    }
+    if (!model) {
+        fail(ctx, in, 503, NULL, NULL, "no model loaded");
+        return false;
+    }
     if (!ctx->body || ctx->body_len == 0) {
-        http_respond_error(ctx, 400, "request body must be a JSON object");
+        fail(ctx, in, 400, NULL, NULL, "request body must be a JSON object");
         return false;
     }
     cr_json_error err = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, root);
     if (err != CR_JSON_OK) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "invalid JSON: %s", cr_json_error_message(err));
-        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, msg);
+        fail(ctx, in, err == CR_JSON_ENOMEM ? 500 : 400, NULL, NULL, cr_json_error_message(err));
         return false;
     }
     if (cr_json_type_of(*root) != CR_JSON_OBJECT) {
-        http_respond_error(ctx, 422, "body must be a JSON object");
+        fail(ctx, in, 422, NULL, NULL, "body must be a JSON object");
         return false;
     }
     return true;
@@ -99,7 +141,7 @@ static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_
         if (n < 1 || n > EMBED_MAX_TEXTS) {
             snprintf(msg, sizeof(msg), "%s must hold 1 to %d strings, not %ld", field,
                      EMBED_MAX_TEXTS, n);
-            http_respond_error(ctx, 422, msg);
+            fail(ctx, in, 422, field, NULL, msg);
             return false;
         }
         for (long i = 0; i < n; i++) {
@@ -107,7 +149,7 @@ static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_
             cr_json_array_at(v, (size_t)i, &item);
             if (cr_json_get_string(item, &in->text[i], &in->len[i]) != CR_JSON_OK) {
                 snprintf(msg, sizeof(msg), "%s[%ld] must be a string", field, i);
-                http_respond_error(ctx, 422, msg);
+                fail(ctx, in, 422, field, NULL, msg);
                 return false;
             }
         }
@@ -115,7 +157,7 @@ static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_
         in->many = true;
     } else {
         snprintf(msg, sizeof(msg), "%s must be a string or an array of strings", field);
-        http_respond_error(ctx, 422, msg);
+        fail(ctx, in, 422, field, NULL, msg);
         return false;
     }
     for (size_t i = 0; i < in->count; i++)
@@ -124,14 +166,17 @@ static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_
                 snprintf(msg, sizeof(msg), "%s[%zu] must not be empty", field, i);
             else
                 snprintf(msg, sizeof(msg), "%s must not be empty", field);
-            http_respond_error(ctx, 422, msg);
+            fail(ctx, in, 422, field, NULL, msg);
             return false;
         }
     return true;
 }
 
-/* Tokenize, run on the pool and wait. On success *@out holds count x hidden
- * floats in the arena and *@tokens the ids used. Answers errors itself. */
+/* Copy the texts to the arena (the JSON document is this thread's and
+ * the next request parses over it while this one waits), queue one job a
+ * text (the inference thread tokenizes it: worst-case WordPiece must not
+ * hold the ring), and wait. On success *@out holds count x hidden floats
+ * in the arena and *@tokens the ids used. Answers errors itself. */
 static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *tokens)
 {
     size_t h = model->config.hidden_size, max = model->max_tokens;
@@ -140,43 +185,50 @@ static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *token
     int32_t *ids = cr_arena_alloc(ctx->arena, in->count * max * sizeof(int32_t));
     float *vectors = cr_arena_alloc(ctx->arena, in->count * h * sizeof(float));
     if (!jobs || !ids || !vectors) {
-        http_respond_error(ctx, 500, "out of memory");
+        fail(ctx, in, 500, NULL, NULL, "out of memory");
         return false;
     }
     embed_waiter w;
     if (net_wait_init(&w.wait) < 0) {
-        http_respond_error(ctx, 500, "embed: not on a worker coroutine");
+        fail(ctx, in, 500, NULL, NULL, "embed: not on a worker coroutine");
         return false;
     }
     atomic_init(&w.pending, in->count);
-    *tokens = 0;
     for (size_t i = 0; i < in->count; i++) {
-        int32_t *mine = ids + i * max;
-        long n = embed_tokenize(model->tokenizer, in->text[i], in->len[i], mine, max);
+        const char *text = cr_arena_strndup(ctx->arena, in->text[i], in->len[i]);
+        if (!text) {
+            fail(ctx, in, 500, NULL, NULL, "out of memory");
+            return false;
+        }
         jobs[i] = (embed_job){
-            .ids = mine,
-            .count = (size_t)n,
+            .text = text,
+            .text_len = in->len[i],
+            .ids = ids + i * max,
+            .max_ids = max,
             .out = vectors + i * h,
             .normalize = in->normalize,
             .done = job_done,
             .user = &w,
         };
         ptrs[i] = &jobs[i];
-        *tokens += (size_t)n;
     }
     int err = embed_pool_submit(pool, ptrs, in->count);
     if (err < 0) {
         http_add_header(ctx, "Retry-After", "1");
-        http_respond_error(ctx, 503, err == -EAGAIN ? "inference queue is full" : "shutting down");
+        fail(ctx, in, 503, NULL, NULL,
+             err == -EAGAIN ? "inference queue is full" : "shutting down");
         return false;
     }
     net_wait(&w.wait);
-    for (size_t i = 0; i < in->count; i++)
+    *tokens = 0;
+    for (size_t i = 0; i < in->count; i++) {
         if (jobs[i].status < 0) {
             cr_log_error("embed: inference failed: %s", cr_strerror(jobs[i].status));
-            http_respond_error(ctx, 500, "inference failed");
+            fail(ctx, in, 500, NULL, NULL, "inference failed");
             return false;
         }
+        *tokens += jobs[i].count;
+    }
     *out = vectors;
     return true;
 }
@@ -208,7 +260,7 @@ static void answer(http_ctx *ctx, const embed_input *in, embed_writer_fn write)
     write(&w, in, vectors, model->config.hidden_size, tokens);
     cr_json_object_end(&w);
     if (b->failed)
-        http_respond_error(ctx, 500, "out of memory");
+        fail(ctx, in, 500, NULL, NULL, "out of memory");
     else
         http_respond_json(ctx, 200, b);
 }
@@ -250,7 +302,7 @@ static void write_openai(cr_json_writer *w, const embed_input *in, const float *
     }
     cr_json_array_end(w);
     cr_json_key(w, "model", 5);
-    cr_json_cstring(w, in->model_name);
+    cr_json_cstring(w, model->name);
     cr_json_key(w, "usage", 5);
     cr_json_object_begin(w);
     cr_json_key(w, "prompt_tokens", 13);
@@ -260,23 +312,13 @@ static void write_openai(cr_json_writer *w, const embed_input *in, const float *
     cr_json_object_end(w);
 }
 
-static bool loaded(http_ctx *ctx)
-{
-    if (model)
-        return true;
-    http_respond_error(ctx, 503, "no model loaded");
-    return false;
-}
-
 static void post_embed(http_ctx *ctx, void *user)
 {
     (void)user;
-    if (!loaded(ctx))
-        return;
     cr_json_value root, text, texts, v;
-    if (!parse_body(ctx, &root))
-        return;
     embed_input in = {.normalize = true};
+    if (!parse_body(ctx, &in, &root))
+        return;
     bool has_text = cr_json_object_get(root, "text", 4, &text) == CR_JSON_OK;
     bool has_texts = cr_json_object_get(root, "texts", 5, &texts) == CR_JSON_OK;
     if (has_text == has_texts) {
@@ -304,18 +346,27 @@ static void post_embed(http_ctx *ctx, void *user)
     answer(ctx, &in, write_embed);
 }
 
-/* OpenAI's embeddings API: https://platform.openai.com/docs/api-reference/embeddings */
+/* Whether @s (@len bytes) names the served model: its folder's name, alone
+ * or after an owner as on Hugging Face ("sentence-transformers/NAME"). */
+static bool served_model(const char *s, size_t len)
+{
+    size_t n = strlen(model->name);
+    if (len < n || memcmp(s + len - n, model->name, n) != 0)
+        return false;
+    return len == n || (len > n + 1 && s[len - n - 1] == '/' && !memchr(s, '/', len - n - 1));
+}
+
+/* OpenAI's embeddings API: https://platform.openai.com/docs/api-reference/embeddings
+ * Every error is OpenAI's error object (see fail()). */
 static void post_openai(http_ctx *ctx, void *user)
 {
     (void)user;
-    if (!loaded(ctx))
-        return;
     cr_json_value root, input, v;
-    if (!parse_body(ctx, &root))
+    embed_input in = {.normalize = true, .openai = true};
+    if (!parse_body(ctx, &in, &root))
         return;
-    embed_input in = {.normalize = true, .model_name = model->name};
     if (cr_json_object_get(root, "input", 5, &input) != CR_JSON_OK) {
-        http_respond_error(ctx, 422, "input (a string or an array of strings) is required");
+        fail(ctx, &in, 422, "input", NULL, "input (a string or an array of strings) is required");
         return;
     }
     if (!read_texts(ctx, input, "input", &in))
@@ -324,11 +375,29 @@ static void post_openai(http_ctx *ctx, void *user)
         const char *s;
         size_t len;
         if (cr_json_get_string(v, &s, &len) != CR_JSON_OK) {
-            http_respond_error(ctx, 422, "model must be a string");
+            fail(ctx, &in, 422, "model", NULL, "model must be a string");
             return;
         }
-        if (!(in.model_name = cr_arena_strndup(ctx->arena, s, len))) {
-            http_respond_error(ctx, 500, "out of memory");
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+                fail(ctx, &in, 422, "model", NULL, "model must not contain control characters");
+                return;
+            }
+        if (!served_model(s, len)) {
+            /* The name is not echoed: it is the client's, ours is known. */
+            char msg[200];
+            snprintf(msg, sizeof(msg), "this server serves only the model '%s'", model->name);
+            fail(ctx, &in, 404, "model", "model_not_found", msg);
+            return;
+        }
+    }
+    if (cr_json_object_get(root, "dimensions", 10, &v) == CR_JSON_OK) {
+        int64_t d;
+        if (cr_json_get_int64(v, &d) != CR_JSON_OK || d != (int64_t)model->config.hidden_size) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "dimensions must be %u, this model's size",
+                     model->config.hidden_size);
+            fail(ctx, &in, 422, "dimensions", NULL, msg);
             return;
         }
     }
@@ -336,7 +405,7 @@ static void post_openai(http_ctx *ctx, void *user)
         const char *s;
         size_t len;
         if (cr_json_get_string(v, &s, &len) != CR_JSON_OK || len != 5 || memcmp(s, "float", 5)) {
-            http_respond_error(ctx, 422, "encoding_format must be \"float\"");
+            fail(ctx, &in, 422, "encoding_format", NULL, "encoding_format must be \"float\"");
             return;
         }
     }
@@ -380,7 +449,7 @@ static int load(void)
     };
     if (cfg.max_queue < cfg.max_batch)
         cfg.max_queue = cfg.max_batch;
-    if ((ret = embed_pool_create(model->bert, &cfg, &pool)) < 0) {
+    if ((ret = embed_pool_create(model->bert, model->tokenizer, &cfg, &pool)) < 0) {
         cr_log_error("embed: cannot start the inference threads: %s", cr_strerror(ret));
         embed_model_close(model);
         model = NULL;

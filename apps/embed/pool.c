@@ -17,12 +17,17 @@
 #include <cblas.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+/* The inference threads' nice value (the ring threads keep 0). */
+#define EMBED_POOL_NICE 10
+
 struct embed_pool {
     const embed_bert *model;
+    const embed_tokenizer *tokenizer;
     embed_pool_config cfg;
     pthread_mutex_t lock;
     pthread_cond_t arrived; /* jobs were queued, or stop */
@@ -41,24 +46,34 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Run @n jobs as one forward pass, or one by one when the batch fails
- * (so that one bad job does not fail the others), then finish them. */
+/* Tokenize @n jobs, run the ones that tokenized as one forward pass, or
+ * one by one when the batch fails (so that one bad job does not fail the
+ * others), then finish them all. */
 static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs, size_t n,
                       const int32_t **ids, size_t *lens, float **outs)
 {
+    embed_job **run = jobs + n; /* the jobs that tokenized, in the second half */
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        ids[i] = jobs[i]->ids;
-        lens[i] = jobs[i]->count;
-        outs[i] = jobs[i]->out;
+        embed_job *j = jobs[i];
+        long count = embed_tokenize(p->tokenizer, j->text, j->text_len, j->ids, j->max_ids);
+        j->status = count < 0 ? (int)count : 0;
+        j->count = count < 0 ? 0 : (size_t)count;
+        if (count < 0)
+            continue;
+        ids[m] = j->ids;
+        lens[m] = j->count;
+        outs[m] = j->out;
+        run[m++] = j;
     }
-    int err = embed_bert_encode(p->model, ws, n, ids, lens, outs);
-    for (size_t i = 0; i < n; i++) {
+    int err = m ? embed_bert_encode(p->model, ws, m, ids, lens, outs) : 0;
+    for (size_t i = 0; i < m; i++) {
         int status = err;
-        if (err < 0 && n > 1)
+        if (err < 0 && m > 1)
             status = embed_bert_encode(p->model, ws, 1, &ids[i], &lens[i], &outs[i]);
-        if (status == 0 && jobs[i]->normalize)
-            embed_l2_normalize(jobs[i]->out, embed_bert_config_of(p->model)->hidden_size);
-        jobs[i]->status = status;
+        if (status == 0 && run[i]->normalize)
+            embed_l2_normalize(run[i]->out, embed_bert_config_of(p->model)->hidden_size);
+        run[i]->status = status;
     }
     for (size_t i = 0; i < n; i++)
         jobs[i]->done(jobs[i]);
@@ -68,9 +83,15 @@ static void *inference_main(void *arg)
 {
     embed_pool *p = arg;
     cr_log_set_thread_name("embed");
+    /* Below the ring threads: a ring waking for a request must not wait
+     * behind a forward pass on its core (setpriority(2): on Linux the
+     * nice value is per thread; 0 means the calling one). */
+    if (setpriority(PRIO_PROCESS, 0, EMBED_POOL_NICE) < 0)
+        cr_log_warn("embed: cannot lower the inference thread's priority: %s",
+                    cr_strerror(-errno));
     size_t max = p->cfg.max_batch;
     embed_bert_workspace *ws = embed_bert_workspace_create();
-    embed_job **jobs = malloc(max * sizeof(*jobs));
+    embed_job **jobs = malloc(2 * max * sizeof(*jobs)); /* taken, then run */
     const int32_t **ids = malloc(max * sizeof(*ids));
     size_t *lens = malloc(max * sizeof(*lens));
     float **outs = malloc(max * sizeof(*outs));
@@ -140,15 +161,17 @@ int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n)
     return ret;
 }
 
-int embed_pool_create(const embed_bert *model, const embed_pool_config *cfg, embed_pool **out)
+int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
+                      const embed_pool_config *cfg, embed_pool **out)
 {
     *out = NULL;
-    if (cfg->threads < 1 || cfg->max_batch < 1 || cfg->max_queue < cfg->max_batch)
+    if (!tokenizer || cfg->threads < 1 || cfg->max_batch < 1 || cfg->max_queue < cfg->max_batch)
         return -EINVAL;
     embed_pool *p = calloc(1, sizeof(*p));
     if (!p)
         return -ENOMEM;
     p->model = model;
+    p->tokenizer = tokenizer;
     p->cfg = *cfg;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -8,7 +8,9 @@
  * punctuation character a word of its own. Each finished word goes through
  * WordPiece at once: greedy longest match from the left, "##" before
  * pieces that continue a word, the whole word as [UNK] when a piece has no
- * match or the word is longer than 100 code points.
+ * match or the word is longer than 100 code points. Candidates longer
+ * than the vocabulary's longest token (18 bytes in BERT's) are never
+ * looked up: a word costs at most that many lookups per piece.
  *
  * The vocabulary is an open-addressing hash table over the vocab file's
  * bytes, which the tokenizer keeps (one NUL-terminated token per line).
@@ -29,6 +31,8 @@ struct embed_tokenizer {
     size_t count;     /* tokens */
     int32_t *slots;   /* hash table of ids, -1 = empty; slot_mask + 1 slots */
     size_t slot_mask;
+    size_t max_len;   /* bytes of the longest token ("##" included): no
+                       * WordPiece candidate longer than this can match */
     int32_t cls, sep, unk;
 };
 
@@ -56,6 +60,11 @@ int32_t embed_tokenizer_id(const embed_tokenizer *t, const char *s, size_t len)
 size_t embed_tokenizer_size(const embed_tokenizer *t)
 {
     return t->count;
+}
+
+size_t embed_tokenizer_max_token_bytes(const embed_tokenizer *t)
+{
+    return t->max_len;
 }
 
 const char *embed_tokenizer_token(const embed_tokenizer *t, int32_t id)
@@ -121,6 +130,8 @@ int embed_tokenizer_from_buffer(const char *vocab, size_t len, embed_tokenizer *
         int32_t id = (int32_t)t->count++;
         t->offset[id] = (uint32_t)(line - t->text);
         t->length[id] = (uint32_t)n;
+        if (n > t->max_len)
+            t->max_len = n;
         if (embed_tokenizer_id(t, line, n) >= 0)
             continue; /* a repeated token keeps its first id */
         size_t i = hash_bytes(line, n) & t->slot_mask;
@@ -281,10 +292,17 @@ static void wordpiece(tokenize_state *s)
         } else {
             key += 2;
         }
+        /* Only candidates no longer than the longest token can match:
+         * start from the longest of those (a character is at least one
+         * byte, so none ends past start + max_len characters), which
+         * bounds the lookups per piece by the vocabulary, not the word. */
+        size_t prefix = start ? 2 : 0, max_len = s->t->max_len;
+        size_t end = n - start > max_len ? start + max_len : n;
+        while (end > start && (size_t)(s->off[end] - s->off[start]) + prefix > max_len)
+            end--;
         int32_t id = -1;
-        size_t end = n;
         for (; end > start; end--) {
-            size_t len = (size_t)(s->off[end] - s->off[start]) + (start ? 2 : 0);
+            size_t len = (size_t)(s->off[end] - s->off[start]) + prefix;
             if ((id = embed_tokenizer_id(s->t, key, len)) >= 0)
                 break;
         }

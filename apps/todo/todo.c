@@ -9,7 +9,9 @@
  *
  * A shard keeps its todos in an array sorted by id (ids only grow, so an
  * insert is an append; a lookup a binary search) and caches the JSON of its
- * whole list until the next change.
+ * whole list until the next change. The store is bounded: --todo-max-items
+ * split evenly over the shards (and 256 MiB of titles a shard); a POST
+ * past its shard's share answers 507 and changes nothing.
  */
 #include "coring/apps/apps.h"
 #include "coring/core/json.h"
@@ -24,8 +26,11 @@
 #include <string.h>
 
 #define TODO_TITLE_MAX 1000
-#define TODO_SHARD_MAX_ITEMS 4000000u
 #define TODO_SHARD_MAX_TITLE_BYTES (256u * 1024u * 1024u)
+
+/* --todo-max-items, for the whole store: each of the T worker threads'
+ * shards holds at most ceil(max_items / T) (set by thread_init). */
+static unsigned long long max_items = APP_TODO_DEFAULT_MAX_ITEMS;
 
 typedef struct todo {
     uint64_t id;
@@ -37,6 +42,7 @@ typedef struct todo {
 typedef struct todo_shard {
     todo *items;        /* sorted by id */
     size_t count, cap;
+    size_t max_count;   /* this shard's share of --todo-max-items */
     size_t title_bytes;
     uint64_t next_seq;  /* ids of this shard: next_seq * threads + index + 1 */
     cr_buf list_json;   /* "[...]" of every item, valid while list_valid */
@@ -91,7 +97,7 @@ static char *copy_title(const char *s, size_t len)
 static todo *shard_insert(const char *title, size_t title_len, bool completed, int *status)
 {
     *status = 507;
-    if (shard->count >= TODO_SHARD_MAX_ITEMS ||
+    if (shard->count >= shard->max_count ||
         shard->title_bytes + title_len > TODO_SHARD_MAX_TITLE_BYTES)
         return NULL;
     *status = 500;
@@ -275,6 +281,10 @@ typedef struct todo_input {
 static bool parse_input(http_ctx *ctx, todo_input *in)
 {
     *in = (todo_input){.completed = -1};
+    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
+        http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
+        return false;
+    }
     if (!ctx->body || ctx->body_len == 0) {
         http_respond_error(ctx, 400, "request body must be a JSON object");
         return false;
@@ -282,9 +292,7 @@ static bool parse_input(http_ctx *ctx, todo_input *in)
     cr_json_value root, v;
     cr_json_error err = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
     if (err != CR_JSON_OK) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "invalid JSON: %s", cr_json_error_message(err));
-        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, msg);
+        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, cr_json_error_message(err));
         return false;
     }
     if (cr_json_type_of(root) != CR_JSON_OBJECT) {
@@ -378,7 +386,8 @@ static void list_todos(http_ctx *ctx, void *user)
                 all[k].off = (size_t)s << 48 | e[i].off;
             }
         }
-        qsort(all, total, sizeof(*all), cmp_entry);
+        if (total > 1) /* qsort(NULL, 0, ...) is undefined (C17 7.22.5) */
+            qsort(all, total, sizeof(*all), cmp_entry);
         cr_buf_reserve(&body, total_bytes + 2);
         cr_buf_append(&body, "[", 1);
         for (size_t i = 0; i < total; i++) {
@@ -505,10 +514,21 @@ static int mount(http_router *r)
     return 0;
 }
 
+static int start(const app_options *opts)
+{
+    if (opts->todo_max_items)
+        max_items = opts->todo_max_items;
+    return 0;
+}
+
 static int thread_init(void)
 {
     shard = calloc(1, sizeof(*shard));
-    return shard ? 0 : -ENOMEM;
+    if (!shard)
+        return -ENOMEM;
+    unsigned threads = net_thread_count();
+    shard->max_count = (size_t)((max_items + threads - 1) / threads);
+    return 0;
 }
 
 static void thread_fini(void)
@@ -527,6 +547,7 @@ const app_def app_todo = {
     .name = "todo",
     .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (in memory)",
     .mount = mount,
+    .start = start,
     .thread_init = thread_init,
     .thread_fini = thread_fini,
 };

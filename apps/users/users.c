@@ -182,14 +182,21 @@ static const char *string_field(http_ctx *ctx, cr_json_value root, const char *k
     return copy;
 }
 
+/* Exactly one '@' between a local part and a domain; no space and no
+ * control character: C0 (bytes up to 0x1F), DEL (0x7F) or C1 (U+0080 to
+ * U+009F, UTF-8 C2 80 to C2 9F). @s is valid UTF-8. */
 static bool valid_email(const char *s, size_t len)
 {
     const char *at = memchr(s, '@', len);
     if (!at || at == s || at == s + len - 1 || memchr(at + 1, '@', len - (size_t)(at - s) - 1))
         return false;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)s[i] <= ' ')
-            return false; /* no spaces nor control characters */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == 0x7f)
+            return false;
+        if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] <= 0x9f)
+            return false; /* C1: the continuation byte is 0x80..0x9F */
+    }
     return true;
 }
 
@@ -272,6 +279,10 @@ static void get_user(http_ctx *ctx, void *user)
 static void create_user(http_ctx *ctx, void *user)
 {
     (void)user;
+    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
+        http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
+        return;
+    }
     if (!ctx->body || ctx->body_len == 0) {
         http_respond_error(ctx, 400, "request body must be a JSON object");
         return;
@@ -279,9 +290,7 @@ static void create_user(http_ctx *ctx, void *user)
     cr_json_value root;
     cr_json_error jerr = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
     if (jerr != CR_JSON_OK) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "invalid JSON: %s", cr_json_error_message(jerr));
-        http_respond_error(ctx, jerr == CR_JSON_ENOMEM ? 500 : 400, msg);
+        http_respond_error(ctx, jerr == CR_JSON_ENOMEM ? 500 : 400, cr_json_error_message(jerr));
         return;
     }
     if (cr_json_type_of(root) != CR_JSON_OBJECT) {
@@ -305,7 +314,7 @@ static void create_user(http_ctx *ctx, void *user)
     }
     if (!valid_email(email, email_len)) {
         http_respond_error(ctx, 422, "email must contain exactly one @ between a local part and a "
-                                     "domain, and no spaces");
+                                     "domain, and no spaces nor control characters");
         return;
     }
     const char *params[] = {name, email};

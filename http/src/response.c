@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 _Thread_local http_thread *http_tl;
@@ -76,6 +77,8 @@ const char *http_status_reason(int status)
         return "Gateway Timeout";
     case 505:
         return "HTTP Version Not Supported";
+    case 507:
+        return "Insufficient Storage";
     default:
         return "Unknown";
     }
@@ -197,4 +200,22 @@ cr_buf *http_scratch(void)
 cr_json_parser *http_json_parser(void)
 {
     return http_tl->json;
+}
+
+bool http_request_is_json(const http_request *req)
+{
+    static const char json[] = "application/json";
+    const http_str *type = NULL;
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (http_str_equal_ci(req->headers[i].name, "content-type")) {
+            if (type)
+                return false; /* a singleton field sent twice */
+            type = &req->headers[i].value;
+        }
+    size_t n = sizeof(json) - 1;
+    if (!type || type->len < n || strncasecmp(type->ptr, json, n) != 0)
+        return false;
+    while (n < type->len && (type->ptr[n] == ' ' || type->ptr[n] == '\t'))
+        n++;
+    return n == type->len || type->ptr[n] == ';';
 }

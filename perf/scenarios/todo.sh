@@ -24,6 +24,12 @@ unset c mode
 
 TODO_PRELOAD=100
 
+# post-todo-* creates a todo per request (millions in a run): lift coring's
+# store bound (--todo-max-items, default 25,000) far above that, as the
+# peers have none. 8M: 4M a thread on two threads; ~1.2 GB at its titles.
+# shellcheck disable=SC2034 # read by perf/lib/server.sh
+CORING_ARGS_FOR[todo]="--apps $CORING_APPS --todo-max-items 8000000"
+
 scenario_prepare() {
   local case=$1 url=$2 dir=$3 py=("$PERF_PY" "$PERF_DIR/lib/http_client.py")
   case $case in

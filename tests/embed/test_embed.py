@@ -181,11 +181,11 @@ class Embeddings(CoringTestCase):
 
     def test_openai_shape(self):
         ref = Models.refs[self.model]["normalized"]
-        resp = self.post("/v1/embeddings", {"input": SENTENCES[:3], "model": "all-MiniLM-L6-v2"})
+        resp = self.post("/v1/embeddings", {"input": SENTENCES[:3], "model": self.model})
         self.assertEqual(resp.status, 200, resp)
         doc = resp.json()
         self.assertEqual(doc["object"], "list")
-        self.assertEqual(doc["model"], "all-MiniLM-L6-v2")
+        self.assertEqual(doc["model"], self.model)
         self.assertEqual([d["index"] for d in doc["data"]], [0, 1, 2])
         for i, d in enumerate(doc["data"]):
             self.assertEqual(d["object"], "embedding")
@@ -269,12 +269,17 @@ class Errors(CoringTestCase):
             ("/embed", {"texts": ["a", ""]}, 422), ("/embed", {"texts": ["a"] * 65}, 422),
             ("/embed", {"text": "a", "texts": ["b"]}, 422), ("/embed", {"text": "a", "normalize": 1}, 422),
             ("/embed", {"text": "x" * 5000}, 413),
-            ("/v1/embeddings", {}, 422), ("/v1/embeddings", {"input": [[1, 2]]}, 422),
-            ("/v1/embeddings", {"input": ""}, 422), ("/v1/embeddings", {"input": "a", "model": 3}, 422),
-            ("/v1/embeddings", {"input": "a", "encoding_format": "base64"}, 422),
         ]
         for path, body, status in cases:
             self.assertJsonError(self.post(path, body), status, "%s %r" % (path, body))
+        # /v1/embeddings answers OpenAI's error object.
+        for body in ({}, {"input": [[1, 2]]}, {"input": ""}, {"input": "a", "model": 3},
+                     {"input": "a", "encoding_format": "base64"}):
+            resp = self.post("/v1/embeddings", body)
+            self.assertEqual(resp.status, 422, "%r: %r" % (body, resp))
+            err = resp.json()["error"]
+            self.assertEqual(err["type"], "invalid_request_error", "%r: %r" % (body, resp))
+            self.assertTrue(err["message"], "%r: %r" % (body, resp))
         # 64 texts are fine, and the connection and server still work.
         resp = self.post("/embed", {"texts": ["a"] * 64})
         self.assertEqual(resp.status, 200, resp)
@@ -324,10 +329,14 @@ class NoModel(CoringTestCase):
     def test_routes_answer_503_and_the_rest_runs(self):
         with CoringServer(threads=1, apps="hello,embed") as srv:
             with srv.connect(timeout=30) as conn:
-                for path in ("/embed", "/v1/embeddings"):
-                    resp = conn.request("POST", path, {}, {"text": "hello"})
-                    self.assertJsonError(resp, 503, path)
-                    self.assertEqual(resp.json(), {"error": "no model loaded"})
+                resp = conn.request("POST", "/embed", {"Content-Type": "application/json"}, {"text": "hello"})
+                self.assertJsonError(resp, 503, "/embed")
+                self.assertEqual(resp.json(), {"error": "no model loaded"})
+                resp = conn.request("POST", "/v1/embeddings", {"Content-Type": "application/json"},
+                                    {"input": "hello"})
+                self.assertEqual(resp.status, 503, resp)
+                self.assertEqual(resp.json(), {"error": {"message": "no model loaded", "type": "server_error",
+                                                         "param": None, "code": None}})
                 self.assertEqual(conn.request("GET", "/json").status, 200)
             srv.stop(expect_status=0)
 

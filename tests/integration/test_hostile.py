@@ -21,6 +21,8 @@ import time  # noqa: E402
 import coring_server as cs  # noqa: E402
 
 H = b"Host: 127.0.0.1\r\n"
+JSON_CT = b"Content-Type: application/json\r\n"
+JSON_HDR = {"Content-Type": "application/json"}
 GET_JSON = b"GET /json HTTP/1.1\r\n" + H + b"\r\n"
 
 
@@ -93,7 +95,7 @@ class SlowClientTest(Base):
         # The body timeout is one deadline for the whole body, not per read.
         srv = self.start(args=["--body-timeout", "3", "--header-timeout", "60"])
         c = self.connect(srv)
-        c.send(b"POST /todos HTTP/1.1\r\n" + H + head)
+        c.send(b"POST /todos HTTP/1.1\r\n" + H + JSON_CT + head)
         took, data = self.trickle(c, 10)
         self.assertLess(took, 5.5, "%s cut after %.1f s with --body-timeout 3" % (what, took))
         if data:
@@ -226,10 +228,10 @@ class BodyLimitTest(Base):
     def test_body_limit(self):
         srv = self.start(threads=1, args=["--max-body-bytes", "1000"])
         c = self.connect(srv)
-        resp = c.request("POST", "/todos", body=b'{"title":"' + b"a" * 1000 + b'"}')
+        resp = c.request("POST", "/todos", JSON_HDR, body=b'{"title":"' + b"a" * 1000 + b'"}')
         self.assertJsonError(resp, 413, "body over --max-body-bytes")
         c = self.connect(srv)
-        c.send(b"POST /todos HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+        c.send(b"POST /todos HTTP/1.1\r\n" + H + JSON_CT + b"Transfer-Encoding: chunked\r\n\r\n"
                + b"100\r\n" + b"a" * 256 + b"\r\n" * 1 + b"400\r\n" + b"a" * 1024 + b"\r\n0\r\n\r\n")
         self.assertJsonError(c.read_response(), 413, "chunked body over --max-body-bytes")
         self.assert_serves(srv, "after bodies over the limit")
@@ -264,7 +266,7 @@ class FaultTest(Base):
                                 with lock:
                                     stats["ok"] += 1
                         else:
-                            r = c.request("POST", "/todos", body={"title": "load %d" % k})
+                            r = c.request("POST", "/todos", JSON_HDR, body={"title": "load %d" % k})
                             if r.status != 201:
                                 raise AssertionError("bad response %r" % r)
                             tid = r.json()["id"]
@@ -343,7 +345,7 @@ class SecurityTest(Base):
         c = self.connect(srv)  # io_uring works unprivileged
         for _ in range(3):
             self.assertEqual(c.request("GET", "/json").status, 200)
-        r = c.request("POST", "/todos", body={"title": "as nobody"})
+        r = c.request("POST", "/todos", JSON_HDR, body={"title": "as nobody"})
         self.assertEqual(r.status, 201)
         self.assertIn("running as user nobody", srv.stderr_text())
         srv.stop(expect_status=0)

@@ -423,6 +423,91 @@ class TodoTest(cs.SharedServerTestCase):
             self.assertEqual(resp.status, 201, repr(resp))
             self.assertEqual(resp.json()["title"], "late body")
 
+    # -- Content-Type (cross-site writes) ------------------------------------
+    def test_body_must_be_declared_json(self):
+        # A browser sends text/plain and forms cross-site without a CORS
+        # preflight: such bodies must not create or change todos (415).
+        doc = self.create("before the 415s")
+        before = self.all_todos()
+        body = json.dumps({"title": "cross-site"}).encode()
+        for ct in ("text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                   "multipart/form-data; boundary=x", "application/jsonp", "json", "", None):
+            headers = {"Content-Type": ct} if ct is not None else {}
+            for method, path in (("POST", "/todos"), ("PATCH", "/todos/%d" % doc["id"])):
+                resp = self.conn.request(method, path, headers, body)
+                self.assertJsonError(resp, 415, "%s %s with Content-Type %r" % (method, path, ct))
+                self.assertIn("Content-Type: application/json", resp.json()["error"])
+        resp = self.conn.request("POST", "/todos", [("Content-Type", "application/json"),
+                                                    ("Content-Type", "text/plain")], body)
+        self.assertJsonError(resp, 415, "two Content-Type fields")
+        self.assertEqual(self.all_todos(), before, "a 415 changed the list")
+        for ct in ("application/json; charset=utf-8", "Application/JSON", "application/json;charset=UTF-8",
+                   "application/json ;charset=utf-8"):
+            resp = self.req("POST", "/todos", body, headers={"Content-Type": ct})
+            self.assertEqual(resp.status, 201, "Content-Type %r: %r" % (ct, resp))
+        resp = self.req("PATCH", "/todos/%d" % doc["id"], {"completed": True},
+                        headers={"Content-Type": "application/json; charset=utf-8"})
+        self.assertEqual(resp.status, 200, resp)
+
+    def test_invalid_json_message_does_not_repeat_itself(self):
+        resp = self.error("POST", "/todos", b"{", 400)
+        self.assertEqual(resp.json()["error"], "invalid JSON")
+        resp = self.error("POST", "/todos", b'{"title": "\xff"}', 400)
+        self.assertEqual(resp.json()["error"], "invalid UTF-8 in JSON")
+
+
+class StoreBoundTest(cs.CoringTestCase):
+    """--todo-max-items: the store's bound, split over the worker threads."""
+
+    def post(self, conn, title):
+        return conn.request("POST", "/todos", JSON_HDR, {"title": title})
+
+    def test_full_store_answers_507_and_stays_consistent(self):
+        with cs.CoringServer(threads=1, args=["--todo-max-items", "5"]) as srv:
+            with srv.connect() as c:
+                ids = [self.post(c, "t%d" % i).json()["id"] for i in range(5)]
+                for _ in range(3):
+                    resp = self.post(c, "one too many")
+                    self.assertJsonError(resp, 507, "POST into a full store")
+                    self.assertEqual(resp.reason, "Insufficient Storage")
+                listed = c.request("GET", "/todos").json()
+                self.assertEqual([d["id"] for d in listed], ids, "the list after 507s")
+                # A PATCH still works, a DELETE makes room for one more.
+                self.assertEqual(c.request("PATCH", "/todos/%d" % ids[0], JSON_HDR, {"title": "x"}).status, 200)
+                self.assertEqual(c.request("DELETE", "/todos/%d" % ids[1]).status, 204)
+                resp = self.post(c, "after a delete")
+                self.assertEqual(resp.status, 201, resp)
+                self.assertJsonError(self.post(c, "full again"), 507)
+                listed = c.request("GET", "/todos").json()
+                self.assertEqual(len(listed), 5)
+                self.assertEqual(listed[0]["title"], "x")
+            srv.stop(expect_status=0)
+
+    def test_bound_is_for_the_whole_store(self):
+        # 2 threads, 4 todos in all: each thread's shard takes 2. Connections
+        # land on either thread, so POST on many until both are full.
+        with cs.CoringServer(threads=2, args=["--todo-max-items", "4"]) as srv:
+            created, full = 0, 0
+            for i in range(40):
+                with srv.connect() as c:
+                    resp = self.post(c, "t%d" % i)
+                    if resp.status == 201:
+                        created += 1
+                    else:
+                        self.assertJsonError(resp, 507, "POST %d" % i)
+                        full += 1
+            with srv.connect() as c:
+                listed = c.request("GET", "/todos").json()
+            self.assertLessEqual(created, 4, "more todos than --todo-max-items")
+            self.assertEqual(len(listed), created)
+            self.assertGreater(full, 0)
+            srv.stop(expect_status=0)
+
+    def test_flag_is_checked(self):
+        for bad in ("0", "-1", "x", ""):
+            with self.assertRaises(AssertionError):
+                cs.CoringServer(threads=1, args=["--todo-max-items", bad]).start()
+
 
 if __name__ == "__main__":
     socket.setdefaulttimeout(cs.SOCK_TIMEOUT)

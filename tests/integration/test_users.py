@@ -13,6 +13,7 @@ import sys
 sys.dont_write_bytecode = True
 
 import contextlib  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
@@ -165,8 +166,32 @@ class UsersTest(cs.CoringTestCase):
             self.assertJsonError(resp, status, "body %r" % (body,))
         # Limits are in characters: 100 of them, 3 bytes each, are fine.
         self.create("é" * 100, ok)
+        self.assertEqual(self.req("POST", "/users", b"{").json()["error"], "invalid JSON")
         # The connection survived all of the above.
         self.assertEqual(self.req("GET", "/users?limit=1").status, 200)
+
+    def test_control_characters_in_email(self):
+        for bad in ("a\u007f@example.com", "a@exam\u007fple.com", "a\u0085@example.com",
+                    "a@example.com\u009f", "a\u0080b@example.com", "a\u0001@example.com",
+                    "a@example.com\n", "a\t@example.com"):
+            resp = self.req("POST", "/users", {"name": "A", "email": bad})
+            self.assertJsonError(resp, 422, "email %r" % bad)
+        # Non-ASCII that is not a control character stays allowed.
+        self.create("Ana", self.unique_email("\u00e1"))
+        self.create("Ana", self.unique_email("\u00bfx"))
+
+    def test_body_must_be_declared_json(self):
+        body = json.dumps({"name": "Cross Site", "email": self.unique_email("cs")}).encode()
+        for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                   "application/json-seq", None):
+            headers = {"Content-Type": ct} if ct else {}
+            resp = self.conn.request("POST", "/users", headers, body)
+            self.assertJsonError(resp, 415, "Content-Type %r" % ct)
+            self.assertIn("Content-Type: application/json", resp.json()["error"])
+        for ct in ("application/json; charset=utf-8", "APPLICATION/JSON"):
+            body = json.dumps({"name": "Json", "email": self.unique_email("ct")}).encode()
+            resp = self.conn.request("POST", "/users", {"Content-Type": ct}, body)
+            self.assertEqual(resp.status, 201, "Content-Type %r: %r" % (ct, resp))
 
     # -- load -------------------------------------------------------------------
     def test_concurrent_clients(self):

@@ -133,6 +133,19 @@ Test(tokenizer, words_over_100_characters_are_unk)
     cr_assert_str_eq(embed_tokenizer_token(tok, ids[1]), "[UNK]");
 }
 
+Test(tokenizer, longest_token_is_measured_at_load)
+{
+    /* "##able": WordPiece looks up no candidate longer than this. */
+    cr_assert_eq(embed_tokenizer_max_token_bytes(tok), 6);
+    /* Pieces of exactly that length still match, after a multi-byte one. */
+    cr_assert_str_eq(T("\xce\xb1 unaffable playings"), "[CLS] \xce\xb1 un ##aff ##able play ##ing ##s [SEP]");
+    /* A 100-character word that fails only at its last character. */
+    char word[104];
+    memset(word, 'a', 99);
+    memcpy(word + 99, "\xe2\x98\x83", 4); /* U+2603, not in the vocabulary */
+    cr_assert_str_eq(T(word), "[CLS] [UNK] [SEP]");
+}
+
 Test(tokenizer, truncation_keeps_cls_and_sep)
 {
     cr_assert_str_eq(tokens("hello world hello world", 23, 5), "[CLS] hello world hello [SEP]");

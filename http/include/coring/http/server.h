@@ -100,6 +100,22 @@ cr_buf *http_scratch(void);
 /* http_json_parser - this worker thread's JSON parser (max 1 MiB, depth 64). */
 cr_json_parser *http_json_parser(void);
 
+/*
+ * http_request_is_json - whether @req declares a JSON body: exactly one
+ * Content-Type field whose media type is application/json, type and
+ * subtype compared case-insensitively, parameters (charset=utf-8, ...)
+ * allowed and not checked (RFC 9110 section 8.3.1; RFC 8259 section 11).
+ * A JSON route checks it before reading a body, and answers 415 with
+ * HTTP_NOT_JSON_MESSAGE when false: a page on another site can make a
+ * browser POST text/plain or a form without a CORS preflight, but not
+ * application/json (Fetch standard, CORS-safelisted request-header; the
+ * hole FastAPI closed for CVE-2021-32677). Any thread.
+ */
+bool http_request_is_json(const http_request *req);
+
+/* The 415 message for a body that http_request_is_json refuses. */
+#define HTTP_NOT_JSON_MESSAGE "the body must be JSON: send Content-Type: application/json"
+
 /* http_status_reason - "OK", "Not Found", ... for @status; "Unknown" otherwise. */
 const char *http_status_reason(int status);
 

@@ -1,14 +1,15 @@
 /*
- * The inference pool: threads that run the encoder, so that no ring thread
- * ever does. Callers (ring threads) submit jobs, one text each; an
+ * The inference pool: threads that tokenize and run the encoder, so that
+ * no ring thread ever does (WordPiece on a worst-case text costs
+ * milliseconds). Callers (ring threads) submit jobs, one text each; an
  * inference thread takes every job waiting, up to max_batch, waiting up to
- * max_wait_us after the oldest one arrived for the batch to fill, runs them
- * as one forward pass, and calls each job's done() from the inference
- * thread.
+ * max_wait_us after the oldest one arrived for the batch to fill,
+ * tokenizes each text, runs them as one forward pass, and calls each
+ * job's done() from the inference thread.
  *
  * Submission takes a mutex shared with the inference threads only (never
- * held during inference); the queue is bounded so that overload is
- * answered at once (-EAGAIN) instead of queueing without limit.
+ * held during tokenizing or inference); the queue is bounded so that
+ * overload is answered at once (-EAGAIN) instead of queueing without limit.
  */
 #ifndef CORING_EMBED_POOL_H
 #define CORING_EMBED_POOL_H
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "coring/embed/bert.h"
+#include "coring/embed/tokenizer.h"
 
 typedef struct embed_job embed_job;
 
@@ -27,13 +29,18 @@ typedef struct embed_job embed_job;
 typedef void (*embed_job_done_fn)(embed_job *job);
 
 struct embed_job {
-    const int32_t *ids; /* token ids ([CLS] ... [SEP]), not owned */
-    size_t count;       /* ids (1 ... max_positions) */
+    const char *text;   /* text_len bytes of UTF-8 to tokenize; not owned, must
+                         * stay valid until done() */
+    size_t text_len;
+    int32_t *ids;       /* room for max_ids token ids, written ([CLS] ... [SEP]) */
+    size_t max_ids;     /* 2 ... max_positions */
+    size_t count;       /* result: ids written (embed_tokenize) */
     float *out;         /* hidden_size floats, written; not owned */
     bool normalize;     /* L2-normalise out */
     embed_job_done_fn done;
     void *user; /* for done() */
-    int status; /* result: 0, -EINVAL, -ENOMEM, -ECANCELED */
+    int status; /* result: 0, -EINVAL (max_ids < 2, or a bad id), -ENOMEM,
+                 * -ECANCELED */
     /* Internal to the pool: */
     embed_job *next;
     uint64_t queued_ns;
@@ -49,12 +56,14 @@ typedef struct embed_pool_config {
 typedef struct embed_pool embed_pool;
 
 /*
- * embed_pool_create - start @cfg->threads inference threads for @model
- * (which must outlive the pool). Sets OpenBLAS to one thread: the pool's
- * size is the parallelism. Returns 0 and *@out, -EINVAL (bad config),
- * -ENOMEM or -EAGAIN (a thread could not start). Main thread.
+ * embed_pool_create - start @cfg->threads inference threads that tokenize
+ * with @tokenizer and encode with @model (both must outlive the pool).
+ * Sets OpenBLAS to one thread: the pool's size is the parallelism.
+ * Returns 0 and *@out, -EINVAL (bad config), -ENOMEM or -EAGAIN (a thread
+ * could not start). Main thread.
  */
-int embed_pool_create(const embed_bert *model, const embed_pool_config *cfg, embed_pool **out);
+int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
+                      const embed_pool_config *cfg, embed_pool **out);
 
 /*
  * embed_pool_submit - queue @n jobs (all or none). Each job's done() will

@@ -46,6 +46,11 @@ void embed_tokenizer_free(embed_tokenizer *t);
 /* embed_tokenizer_size - the number of tokens in the vocabulary. */
 size_t embed_tokenizer_size(const embed_tokenizer *t);
 
+/* embed_tokenizer_max_token_bytes - the length in bytes of the longest
+ * token in the vocabulary ("##" included), measured when it loaded:
+ * WordPiece looks up no candidate longer than this. */
+size_t embed_tokenizer_max_token_bytes(const embed_tokenizer *t);
+
 /* embed_tokenizer_id - the id of token @s (@len bytes, exact), or -1. */
 int32_t embed_tokenizer_id(const embed_tokenizer *t, const char *s, size_t len);
 

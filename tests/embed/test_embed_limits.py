@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""The embed app's bounds and input checks, on the real binary.
+
+- A worst-case body for WordPiece (64 texts of 100-character words that
+  end in a character the vocabulary lacks, ~1 MB) must not hold the ring
+  thread: on a one-thread server, a concurrent client's GET / keeps its
+  p99 under 10 ms while the body is tokenized and encoded.
+- /v1/embeddings serves only its own model (404 model_not_found, OpenAI's
+  error object), takes `dimensions` only when it is the model's size,
+  refuses control characters in `model`, and answers every error in
+  OpenAI's shape.
+- Both routes take a body only as Content-Type: application/json (415).
+
+The model is tests/embed/make_model.py's, tiny (1 layer, hidden 32), on
+the MiniLM vocabulary.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import coring_server  # noqa: E402
+from coring_server import CoringServer, CoringTestCase  # noqa: E402
+
+PY = "/usr/bin/python3"
+JSON_HDR = {"Content-Type": "application/json"}
+HIDDEN = 32
+
+# 100 code points (WordPiece's limit), the last one (U+2603) in no token:
+# every start position of the word is tried before it becomes [UNK].
+WORST_WORD = "a" * 99 + "\u2603"
+WORST_TEXTS = 64
+WORST_WORDS = 155  # per text: 155 x 103 bytes x 64 texts = 1.02 MB, under the 1 MiB JSON limit
+WORST_REQUESTS = 3  # one after the other, while GET / is measured
+P99_BOUND_MS = 10.0
+ATTEMPTS = 3
+GET_INTERVAL_S = 0.002
+
+
+class Model:
+    tmp = None
+    folder = None
+
+    @classmethod
+    def setup(cls):
+        if cls.folder:
+            return cls.folder
+        cls.tmp = tempfile.TemporaryDirectory(prefix="coring-embed-limits-")
+        folder = os.path.join(cls.tmp.name, "tiny")
+        res = subprocess.run([PY, os.path.join(HERE, "make_model.py"), "--out", folder, "--layers", "1",
+                              "--hidden", str(HIDDEN), "--heads", "4", "--intermediate", "64"],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise AssertionError("make_model.py failed:\n%s" % res.stderr[-3000:])
+        cls.folder = folder
+        return folder
+
+
+def percentile(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+class RingStaysResponsive(CoringTestCase):
+    def measure(self, srv, body):
+        """GET / due every 2 ms while WORST_REQUESTS worst-case bodies are
+        embedded one after the other: (latencies in ms, embed seconds)."""
+        done = threading.Event()
+        result = {"seconds": []}
+
+        def embed():
+            try:
+                with srv.connect(timeout=120) as c:
+                    for _ in range(WORST_REQUESTS):
+                        t0 = time.monotonic()
+                        resp = c.request("POST", "/embed", JSON_HDR, body)
+                        result["seconds"].append(time.monotonic() - t0)
+                        result["status"] = resp.status
+                        if resp.status != 200:
+                            break
+                        result["count"] = len(resp.json()["embeddings"])
+            finally:
+                done.set()
+
+        lat = []
+        with srv.connect(timeout=30, nodelay=True) as g:
+            self.assertEqual(g.request("GET", "/").status, 200)
+            worker = threading.Thread(target=embed)
+            worker.start()
+            # Open-loop: a GET is due every 2 ms, and its latency counts
+            # from when it was due, so a stalled ring shows in every GET
+            # it delayed, not only in the one that waited.
+            start = time.monotonic()
+            k = 0
+            while not done.is_set() and k < 30000 and time.monotonic() - start < 60:
+                due = start + k * GET_INTERVAL_S
+                now = time.monotonic()
+                if due > now:
+                    time.sleep(due - now)
+                resp = g.request("GET", "/")
+                lat.append((time.monotonic() - due) * 1e3)
+                self.assertEqual(resp.status, 200)
+                k += 1
+            worker.join(120)
+        self.assertEqual(result.get("status"), 200, result)
+        self.assertEqual(result.get("count"), WORST_TEXTS)
+        self.assertGreaterEqual(len(lat), 20, "too few GETs during the embed requests")
+        return lat, result["seconds"]
+
+    def test_worst_case_wordpiece_does_not_hold_the_ring(self):
+        folder = Model.setup()
+        text = " ".join([WORST_WORD] * WORST_WORDS)
+        body = json.dumps({"texts": [text] * WORST_TEXTS}, ensure_ascii=False).encode("utf-8")
+        self.assertLess(len(body), 1 << 20)
+        with CoringServer(threads=1, apps="hello,embed",
+                          args=["--embed-model", folder, "--embed-threads", "1",
+                                "--max-body-bytes", str(2 << 20)]) as srv:
+            # Warm up: the thread's JSON parser grows its buffers (~15 bytes
+            # a byte of document, kept) on its first 1 MB body, a one-off
+            # cost of page faults that is not the tokenizer's.
+            with srv.connect(timeout=120) as c:
+                t0 = time.monotonic()
+                self.assertEqual(c.request("POST", "/embed", JSON_HDR, body).status, 200)
+                first = time.monotonic() - t0
+            # Other processes on a small shared machine can stall the client
+            # or the server: up to ATTEMPTS tries, the best must hold. A ring
+            # held by the tokenizer (seconds) fails every one of them.
+            best = None
+            for attempt in range(1, ATTEMPTS + 1):
+                lat, seconds = self.measure(srv, body)
+                p50, p99, worst = percentile(lat, 50), percentile(lat, 99), max(lat)
+                sys.stderr.write("\n[embed worst case] try %d: %d-byte body of %d texts: %s s (first ever: "
+                                 "%.2f s); concurrent GET / (due every %.0f ms, %d requests): p50 %.2f ms, "
+                                 "p99 %.2f ms, max %.2f ms"
+                                 % (attempt, len(body), WORST_TEXTS, ", ".join("%.2f" % x for x in seconds),
+                                    first, GET_INTERVAL_S * 1e3, len(lat), p50, p99, worst))
+                best = p99 if best is None else min(best, p99)
+                if best < P99_BOUND_MS:
+                    break
+            sys.stderr.write("\n")
+            srv.stop(expect_status=0)
+        self.assertLess(best, P99_BOUND_MS, "GET / p99 %.2f ms while a worst-case embed body ran" % best)
+
+
+class Checks(CoringTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = Model.setup()
+        cls.name = os.path.basename(cls.folder)
+        cls.server = CoringServer(threads=1, apps="embed", args=["--embed-model", cls.folder])
+        cls.server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(expect_status=0)
+
+    def post(self, path, body, headers=JSON_HDR):
+        with self.server.connect(timeout=30) as conn:
+            return conn.request("POST", path, headers, body)
+
+    def assertOpenAiError(self, resp, status, param=None, code=None, what=""):
+        ctx = " (%s) %r" % (what, resp)
+        self.assertEqual(resp.status, status, "status" + ctx)
+        self.assertTrue(resp.header("Content-Type", "").startswith("application/json"), ctx)
+        doc = resp.json()
+        self.assertEqual(set(doc), {"error"}, ctx)
+        err = doc["error"]
+        self.assertIsInstance(err, dict, "not OpenAI's error object" + ctx)
+        self.assertEqual(set(err), {"message", "type", "param", "code"}, ctx)
+        self.assertIsInstance(err["message"], str, ctx)
+        self.assertTrue(err["message"], ctx)
+        self.assertEqual(err["type"], "invalid_request_error" if status < 500 else "server_error", ctx)
+        self.assertEqual(err["param"], param, ctx)
+        self.assertEqual(err["code"], code, ctx)
+        return err
+
+    def test_unknown_model_is_404_model_not_found(self):
+        for model in ("all-MiniLM-L6-v2", "text-embedding-3-small", "x/" + self.name + "x", self.name + "/",
+                      "a/b/" + self.name, ""):
+            resp = self.post("/v1/embeddings", {"input": "hello", "model": model})
+            err = self.assertOpenAiError(resp, 404, "model", "model_not_found", model)
+            if model:
+                self.assertNotIn(model, err["message"], "the client's model name is echoed")
+
+    def test_served_model_is_accepted_and_named(self):
+        for model in (self.name, "sentence-transformers/" + self.name):
+            resp = self.post("/v1/embeddings", {"input": "hello", "model": model})
+            self.assertEqual(resp.status, 200, resp)
+            self.assertEqual(resp.json()["model"], self.name)
+
+    def test_control_characters_in_model_are_refused(self):
+        for model in ("a\u0000b", self.name + "\u0000", "a\u007fb", "a\nb", "\u001b[31m"):
+            resp = self.post("/v1/embeddings", {"input": "hello", "model": model})
+            self.assertOpenAiError(resp, 422, "model", None, repr(model))
+            self.assertNotIn(b'"model":"a"', resp.body)
+
+    def test_dimensions(self):
+        resp = self.post("/v1/embeddings", {"input": "hello", "dimensions": HIDDEN})
+        self.assertEqual(resp.status, 200, resp)
+        self.assertEqual(len(resp.json()["data"][0]["embedding"]), HIDDEN)
+        for d in (HIDDEN - 1, HIDDEN + 1, 1, 0, -1, 1536, "32", 32.5, None, True):
+            resp = self.post("/v1/embeddings", {"input": "hello", "dimensions": d})
+            self.assertOpenAiError(resp, 422, "dimensions", None, "dimensions %r" % d)
+
+    def test_every_openai_error_has_openai_shape(self):
+        cases = [(b"{", 400, None), (b"[]", 422, None), ({}, 422, "input"), ({"input": ""}, 422, "input"),
+                 ({"input": [1]}, 422, "input"), ({"input": ["a"] * 65}, 422, "input"),
+                 ({"input": "a", "model": 3}, 422, "model"),
+                 ({"input": "a", "encoding_format": "base64"}, 422, "encoding_format")]
+        for body, status, param in cases:
+            self.assertOpenAiError(self.post("/v1/embeddings", body), status, param, None, repr(body))
+        resp = self.post("/v1/embeddings", b"{", {})
+        self.assertOpenAiError(resp, 415, None, None, "no Content-Type")
+
+    def test_invalid_json_message_does_not_repeat_itself(self):
+        resp = self.post("/embed", b"{")
+        self.assertJsonError(resp, 400, "invalid JSON")
+        self.assertEqual(resp.json()["error"], "invalid JSON")
+        err = self.assertOpenAiError(self.post("/v1/embeddings", b"{"), 400)
+        self.assertEqual(err["message"], "invalid JSON")
+
+    def test_content_type_must_be_json(self):
+        body = json.dumps({"text": "hello"}).encode()
+        for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                   "application/jsonx", "application/json-patch+json", "text/json", None):
+            headers = {"Content-Type": ct} if ct else {}
+            resp = self.post("/embed", body, headers)
+            self.assertJsonError(resp, 415, "Content-Type %r" % ct)
+            self.assertIn("Content-Type: application/json", resp.json()["error"])
+            resp = self.post("/v1/embeddings", {"input": "hello"}, headers)
+            self.assertOpenAiError(resp, 415, None, None, "Content-Type %r" % ct)
+        # Two Content-Type fields: refused, whatever they say.
+        with self.server.connect(timeout=30) as conn:
+            resp = conn.request("POST", "/embed", [("Content-Type", "application/json"),
+                                                   ("Content-Type", "text/plain")], body)
+            self.assertJsonError(resp, 415, "two Content-Type fields")
+        for ct in ("application/json", "application/json; charset=utf-8", "Application/JSON",
+                   "APPLICATION/JSON;charset=UTF-8", "application/json ; charset=utf-8"):
+            resp = self.post("/embed", body, {"Content-Type": ct})
+            self.assertEqual(resp.status, 200, "Content-Type %r: %r" % (ct, resp))
+            resp = self.post("/v1/embeddings", {"input": "hello"}, {"Content-Type": ct})
+            self.assertEqual(resp.status, 200, "Content-Type %r: %r" % (ct, resp))
+
+
+if __name__ == "__main__":
+    coring_server.main()
