@@ -19,15 +19,11 @@ import sys
 sys.dont_write_bytecode = True
 
 import os  # noqa: E402
-import shutil  # noqa: E402
 import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import unittest  # noqa: E402
 
 import coring_server as cs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PG_LOCAL = os.path.join(ROOT, "db", "pg-local")
 MAKE_MODEL = os.path.join(ROOT, "tests", "embed", "make_model.py")
 JSON_HDR = {"Content-Type": "application/json"}
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "a", "##a"]
@@ -60,22 +56,16 @@ EMBED_NO_MODEL = [("POST", "/embed", {"text": "hello"}, {503}),
                   ("POST", "/v1/embeddings", {"input": "hello"}, {503})]
 
 
-def pg(cmd, pgdir, *args):
-    return subprocess.run([PG_LOCAL, cmd, pgdir] + list(args), check=True, timeout=90,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True).stdout
-
-
 class EmptyServer(cs.CoringTestCase):
     model = None
     tmp = None
-    pgdir = None
-    db_url = None
-    db_why = None
+    postgres = None
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="coring-empty-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
+        # A throw-away PostgreSQL for users and cep; its folder holds the model too.
+        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-empty-")
+        cls.tmp = cls.postgres.tmp
         vocab = os.path.join(cls.tmp, "vocab.txt")
         with open(vocab, "w") as f:
             f.write("\n".join(VOCAB) + "\n")
@@ -83,18 +73,6 @@ class EmptyServer(cs.CoringTestCase):
         subprocess.run(["/usr/bin/python3", MAKE_MODEL, "--out", cls.model, "--vocab", vocab, "--layers", "1",
                         "--hidden", "8", "--heads", "2", "--intermediate", "16", "--max-positions", "64", "--max-seq-length", "64"],
                        check=True, timeout=120, stdout=subprocess.DEVNULL)
-        # A throw-away PostgreSQL for users and cep, when one can start here.
-        pgdir = tempfile.mkdtemp(prefix="coring-pg-")
-        os.chmod(pgdir, 0o755)
-        cls.addClassCleanup(shutil.rmtree, pgdir, True)
-        try:
-            pg("start", pgdir, "throwaway")
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
-            cls.db_why = "PostgreSQL did not start: %s" % (getattr(e, "stderr", "") or e)
-            return
-        cls.pgdir = pgdir
-        cls.addClassCleanup(lambda: subprocess.run([PG_LOCAL, "stop", pgdir, "immediate"], timeout=60))
-        cls.db_url = pg("url", pgdir).strip()
 
     def run_routes(self, threads, apps, routes, args=(), env=None):
         old = dict(os.environ)
@@ -144,14 +122,12 @@ class EmptyServer(cs.CoringTestCase):
                 self.run_routes(threads, "embed", EMBED_NO_MODEL)
 
     def test_users_cep(self):
-        if not self.db_url:
-            self.skipTest("users and cep not run: " + (self.db_why or "no PostgreSQL"))
         for threads in (1, 2):
             with self.subTest(threads=threads):
                 self.run_routes(threads, "users,cep", USERS + CEP, ["--cep-upstream", "off"],
-                                env={"DATABASE_URL": self.db_url})
+                                env={"DATABASE_URL": self.postgres.url()})
                 # Empty again for the next server (the schema stays).
-                pg("psql", self.pgdir, "-q", "-c", "TRUNCATE users, cep_addresses RESTART IDENTITY")
+                self.postgres.run("psql", "-q", "-c", "TRUNCATE users, cep_addresses RESTART IDENTITY")
 
 
 if __name__ == "__main__":
