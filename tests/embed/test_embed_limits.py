@@ -24,7 +24,6 @@ import sys
 import tempfile
 import threading
 import time
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -185,10 +184,12 @@ class RingStaysResponsive(CoringTestCase):
                                  % (" + trickled chunked 1 MiB" if chunked else "", attempt, len(body), WORST_TEXTS, ", ".join("%.2f" % x for x in seconds),
                                     first, GET_INTERVAL_S * 1e3, len(lat), p50, p99, worst))
                 best = p99 if best is None else min(best, p99)
-                if best < P99_BOUND_MS:
+                if best < P99_BOUND_MS or coring_server.sanitizer():
                     break
             sys.stderr.write("\n")
             srv.stop(expect_status=0)
+        if coring_server.sanitizer():
+            self.skipTest("%s build: the p99 bound is not asserted" % coring_server.sanitizer())
         self.assertLess(best, P99_BOUND_MS, "GET / p99 %.2f ms while a worst-case embed body ran" % best)
 
 

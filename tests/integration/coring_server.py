@@ -14,7 +14,6 @@
 """
 
 import argparse
-import errno
 import json
 import os
 import re
@@ -51,6 +50,20 @@ def binary():
 def option(name, default=None):
     """Extra command-line options given to the test script (see main())."""
     return _EXTRA.get(name, default)
+
+
+def sanitizer():
+    """"tsan" or "asan" when the binary under test is built with
+    ThreadSanitizer or AddressSanitizer, else None. Their CPU, memory and
+    latency say nothing of coring's: timing and memory bounds are printed,
+    not asserted, under them."""
+    with open(binary(), "rb") as f:
+        data = f.read()
+    if b"__tsan_init" in data:
+        return "tsan"
+    if b"__asan_init" in data:
+        return "asan"
+    return None
 
 
 def raise_nofile_limit():

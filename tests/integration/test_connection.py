@@ -18,7 +18,6 @@ import sys
 
 sys.dont_write_bytecode = True
 
-import socket  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -27,14 +26,6 @@ import coring_server as cs  # noqa: E402
 BIG = 1000 * 1000            # body bytes, under the 1 MiB default limit
 CONNECTIONS = 200
 IDLE_BOUND_KIB = 32          # per connection, over the small-request baseline
-
-
-def sanitized(server):
-    """True when the server runs under ASan or TSan (their memory and CPU say
-    nothing of ours: the bounds are printed, not asserted)."""
-    with open("/proc/%d/maps" % server.pid) as f:
-        maps = f.read()
-    return "libasan" in maps or "libtsan" in maps
 
 
 def post_todo_head(length=None, chunked=False):
@@ -61,7 +52,7 @@ class IdleBuffersTest(cs.CoringTestCase):
         request = post_todo_head(len(body)) + body
         with cs.CoringServer(threads=2, apps="hello,todo") as server:
             # Under a sanitizer only the behaviour is checked: fewer of them.
-            skip_bound = sanitized(server)
+            skip_bound = cs.sanitizer() is not None
             n = 20 if skip_bound else CONNECTIONS
             # Warm up on connections that then close, so that the baseline
             # already holds the per-thread memory a large body touches:
@@ -169,7 +160,7 @@ class ChunkedCostTest(cs.CoringTestCase):
     def test_chunked_body_cost_is_linear(self):
         with cs.CoringServer(threads=1, apps="hello,todo", args=["--body-timeout", "60"]) as server:
             # Under a sanitizer only the behaviour is checked: a smaller body.
-            skip_bounds = sanitized(server)
+            skip_bounds = cs.sanitizer() is not None
             body = big_todo(BIG // 10 if skip_bounds else BIG)
             chunked = b"".join(b"1\r\n" + body[i:i + 1] + b"\r\n" for i in range(len(body))) + b"0\r\n\r\n"
             # The Content-Length upload in as many sends as the chunked one.
