@@ -47,6 +47,8 @@
 #define LOG_INTERVAL_MS 10            /* the logger's period */
 #define LOG_RATE_LIMIT 10             /* WARN/ERROR lines per format, thread and second */
 #define LOG_RATE_SLOTS 64             /* formats tracked per thread (direct-mapped) */
+#define LOG_EXIT_WAIT_MS 5000         /* at exit: how long stderr may take the rest */
+#define LOG_PIPE_BUF 4096             /* a pipe with room (POLLOUT) takes this much whole */
 
 cr_log_level cr_log_threshold = CR_LOG_INFO;
 static _Thread_local char thread_name[16] = "main";
@@ -83,6 +85,9 @@ static struct {
     bool started; /* the logger thread runs */
     bool stopping;
     atomic_bool direct; /* no logger (failed to start, or stopped at exit): write(2) */
+    /* Past this CLOCK_MONOTONIC time (ns; 0: never) writes give up: set at
+     * exit, so that a stderr nobody reads cannot hold the process. */
+    _Atomic uint64_t give_up_ns;
     char *spare;        /* the logger's empty half */
     pthread_key_t key;  /* its destructor orphans a thread's buffer */
 } lg = {
@@ -114,12 +119,32 @@ void cr_log_set_thread_name(const char *name)
 
 /* --- writing to stderr ---------------------------------------------------- */
 
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Write all of @len bytes to stderr, waiting as long as it takes (an
- * O_NONBLOCK stderr is waited for with poll). Gives up on other errors. */
+ * O_NONBLOCK stderr is waited for with poll), or until lg.give_up_ns once
+ * that is set: then each write waits for room with poll(2) first and is at
+ * most a pipe's atomic size, so that it cannot block past the deadline.
+ * Gives up on other errors. */
 static void write_all(const char *p, size_t len)
 {
     while (len) {
-        ssize_t w = write(STDERR_FILENO, p, len);
+        size_t n = len;
+        uint64_t give_up = atomic_load(&lg.give_up_ns);
+        if (give_up) {
+            uint64_t now = monotonic_ns();
+            struct pollfd pfd = {.fd = STDERR_FILENO, .events = POLLOUT};
+            if (now >= give_up || poll(&pfd, 1, (int)((give_up - now) / 1000000u) + 1) <= 0)
+                return;
+            if (n > LOG_PIPE_BUF)
+                n = LOG_PIPE_BUF;
+        }
+        ssize_t w = write(STDERR_FILENO, p, n);
         if (w > 0) {
             p += w;
             len -= (size_t)w;
@@ -280,22 +305,50 @@ static void on_thread_exit(void *arg)
     tl_buffer = NULL;
 }
 
-/* Stop the logger and write what is left: at exit. */
+/* The CLOCK_REALTIME time @ms from now, for pthread's timed waits. */
+static struct timespec realtime_in(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* Stop the logger and write what is left: at exit, within LOG_EXIT_WAIT_MS
+ * (a stderr that takes nothing for that long, a pipe nobody reads, loses
+ * the rest rather than holding the process forever). */
 static void log_at_exit(void)
 {
+    atomic_store(&lg.give_up_ns, monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull);
+    struct timespec until = realtime_in(LOG_EXIT_WAIT_MS);
     pthread_mutex_lock(&lg.registry);
     bool started = lg.started;
     lg.started = false;
     pthread_mutex_unlock(&lg.registry);
     if (started) {
-        pthread_mutex_lock(&lg.writer);
+        if (pthread_mutex_timedlock(&lg.writer, &until) != 0)
+            return; /* the logger is stuck in a write(2) that began before */
         lg.stopping = true;
         pthread_cond_signal(&lg.wake);
         pthread_mutex_unlock(&lg.writer);
-        pthread_join(lg.thread, NULL);
+        if (pthread_timedjoin_np(lg.thread, NULL, &until) != 0)
+            return;
     }
-    /* Lines logged from here on (other atexit handlers) go out directly. */
+    /* Lines logged from here on (other atexit handlers) go out directly.
+     * cr_log_write reads `direct` under its buffer's lock: once every lock
+     * has been taken once below, no line can enter a buffer any more. */
     atomic_store(&lg.direct, true);
+    pthread_mutex_lock(&lg.registry);
+    for (log_buffer *b = lg.buffers; b; b = b->next) {
+        pthread_mutex_lock(&b->lock);
+        pthread_mutex_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&lg.registry);
     pthread_mutex_lock(&lg.writer);
     drain_all(true);
     pthread_mutex_unlock(&lg.writer);
@@ -437,6 +490,11 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
     char note[LOG_LINE_MAX];
     size_t note_len;
     pthread_mutex_lock(&b->lock);
+    if (atomic_load(&lg.direct)) { /* the logger stopped meanwhile (exit) */
+        pthread_mutex_unlock(&b->lock);
+        write_all(line, len);
+        return;
+    }
     memcpy(b->name, thread_name, sizeof(b->name));
     if (rate_allows(b, level, fmt, tv.tv_sec, note, sizeof(note), &note_len)) {
         if (b->len + note_len + len <= LOG_BUFFER_BYTES) {
@@ -459,7 +517,12 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
 
 void cr_log_flush(void)
 {
-    pthread_mutex_lock(&lg.writer);
+    /* Before an _exit: bounded like the exit flush, and skipped when the
+     * logger is stuck in a write(2) of its own. */
+    atomic_store(&lg.give_up_ns, monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull);
+    struct timespec until = realtime_in(LOG_EXIT_WAIT_MS);
+    if (pthread_mutex_timedlock(&lg.writer, &until) != 0)
+        return;
     drain_all(true);
     pthread_mutex_unlock(&lg.writer);
 }

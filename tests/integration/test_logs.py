@@ -28,6 +28,7 @@ STALL_S = 5.0           # how long nobody reads coring's stderr
 CLIENTS = 4             # keep-alive connections sending GET / in a loop
 MAX_REQUESTS = 200000   # bound on the load, whatever the speed
 P99_BOUND_S = 0.100     # answers while stderr is stalled (a stalled ring: seconds)
+EXIT_GIVE_UP_S = 5.0    # the exit flush's bound (core/src/log.c LOG_EXIT_WAIT_MS)
 
 
 def percentile(values, p):
@@ -147,6 +148,24 @@ class SlowStderrTest(cs.CoringTestCase):
         text = text.decode()
         self.assertEqual(len(re.findall(r"GET /\?n=\d+ 200", text)), 50, text)
         self.assertTrue(text.endswith("stopped\n"), text[-300:])
+
+    def test_exit_with_stderr_never_read(self):
+        # Nobody ever reads: the exit flush gives up after 5 s instead of
+        # holding the process in write(2) for ever.
+        proc, rd, port = self.start(["--access-log"])
+        self.addCleanup(os.close, rd)
+        with cs.Conn(cs.HOST, port) as c:
+            for i in range(2000):  # far more access lines than the 4 KiB pipe holds
+                self.assertEqual(c.request("GET", "/?n=%d" % i).status, 200)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            status = proc.wait(EXIT_GIVE_UP_S + cs.STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.fail("still running %.0f s after SIGTERM, its stderr full" % (time.monotonic() - t0))
+        took = time.monotonic() - t0
+        sys.stderr.write("\nexit with stderr never read: status %d after %.1f s\n" % (status, took))
+        self.assertEqual(status, 0)
 
 
 if __name__ == "__main__":

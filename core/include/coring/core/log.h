@@ -15,7 +15,9 @@
  * WARN and ERROR lines are rate-limited per thread and format string: at
  * most 10 a second, then `... (suppressed K similar messages: "FORMAT")`
  * once that second is over. Everything buffered is written at exit (atexit)
- * or by cr_log_flush(), so a clean shutdown loses no line.
+ * or by cr_log_flush(), so a clean shutdown loses no line, unless stderr
+ * takes nothing for 5 s then (a pipe nobody reads): the rest is given up
+ * rather than holding the process.
  */
 #ifndef CORING_CORE_LOG_H
 #define CORING_CORE_LOG_H
@@ -65,8 +67,9 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
 /*
  * cr_log_flush - write every line buffered by any thread to stderr now,
  * with the pending drop counts and rate-limit summaries, and return once
- * written (this blocks for as long as stderr does). Any thread; for the
- * moments before an _exit(2), since exit(3) already flushes.
+ * written, or after 5 s when stderr takes nothing (then the rest is lost,
+ * and every later line's write is bounded the same way). Any thread; for
+ * the moments before an _exit(2), since exit(3) already flushes.
  */
 void cr_log_flush(void);
 
