@@ -323,14 +323,18 @@ static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool block
  * hosts to resolve is tried host by host, in its order, as libpq would:
  * each name resolved off the ring (resolve_host), each of its addresses
  * given to libpq as `hostaddr=` beside `host=` (PQconnectStartParams), so
- * that libpq itself never calls getaddrinfo. Any other conninfo (socket
+ * that libpq itself never calls getaddrinfo. As libpq's connect_timeout,
+ * the connect timeout applies to each host's lookup and to each address
+ * separately: a lookup that hangs, or an address that drops packets, does
+ * not keep the hosts after it from being tried. Any other conninfo (socket
  * paths, numeric addresses, an explicit hostaddr) goes to PQconnectStart
  * as it is. 0 or -errno; c->pg set on success.
  */
 static int conn_open(db_conn *c, bool blocking)
 {
     db_pool *pool = c->pool;
-    uint64_t deadline = cr_clock_now_ns() + pool->cfg->connect_timeout_ns;
+    uint64_t timeout = pool->cfg->connect_timeout_ns;
+    uint64_t deadline = cr_clock_now_ns() + timeout;
     int err = -EHOSTUNREACH;
     snprintf(c->error, sizeof(c->error), "no host to connect to");
     if (!pool->targets) {
@@ -343,13 +347,13 @@ static int conn_open(db_conn *c, bool blocking)
         for (size_t i = 0; i < pool->ntargets && err != 0 && err != -ECANCELED; i++) {
             const db_target *t = &pool->targets[i];
             int addrs = 1;
-            if (t->resolve && (addrs = resolve_host(c, i, deadline, blocking)) < 0) {
+            if (t->resolve &&
+                (addrs = resolve_host(c, i, cr_clock_now_ns() + timeout, blocking)) < 0) {
                 err = addrs;
                 continue;
             }
             for (int k = 0; k < addrs && err != 0 && err != -ECANCELED; k++) {
-                if (cr_clock_now_ns() >= deadline)
-                    break;
+                deadline = cr_clock_now_ns() + timeout;
                 pool->values[n] = t->host;
                 pool->values[n + 1] = t->resolve ? c->addrs[k] : "";
                 pool->values[n + 2] = t->port;
