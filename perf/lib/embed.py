@@ -2,7 +2,7 @@
 """perf/lib/embed.py: what the embed scenario needs besides the servers.
 
   embed.py model DIR        write the MiniLM-shaped random model into DIR once
-                            (tests/embed/make_model.py, fixed seed) and copy
+                            (apps/embed/make_model.py, fixed seed) and copy
                             tokenizer.json beside it; a stamp skips the work
                             when DIR already holds this version
   embed.py pool DIR OUT     OUT: 200 request bodies {"text": ...}, one a line,
@@ -32,7 +32,7 @@ import urllib.parse
 
 PERF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PERF_DIR)
-MAKE_MODEL = os.path.join(REPO_DIR, "tests", "embed", "make_model.py")
+MAKE_MODEL = os.path.join(REPO_DIR, "apps", "embed", "make_model.py")
 MINILM_DATA = os.path.join(REPO_DIR, "tests", "data", "minilm")
 sys.path.insert(0, os.path.join(PERF_DIR, "peers", "fastapi-torch"))
 from bert import Tokenizer  # noqa: E402

@@ -7,7 +7,7 @@
 #   perf/run embed --duration 20          # 32 connections, 20 s, 2 runs
 #   perf/run --quick embed                # 1 s, "does it still work"
 #
-# The model: tests/embed/make_model.py's random weights of all-MiniLM-L6-v2's
+# The model: apps/embed/make_model.py's random weights of all-MiniLM-L6-v2's
 # shapes (fixed seed), written once into perf/results/models/minilm-random
 # (git-ignored; a stamp skips the work next time), with tokenizer.json from
 # tests/data/minilm for the node peer, which exports model.onnx there in
@@ -61,7 +61,7 @@ EMBED_MODEL=$PERF_DIR/results/models/minilm-random
 export PERF_EMBED_MODEL=$EMBED_MODEL
 export PERF_PROBE_BODY_embed='{"text":"hello world"}'
 "$PERF_PY" "$PERF_DIR/lib/embed.py" model "$EMBED_MODEL" >&2 ||
-  die "embed: could not write the model folder (tests/embed/make_model.py needs python3-numpy)"
+  die "embed: could not write the model folder (apps/embed/make_model.py needs python3-numpy)"
 "$PERF_PY" "$PERF_DIR/lib/embed.py" pool "$EMBED_MODEL" "$EMBED_MODEL/pool.txt" >/dev/null ||
   die "embed: could not write the sentence pool"
 # shellcheck disable=SC2034,SC2154 # read by perf/lib/server.sh (declared there)

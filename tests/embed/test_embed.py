@@ -91,7 +91,7 @@ class Models:
         }
         for name, extra in shapes.items():
             folder = os.path.join(cls.tmp.name, name)
-            run([PY, os.path.join(HERE, "make_model.py"), "--out", folder] + extra)
+            run([PY, os.path.join(HERE, "..", "..", "apps", "embed", "make_model.py"), "--out", folder] + extra)
             cls.dirs[name] = folder
             cls.refs[name] = json.loads(run([PY, os.path.join(HERE, "reference.py"), folder, ids_path]))
 

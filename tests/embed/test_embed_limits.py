@@ -13,7 +13,7 @@
   another connection of that thread.
 - Both routes take a body only as Content-Type: application/json (415).
 
-The model is tests/embed/make_model.py's, tiny (1 layer, hidden 32), on
+The model is apps/embed/make_model.py's, tiny (1 layer, hidden 32), on
 the MiniLM vocabulary.
 """
 
@@ -56,7 +56,7 @@ class Model:
             return cls.folder
         cls.tmp = tempfile.TemporaryDirectory(prefix="coring-embed-limits-")
         folder = os.path.join(cls.tmp.name, "tiny")
-        res = subprocess.run([PY, os.path.join(HERE, "make_model.py"), "--out", folder, "--layers", "1",
+        res = subprocess.run([PY, os.path.join(HERE, "..", "..", "apps", "embed", "make_model.py"), "--out", folder, "--layers", "1",
                               "--hidden", str(HIDDEN), "--heads", "4", "--intermediate", "64"],
                              capture_output=True, text=True)
         if res.returncode != 0:

@@ -8,7 +8,7 @@ ASan or UBSan report, this catches such bugs: each server must exit 0 on
 SIGTERM, and must still answer afterwards.
 
 hello, todo and embed always run (embed on a one-layer model with a
-ten-token vocabulary, made by tests/embed/make_model.py in a temporary
+ten-token vocabulary, made by apps/embed/make_model.py in a temporary
 folder, and once without a model). users and cep run against a throw-away
 PostgreSQL (db/pg-local), cep with --cep-upstream off; without a
 PostgreSQL server to start they are skipped, and the test says so.
@@ -24,7 +24,7 @@ import subprocess  # noqa: E402
 import coring_server as cs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-MAKE_MODEL = os.path.join(ROOT, "tests", "embed", "make_model.py")
+MAKE_MODEL = os.path.join(ROOT, "apps", "embed", "make_model.py")
 JSON_HDR = {"Content-Type": "application/json"}
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "a", "##a"]
 

@@ -13,8 +13,8 @@ Weights follow BERT's initialisation scale (normal, std 0.02) so that
 activations stay well-conditioned; biases and LayerNorm parameters are
 perturbed around 0 and 1 so that a mix-up of any two tensors shows.
 
-  tests/embed/make_model.py --out /tmp/minilm                  # MiniLM-shaped
-  tests/embed/make_model.py --out /tmp/tiny --layers 2 --hidden 32 --heads 4 --intermediate 64
+  apps/embed/make_model.py --out /tmp/minilm                  # MiniLM-shaped
+  apps/embed/make_model.py --out /tmp/tiny --layers 2 --hidden 32 --heads 4 --intermediate 64
 
 Needs only /usr/bin/python3 and numpy (Debian: python3-numpy); when numpy
 is missing the script installs it (`.ci/install-deps tools`, with sudo when
