@@ -11,7 +11,6 @@
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -131,13 +130,6 @@ static void bad_option(const struct option *options, const char *arg)
     else
         fprintf(stderr, "coring: option '--%s' takes no value\n", o->name);
     fprintf(stderr, "Try 'coring --help'.\n");
-}
-
-/* Is @host a numeric IPv4 or IPv6 address (what the listener binds)? */
-static bool valid_host(const char *host)
-{
-    struct in6_addr a;
-    return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
 }
 
 static void select_apps(const char *list)
@@ -449,7 +441,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < NUM_APPS; i++)
             mounted[num_mounted++] = all_apps[i];
     }
-    if (!valid_host(net.host)) {
+    if (!net_host_valid(net.host)) {
         fprintf(stderr, "coring: --host: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 net.host);
         return 2;

@@ -940,6 +940,13 @@ static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *
     return -EINVAL;
 }
 
+bool net_host_valid(const char *host)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    return host && parse_host(host, 0, &ss, &len) == 0;
+}
+
 /*
  * Is @ss (with an explicit port) free of other listeners? SO_REUSEPORT lets
  * any socket of the same user join a port that is already listened on, and

@@ -14,6 +14,7 @@
 """
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -52,6 +53,7 @@ def option(name, default=None):
     return _EXTRA.get(name, default)
 
 
+@functools.lru_cache(maxsize=None)
 def sanitizer():
     """"tsan" or "asan" when the binary under test is built with
     ThreadSanitizer or AddressSanitizer, else None. Their CPU, memory and

@@ -30,7 +30,6 @@ import urllib.parse  # noqa: E402
 
 import coring_server as cs  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SILENT_DNS = "127.0.0.77"               # any 127/8 address: glibc asks port 53
 NAME = "db.coring-dns-test.example"     # in no /etc/hosts
 LOAD_S = 4.0

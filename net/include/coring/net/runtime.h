@@ -66,6 +66,11 @@ typedef struct net_hooks {
  * 16 KiB, max_connections 0, shutdown timeout 10 s. */
 net_config net_config_default(void);
 
+/* net_host_valid - whether @host is what net_config.host takes: a numeric
+ * IPv4 or IPv6 address (inet_pton(3)). Any thread; for checking options
+ * before net_run, which refuses anything else with -EINVAL. */
+bool net_host_valid(const char *host);
+
 /*
  * net_run - serve until SIGINT/SIGTERM, then drain and return.
  * Call once, from the main thread. It installs handlers for SIGINT and
