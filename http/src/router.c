@@ -317,6 +317,14 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
     return m->status;
 }
 
+void http_router_each(const http_router *r, http_route_visit_fn visit, void *user)
+{
+    for (size_t i = 0; r && i < r->count; i++)
+        for (int m = 0; m < METHOD_COUNT; m++)
+            if (r->routes[i].methods & (1u << m))
+                visit((http_method)m, r->routes[i].handlers[m].pattern, user);
+}
+
 const http_str *http_route_param(const http_route_params *p, const char *name)
 {
     size_t n = strlen(name);

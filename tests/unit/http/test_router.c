@@ -5,6 +5,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "coring/http/router.h"
@@ -254,4 +255,37 @@ Test(router, empty_router)
     cr_expect_eq(http_router_match(q, HTTP_GET, S("/"), &m), HTTP_ROUTE_NOT_FOUND);
     http_router_destroy(q);
     http_router_destroy(NULL);
+}
+
+/* http_router_each: every (method, pattern) once, in lookup order. */
+static void list_route(http_method method, const char *pattern, void *user)
+{
+    static const char *const names[] = {[HTTP_GET] = "GET",     [HTTP_HEAD] = "HEAD",
+                                        [HTTP_POST] = "POST",   [HTTP_PUT] = "PUT",
+                                        [HTTP_PATCH] = "PATCH", [HTTP_DELETE] = "DELETE"};
+    char *out = user;
+    size_t len = strlen(out);
+    snprintf(out + len, 1024 - len, "%s %s\n", names[method], pattern);
+}
+
+Test(router, each_lists_every_route)
+{
+    char out[1024] = "";
+    http_router_each(r, list_route, out);
+    cr_expect_str_eq(out, "GET /\n"
+                          "GET /todos\n"
+                          "POST /todos\n"
+                          "POST /only-post\n"
+                          "GET /head\n"
+                          "HEAD /head\n"
+                          "GET /todos/new\n"
+                          "GET /todos/\n"
+                          "GET /todos/{id}\n"
+                          "PUT /todos/{id}\n"
+                          "DELETE /todos/{id}\n"
+                          "GET /users/{user}/posts/latest\n"
+                          "GET /users/{user}/posts/{post}\n");
+    out[0] = '\0';
+    http_router_each(NULL, list_route, out);
+    cr_expect_str_eq(out, "");
 }

@@ -71,4 +71,17 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
 /* http_route_param - the value of parameter @name in @p, or NULL. */
 const http_str *http_route_param(const http_route_params *p, const char *name);
 
+/* Called by http_router_each once per (method, pattern) route. */
+typedef void (*http_route_visit_fn)(http_method method, const char *pattern, void *user);
+
+/*
+ * http_router_each - call @visit for every route of @r with its method (as
+ * added: HEAD only when added itself) and its pattern (owned by @r, as given
+ * to http_router_add), in lookup order: by number of segments, literals
+ * before parameters, methods in http_method order. For start-up and tools
+ * (--list-routes, the OpenAPI document's filter), not for each request.
+ * Any thread, once the routes are added.
+ */
+void http_router_each(const http_router *r, http_route_visit_fn visit, void *user);
+
 #endif
