@@ -52,6 +52,7 @@
           nativeBuildInputs = [
             pkgs.cmake
             pkgs.pkg-config
+            pkgs.python3 # apps/openapi/embed.py embeds the OpenAPI document
           ];
           buildInputs = [
             pkgs.liburing

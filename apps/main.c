@@ -83,6 +83,7 @@ static void usage(FILE *f)
             "                           ~1e-3 of float32 (README, Embeddings); default float32\n"
             "  --check-config           check the options and exit: 0 when they are valid,\n"
             "                           2 with the reason otherwise (binds and starts nothing)\n"
+            "  --list-routes            print the routes mounted (METHOD PATTERN a line) and exit\n"
             "  --help                   show this help and exit\n"
             "  --version                show the version and exit\n"
             "\n"
@@ -258,6 +259,19 @@ static unsigned outbound_fds(const net_config *net, const app_options *opts)
     return threads * per_thread;
 }
 
+/* --list-routes: one "METHOD PATTERN" line per route (tests/integration/test_openapi.py). */
+static void print_route(http_method method, const char *pattern, void *user)
+{
+    (void)user;
+    static const char *const names[] = {
+        [HTTP_GET] = "GET",         [HTTP_HEAD] = "HEAD",       [HTTP_POST] = "POST",
+        [HTTP_PUT] = "PUT",         [HTTP_PATCH] = "PATCH",     [HTTP_DELETE] = "DELETE",
+        [HTTP_OPTIONS] = "OPTIONS", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+    };
+    printf("%s %s\n", (unsigned)method < sizeof(names) / sizeof(names[0]) && names[method]
+                           ? names[method] : "OTHER", pattern);
+}
+
 int main(int argc, char **argv)
 {
     net_config net = net_config_default();
@@ -275,6 +289,7 @@ int main(int argc, char **argv)
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
+        OPT_LIST_ROUTES,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -311,12 +326,14 @@ int main(int argc, char **argv)
         {"embed-int8", no_argument, NULL, OPT_EMBED_INT8},
         {"user", required_argument, NULL, OPT_USER},
         {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
+        {"list-routes", no_argument, NULL, OPT_LIST_ROUTES},
         {"todo-max-items", required_argument, NULL, OPT_TODO_MAX_ITEMS},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
     };
     bool check_only = false;
+    bool list_routes = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -420,6 +437,7 @@ int main(int argc, char **argv)
             break;
         case OPT_USER: run_as = optarg; break;
         case OPT_CHECK_CONFIG: check_only = true; break;
+        case OPT_LIST_ROUTES: list_routes = true; break;
         case OPT_TODO_MAX_ITEMS:
             app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
             break;
@@ -463,6 +481,15 @@ int main(int argc, char **argv)
             cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
             return 1;
         }
+    }
+    int openapi_err = app_openapi_mount(router);
+    if (openapi_err < 0) {
+        cr_log_error("cannot mount /openapi.json and /docs: %s", cr_strerror(openapi_err));
+        return 1;
+    }
+    if (list_routes) {
+        http_router_each(router, print_route, NULL);
+        return 0;
     }
     if (app_db_used() && app_db_start(&app_opts) < 0)
         return 1; /* it logged why */

@@ -82,4 +82,14 @@ typedef struct app_embed_options {
  * must stay valid). Main thread, before mounting. */
 void app_embed_configure(const app_embed_options *o);
 
+/*
+ * app_openapi_mount - add GET /openapi.json (apps/openapi/openapi.json, the
+ * operations whose method and pattern @r holds when the first request for
+ * it comes), GET /docs (Swagger UI on it) and GET /docs/{file} (the page's
+ * files, embedded at build time; 503 when the build had no npm). Mounted
+ * whatever --apps says. Main thread, before serving; @r must outlive the
+ * server. Returns 0 or http_router_add's -errno. See docs/openapi.md.
+ */
+int app_openapi_mount(http_router *r);
+
 #endif
