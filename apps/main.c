@@ -97,6 +97,9 @@ static void usage(FILE *f)
             "Apps:\n");
     for (size_t i = 0; i < NUM_APPS; i++)
         fprintf(f, "  %-8s %s\n", all_apps[i]->name, all_apps[i]->summary);
+    fprintf(f, "\nAlways mounted:\n"
+               "  GET /openapi.json        the OpenAPI 3.1 document of the routes mounted\n"
+               "  GET /docs                Swagger UI on it (503 when built without npm)\n");
 }
 
 /* Parse a whole decimal number in [min, max]; exits with a message if not. */
