@@ -27,35 +27,31 @@
     "the docs page was not built: npm was missing at build time; install it "                      \
     "(.ci/install-deps test) and rebuild"
 
-static const http_router *router;   /* set by app_openapi_mount, complete by the first request */
+static const http_router *router; /* set by app_openapi_mount, complete by the first request */
 static pthread_once_t built = PTHREAD_ONCE_INIT;
-static cr_buf document;            /* the filtered document; failed set when out of memory */
+static cr_buf document; /* the filtered document; failed set when out of memory */
 
-/* (method, pattern) pairs the router holds, for the filter. */
+/* One (method, pattern) pair the router holds, for the filter. */
+typedef struct mounted_route {
+    const char *method;
+    const char *pattern;
+} mounted_route;
+
 typedef struct route_list {
     size_t count;
     size_t cap;
-    struct mounted_route {
-        const char *method;
-        const char *pattern;
-    } *items;
+    mounted_route *items;
     bool failed;
 } route_list;
 
 static const char *method_name(http_method m)
 {
-    switch (m) {
-    case HTTP_GET: return "GET";
-    case HTTP_HEAD: return "HEAD";
-    case HTTP_POST: return "POST";
-    case HTTP_PUT: return "PUT";
-    case HTTP_PATCH: return "PATCH";
-    case HTTP_DELETE: return "DELETE";
-    case HTTP_OPTIONS: return "OPTIONS";
-    case HTTP_CONNECT: return "CONNECT";
-    case HTTP_TRACE: return "TRACE";
-    default: return "";
-    }
+    static const char *const names[] = {
+        [HTTP_GET] = "GET",         [HTTP_HEAD] = "HEAD",       [HTTP_POST] = "POST",
+        [HTTP_PUT] = "PUT",         [HTTP_PATCH] = "PATCH",     [HTTP_DELETE] = "DELETE",
+        [HTTP_OPTIONS] = "OPTIONS", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+    };
+    return (unsigned)m < sizeof(names) / sizeof(names[0]) && names[m] ? names[m] : "";
 }
 
 static void collect_route(http_method method, const char *pattern, void *user)
@@ -63,7 +59,7 @@ static void collect_route(http_method method, const char *pattern, void *user)
     route_list *l = user;
     if (l->count == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 32;
-        struct mounted_route *items = realloc(l->items, cap * sizeof(*items));
+        mounted_route *items = realloc(l->items, cap * sizeof(*items));
         if (!items) {
             l->failed = true;
             return;
@@ -71,7 +67,7 @@ static void collect_route(http_method method, const char *pattern, void *user)
         l->items = items;
         l->cap = cap;
     }
-    l->items[l->count++] = (struct mounted_route){method_name(method), pattern};
+    l->items[l->count++] = (mounted_route){method_name(method), pattern};
 }
 
 static bool is_mounted(const route_list *l, const char *method, const char *pattern)
