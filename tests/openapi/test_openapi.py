@@ -205,6 +205,18 @@ class ContractTest(cs.CoringTestCase):
                     self.check(key + " (wrong field types)", op, resp)
         print("%d operations driven and checked against their schemas" % checked)
 
+    def test_examples_match_their_schemas(self):
+        for key, (path, method, op, item) in sorted(operations(self.doc).items()):
+            checks = [(resolve(self.doc, p)["name"], resolve(self.doc, p)) for p in
+                      item.get("parameters", []) + op.get("parameters", [])]
+            if "requestBody" in op:
+                checks.append(("body", op["requestBody"]["content"]["application/json"]))
+            for name, holder in checks:
+                with self.subTest(operation=key, example=name):
+                    self.assertIn("example", holder, "%s: %s has no example" % (key, name))
+                    root = dict(resolve(self.doc, holder["schema"]), components=self.doc["components"])
+                    self.jsonschema.Draft202012Validator(root).validate(holder["example"])
+
     def test_query_parameters_are_checked_as_documented(self):
         path, method, op, item = operations(self.doc)["GET /users"]
         for params, status in (({"limit": 0}, 400), ({"limit": 101}, 400), ({"after_id": "x"}, 400),
