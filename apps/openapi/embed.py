@@ -93,6 +93,9 @@ def write_document(src: str, out: str) -> None:
 def write_ui(folder: str, out: str, names: list) -> None:
     lines = ['#include "openapi_data.h"', ""]
     files = []
+    if folder and not os.path.isdir(folder):
+        print("embed.py: no %s (npm ci failed?): the docs page is left out" % folder, file=sys.stderr)
+        folder = ""
     for name in names:
         if "/" in name:
             path, name = name, os.path.basename(name)
