@@ -76,6 +76,14 @@ void http_router_destroy(http_router *r)
     free(r);
 }
 
+void http_router_each(const http_router *r, http_route_visit_fn visit, void *user)
+{
+    for (size_t i = 0; r && i < r->count; i++)
+        for (int m = 0; m < METHOD_COUNT; m++)
+            if (r->routes[i].methods & (1u << m))
+                visit((http_method)m, r->routes[i].handlers[m].pattern, user);
+}
+
 /*
  * Splits @path (which starts with '/') into the segments between slashes:
  * "/" is one empty segment, "/todos/" is "todos" and "". Returns their
@@ -315,14 +323,6 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
         format_allow(allowed, m->allow, sizeof(m->allow));
     }
     return m->status;
-}
-
-void http_router_each(const http_router *r, http_route_visit_fn visit, void *user)
-{
-    for (size_t i = 0; r && i < r->count; i++)
-        for (int m = 0; m < METHOD_COUNT; m++)
-            if (r->routes[i].methods & (1u << m))
-                visit((http_method)m, r->routes[i].handlers[m].pattern, user);
 }
 
 const http_str *http_route_param(const http_route_params *p, const char *name)

@@ -237,26 +237,6 @@ Test(router, bad_patterns)
     not_found(HTTP_GET, "/a/b");
 }
 
-Test(router, eight_params)
-{
-    http_route_match m;
-    cr_assert_eq(
-        http_router_add(r, HTTP_GET, "/p/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}", handler_b, TAG(13)), 0);
-    cr_expect_eq(found(HTTP_GET, "/p/1/2/3/4/5/6/7/8", &m), TAG(13));
-    cr_assert_eq(m.params.count, HTTP_ROUTER_MAX_PARAMS);
-    cr_expect(str_is(*http_route_param(&m.params, "h"), "8"));
-    cr_expect(str_is(*http_route_param(&m.params, "a"), "1"));
-}
-
-Test(router, empty_router)
-{
-    http_router *q = http_router_create();
-    http_route_match m;
-    cr_expect_eq(http_router_match(q, HTTP_GET, S("/"), &m), HTTP_ROUTE_NOT_FOUND);
-    http_router_destroy(q);
-    http_router_destroy(NULL);
-}
-
 /* http_router_each: every (method, pattern) once, in lookup order. */
 static void list_route(http_method method, const char *pattern, void *user)
 {
@@ -288,4 +268,24 @@ Test(router, each_lists_every_route)
     out[0] = '\0';
     http_router_each(NULL, list_route, out);
     cr_expect_str_eq(out, "");
+}
+
+Test(router, eight_params)
+{
+    http_route_match m;
+    cr_assert_eq(
+        http_router_add(r, HTTP_GET, "/p/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}", handler_b, TAG(13)), 0);
+    cr_expect_eq(found(HTTP_GET, "/p/1/2/3/4/5/6/7/8", &m), TAG(13));
+    cr_assert_eq(m.params.count, HTTP_ROUTER_MAX_PARAMS);
+    cr_expect(str_is(*http_route_param(&m.params, "h"), "8"));
+    cr_expect(str_is(*http_route_param(&m.params, "a"), "1"));
+}
+
+Test(router, empty_router)
+{
+    http_router *q = http_router_create();
+    http_route_match m;
+    cr_expect_eq(http_router_match(q, HTTP_GET, S("/"), &m), HTTP_ROUTE_NOT_FOUND);
+    http_router_destroy(q);
+    http_router_destroy(NULL);
 }
