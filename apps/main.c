@@ -80,7 +80,7 @@ static void usage(FILE *f)
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
             "  --embed-int8             run the linear layers in int8 (dynamic quantisation):\n"
             "                           ~1.5x the throughput with AVX-512 VNNI, vectors within\n"
-            "                           ~1e-3 of float32 (README, Embeddings); default float32\n"
+            "                           ~1e-3 of float32 (docs/embeddings.md); default float32\n"
             "  --check-config           check the options and exit: 0 when they are valid,\n"
             "                           2 with the reason otherwise (binds and starts nothing)\n"
             "  --list-routes            print the routes mounted (METHOD PATTERN a line) and exit\n"

@@ -73,8 +73,8 @@ const embed_bert_config *embed_bert_config_of(const embed_bert *m);
  * multiply-adds at 30 tokens) in int8 with dynamic quantisation (see
  * coring/embed/qgemm.h); embeddings, LayerNorm, attention scores, GELU
  * and pooling stay float32. The float32 weights of those layers are
- * dropped from the resident set. Costs accuracy (figures in README.md,
- * "Embeddings"); faster only where the CPU has AVX-512 VNNI.
+ * dropped from the resident set. Costs accuracy (figures in docs/embeddings.md);
+ * faster only where the CPU has AVX-512 VNNI.
  * Returns 0 (also when already done), -EINVAL (intermediate_size over
  * EMBED_QGEMM_MAX_IN) or -ENOMEM; on error the model stays float32.
  * Main thread, before any embed_bert_encode runs.
