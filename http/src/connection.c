@@ -114,7 +114,12 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
          * other). The request was framed well: the connection stays open. */
         http_respond_error(&ctx, 501, "method not implemented");
     } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
-        http_add_header(&ctx, "Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+        /* RFC 9110 section 9.3.7: the server as a whole; Allow says every
+         * method some route has. */
+        char allow[96];
+        unsigned methods = http_router_methods(c->srv->router, req->path);
+        http_router_format_allow(methods | HTTP_METHOD_BIT(HTTP_OPTIONS), allow, sizeof(allow));
+        http_add_header(&ctx, "Allow", allow);
         http_respond(&ctx, 204, NULL, NULL, 0);
     } else {
         http_route_match m;
@@ -130,8 +135,15 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
             }
             break;
         case HTTP_ROUTE_METHOD_NOT_ALLOWED:
+            /* The server answers OPTIONS on every known path: Allow says so
+             * (RFC 9110 sections 10.2.1 and 15.5.6). */
+            http_router_format_allow(m.methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m.allow,
+                                     sizeof(m.allow));
             http_add_header(&ctx, "Allow", m.allow);
-            http_respond_error(&ctx, 405, "method not allowed");
+            if (req->method == HTTP_OPTIONS) /* RFC 9110 section 9.3.7 */
+                http_respond(&ctx, 204, NULL, NULL, 0);
+            else
+                http_respond_error(&ctx, 405, "method not allowed");
             break;
         case HTTP_ROUTE_NOT_FOUND:
         default:
