@@ -106,7 +106,11 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
         .internal = &in,
     };
 
-    if (req->method == HTTP_CONNECT) {
+    /* CORS off (the default): nothing but this test. */
+    const struct http_cors *cors = c->srv->cfg.cors;
+    if (cors && http_cors_handle(cors, c->srv->router, &ctx)) {
+        /* a CORS preflight, answered */
+    } else if (req->method == HTTP_CONNECT) {
         http_respond_error(&ctx, 501, "CONNECT is not supported");
     } else if (req->method == HTTP_METHOD_OTHER) {
         /* RFC 9110 sections 9.1 and 15.6.2: 501 for a method the server does
