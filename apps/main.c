@@ -8,6 +8,7 @@
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
 #include "coring/http/client.h"
+#include "coring/http/cors.h"
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
@@ -60,6 +61,10 @@ static void usage(FILE *f)
             "                           port is bound, before serving\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
+            "  --cors-origins LIST      comma-separated origins (scheme://host[:port], exact\n"
+            "                           match) whose pages may call the API from a browser;\n"
+            "                           '*' for any origin, without credentials (default: off;\n"
+            "                           docs/cors.md)\n"
             "  --db-pool N              database connections per worker thread (default 2)\n"
             "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
@@ -265,6 +270,7 @@ int main(int argc, char **argv)
     const char *apps = NULL;
     app_options app_opts = {0};
     app_embed_options embed = {.max_wait_us = 1000};
+    http_cors *cors = NULL; /* --cors-origins */
 
     enum {
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
@@ -275,6 +281,7 @@ int main(int argc, char **argv)
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
+        OPT_CORS_ORIGINS,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -295,6 +302,7 @@ int main(int argc, char **argv)
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
@@ -372,6 +380,18 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_CORS_ORIGINS: {
+            char why[160];
+            http_cors_destroy(cors); /* given twice: the last wins */
+            int err = http_cors_create(optarg, &cors, why, sizeof(why));
+            if (err < 0) {
+                fprintf(stderr, "coring: --cors-origins: %s\n",
+                        err == -EINVAL ? why : cr_strerror(err));
+                return 2;
+            }
+            http.cors = cors;
+            break;
+        }
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
         case OPT_DB_TIMEOUT:
             app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
@@ -484,5 +504,6 @@ int main(int argc, char **argv)
         if (mounted[i]->stop)
             mounted[i]->stop();
     http_router_destroy(router);
+    http_cors_destroy(cors);
     return ret == 0 ? 0 : 1;
 }
