@@ -31,25 +31,26 @@
 #define ALLOW_ORIGIN "\r\nAccess-Control-Allow-Origin: "
 #define ACTUAL_TAIL "\r\nAccess-Control-Expose-Headers: X-Request-Id\r\nVary: Origin"
 #define VARY_ORIGIN "\r\nVary: Origin"
-#define PREFLIGHT_VARY                                                                   \
+#define PREFLIGHT_VARY                                                                             \
     "\r\nVary: Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
 
 typedef struct cors_origin {
-    char *origin;     /* as matched, NUL-terminated */
+    char *origin; /* as matched, NUL-terminated */
     size_t len;
-    char *lines;      /* ALLOW_ORIGIN origin ACTUAL_TAIL */
+    char *lines; /* ALLOW_ORIGIN origin ACTUAL_TAIL */
     size_t lines_len;
 } cors_origin;
 
 struct http_cors {
-    bool any;                  /* "*" */
+    bool any; /* "*" */
     size_t count;
-    cors_origin origins[];     /* "*" has one: origin "*" */
+    cors_origin origins[]; /* "*" has one: origin "*" */
 };
 
 /* The headers of HTTP_CORS_ALLOWED_HEADERS, one by one. */
 static const char *const allowed_headers[] = {
-    "Accept", "Accept-Language", "Content-Language", "Content-Type", "Authorization", "X-Request-Id",
+    "Accept",       "Accept-Language", "Content-Language",
+    "Content-Type", "Authorization",   "X-Request-Id",
 };
 #define NUM_ALLOWED_HEADERS (sizeof(allowed_headers) / sizeof(allowed_headers[0]))
 
@@ -131,7 +132,8 @@ static int parse_origin(const char *s, size_t n, char *out, char *error, size_t 
             (scheme_len == 5 && memcmp(out, "https", 5) == 0 && port == 443))
             return fail(error, size,
                         "'%.*s': a browser leaves the scheme's default port out of Origin: "
-                        "write the origin without it", (int)n, s);
+                        "write the origin without it",
+                        (int)n, s);
     }
     if (p != end)
         return fail(error, size, "'%.*s': unexpected '%c' after the host", (int)n, s, *p);
@@ -175,7 +177,7 @@ int http_cors_create(const char *origins, http_cors **out, char *error, size_t e
         while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
             e--;
         size_t n = (size_t)(e - p);
-        char origin[CORS_MAX_ORIGIN + 1];
+        char origin[CORS_MAX_ORIGIN + 1] = "";
         if (n == 1 && *p == '*') {
             if (count != 1) {
                 err = fail(error, error_size, "'*' (any origin) must stand alone in the list");
@@ -240,8 +242,8 @@ static http_method method_named(http_str s)
         const char *name;
         http_method method;
     } names[] = {
-        {"GET", HTTP_GET},         {"HEAD", HTTP_HEAD},     {"POST", HTTP_POST},
-        {"PUT", HTTP_PUT},         {"PATCH", HTTP_PATCH},   {"DELETE", HTTP_DELETE},
+        {"GET", HTTP_GET},         {"HEAD", HTTP_HEAD},   {"POST", HTTP_POST},
+        {"PUT", HTTP_PUT},         {"PATCH", HTTP_PATCH}, {"DELETE", HTTP_DELETE},
         {"OPTIONS", HTTP_OPTIONS}, {"TRACE", HTTP_TRACE},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -303,7 +305,7 @@ static bool answer_preflight(http_ctx *ctx, const cors_origin *o, unsigned mask,
     }
     int n = snprintf(lines, size,
                      ALLOW_ORIGIN "%s\r\nAccess-Control-Allow-Methods: %s%s%s"
-                     "\r\nAccess-Control-Max-Age: %d" PREFLIGHT_VARY,
+                                  "\r\nAccess-Control-Max-Age: %d" PREFLIGHT_VARY,
                      o->origin, methods, hl ? "\r\nAccess-Control-Allow-Headers: " : "", headers,
                      HTTP_CORS_MAX_AGE_S);
     ctx->internal->cors_lines = lines;
@@ -335,8 +337,8 @@ bool http_cors_handle(const http_cors *cors, const http_router *router, http_ctx
     if (!o)
         return false;
 
-    bool preflight = req->method == HTTP_OPTIONS && method &&
-                     !(req->path.len == 1 && req->path.ptr[0] == '*');
+    bool preflight =
+        req->method == HTTP_OPTIONS && method && !(req->path.len == 1 && req->path.ptr[0] == '*');
     if (preflight) {
         unsigned mask = http_router_methods(router, req->path);
         if (mask == 0) {

@@ -25,7 +25,7 @@ typedef struct http_cors http_cors;
 
 /* Request headers a preflight may be granted (Access-Control-Allow-Headers),
  * as sent back. Any other header a page asks for is not granted. */
-#define HTTP_CORS_ALLOWED_HEADERS                                                        \
+#define HTTP_CORS_ALLOWED_HEADERS                                                                  \
     "Accept, Accept-Language, Content-Language, Content-Type, Authorization, X-Request-Id"
 
 /*
