@@ -198,6 +198,10 @@ static void apps_thread_fini(void *user)
 /* --user: the account to run as, looked up before start-up. */
 static const char *run_as;
 
+/* The --cors-origins policy: freed at the end of main, and a global so
+ * that it stays reachable on every early return out of main. */
+static http_cors *cors;
+
 /* Drop root for @run_as once the listeners are bound (so that ports below
  * 1024 work) and before any worker thread or ring exists (so that every
  * thread runs unprivileged): supplementary groups, then the group, then the
@@ -270,7 +274,6 @@ int main(int argc, char **argv)
     const char *apps = NULL;
     app_options app_opts = {0};
     app_embed_options embed = {.max_wait_us = 1000};
-    http_cors *cors = NULL; /* --cors-origins */
 
     enum {
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
