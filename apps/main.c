@@ -8,6 +8,7 @@
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
 #include "coring/http/client.h"
+#include "coring/http/cors.h"
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
@@ -60,6 +61,10 @@ static void usage(FILE *f)
             "                           port is bound, before serving\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
+            "  --cors-origins LIST      comma-separated origins (scheme://host[:port], exact\n"
+            "                           match) whose pages may call the API from a browser;\n"
+            "                           '*' for any origin, without credentials (default: off;\n"
+            "                           docs/cors.md)\n"
             "  --db-pool N              database connections per worker thread (default 2)\n"
             "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
@@ -197,6 +202,10 @@ static void apps_thread_fini(void *user)
 /* --user: the account to run as, looked up before start-up. */
 static const char *run_as;
 
+/* The --cors-origins policy: freed at the end of main, and a global so
+ * that it stays reachable on every early return out of main. */
+static http_cors *cors;
+
 /* Drop root for @run_as once the listeners are bound (so that ports below
  * 1024 work) and before any worker thread or ring exists (so that every
  * thread runs unprivileged): supplementary groups, then the group, then the
@@ -293,6 +302,7 @@ int main(int argc, char **argv)
         OPT_EMBED_INT8,
         OPT_LIST_ROUTES,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
+        OPT_CORS_ORIGINS,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -313,6 +323,7 @@ int main(int argc, char **argv)
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
@@ -392,6 +403,18 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_CORS_ORIGINS: {
+            char why[160];
+            http_cors_destroy(cors); /* given twice: the last wins */
+            int err = http_cors_create(optarg, &cors, why, sizeof(why));
+            if (err < 0) {
+                fprintf(stderr, "coring: --cors-origins: %s\n",
+                        err == -EINVAL ? why : cr_strerror(err));
+                return 2;
+            }
+            http.cors = cors;
+            break;
+        }
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
         case OPT_DB_TIMEOUT:
             app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
@@ -514,5 +537,6 @@ int main(int argc, char **argv)
         if (mounted[i]->stop)
             mounted[i]->stop();
     http_router_destroy(router);
+    http_cors_destroy(cors);
     return ret == 0 ? 0 : 1;
 }

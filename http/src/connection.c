@@ -106,7 +106,11 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
         .internal = &in,
     };
 
-    if (req->method == HTTP_CONNECT) {
+    /* CORS off (the default): nothing but this test. */
+    const struct http_cors *cors = c->srv->cfg.cors;
+    if (cors && http_cors_handle(cors, c->srv->router, &ctx)) {
+        /* a CORS preflight, answered */
+    } else if (req->method == HTTP_CONNECT) {
         http_respond_error(&ctx, 501, "CONNECT is not supported");
     } else if (req->method == HTTP_METHOD_OTHER) {
         /* RFC 9110 sections 9.1 and 15.6.2: 501 for a method the server does
@@ -114,7 +118,12 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
          * other). The request was framed well: the connection stays open. */
         http_respond_error(&ctx, 501, "method not implemented");
     } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
-        http_add_header(&ctx, "Allow", "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS");
+        /* RFC 9110 section 9.3.7: the server as a whole; Allow says every
+         * method some route has. */
+        char allow[96];
+        unsigned methods = http_router_methods(c->srv->router, req->path);
+        http_router_format_allow(methods | HTTP_METHOD_BIT(HTTP_OPTIONS), allow, sizeof(allow));
+        http_add_header(&ctx, "Allow", allow);
         http_respond(&ctx, 204, NULL, NULL, 0);
     } else {
         http_route_match m;
@@ -130,8 +139,15 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
             }
             break;
         case HTTP_ROUTE_METHOD_NOT_ALLOWED:
+            /* The server answers OPTIONS on every known path: Allow says so
+             * (RFC 9110 sections 10.2.1 and 15.5.6). */
+            http_router_format_allow(m.methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m.allow,
+                                     sizeof(m.allow));
             http_add_header(&ctx, "Allow", m.allow);
-            http_respond_error(&ctx, 405, "method not allowed");
+            if (req->method == HTTP_OPTIONS) /* RFC 9110 section 9.3.7 */
+                http_respond(&ctx, 204, NULL, NULL, 0);
+            else
+                http_respond_error(&ctx, 405, "method not allowed");
             break;
         case HTTP_ROUTE_NOT_FOUND:
         default:

@@ -19,6 +19,9 @@ struct http_ctx_internal {
     size_t num_extra;
     const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
     const char *extra_value[HTTP_MAX_EXTRA_HEADERS];
+    /* CORS header lines, each "\r\n" name ": " value (cors.c); 0 bytes: none. */
+    const char *cors_lines;
+    size_t cors_lines_len;
 };
 
 /* Per worker thread. */
@@ -39,6 +42,11 @@ void http_write_response(struct http_ctx_internal *in, int status, const char *c
 
 /* The current HTTP date for this thread (formatted at most once a second). */
 const char *http_date_now(void);
+
+/* CORS for the request of @ctx (cors.c): chooses the CORS header lines
+ * of its response, and answers a CORS preflight from an allowed origin for
+ * a method of the path itself. Returns true when it answered. */
+bool http_cors_handle(const struct http_cors *cors, const http_router *router, http_ctx *ctx);
 
 /* The connection coroutine: net_hooks.on_connection. */
 void http_connection_main(int fd, void *server);

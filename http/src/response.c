@@ -141,6 +141,8 @@ void http_write_response(struct http_ctx_internal *in, int status, const char *c
         cr_buf_append(out, ": ", 2);
         cr_buf_append_str(out, in->extra_value[i]);
     }
+    if (in->cors_lines_len)
+        cr_buf_append(out, in->cors_lines, in->cors_lines_len);
     if (in->close)
         cr_buf_append(out, "\r\nConnection: close", 19);
     else if (in->keep_alive_10)

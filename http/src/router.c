@@ -55,6 +55,7 @@ struct http_router {
     size_t count;
     size_t cap;
     size_t max_segments; /* of any route: longer paths are not looked at */
+    unsigned all_methods; /* of every route: the Allow of OPTIONS * */
 };
 
 http_router *http_router_create(void)
@@ -232,6 +233,7 @@ int http_router_add(http_router *r, http_method method, const char *pattern,
     }
     rt->handlers[method] = h;
     rt->methods |= 1u << method;
+    r->all_methods |= 1u << method;
     return 0;
 fail:
     free(copy);
@@ -250,9 +252,9 @@ static bool route_matches(const route *rt, const http_str *segs)
     return true;
 }
 
-/* Writes the Allow value for @methods (RFC 9110 section 10.2.1), HEAD
- * included whenever GET is (RFC 9110 section 9.3.2). */
-static void format_allow(unsigned methods, char *out, size_t size)
+/* The Allow value for @methods (RFC 9110 section 10.2.1), HEAD included
+ * whenever GET is (RFC 9110 section 9.3.2): see router.h. */
+void http_router_format_allow(unsigned methods, char *out, size_t size)
 {
     if (methods & (1u << HTTP_GET))
         methods |= 1u << HTTP_HEAD;
@@ -281,6 +283,7 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
     m->user = NULL;
     m->params.count = 0;
     m->allow[0] = '\0';
+    m->methods = 0;
     if (!r || path.len == 0 || path.ptr[0] != '/')
         return m->status;
 
@@ -320,9 +323,27 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
     }
     if (allowed) {
         m->status = HTTP_ROUTE_METHOD_NOT_ALLOWED;
-        format_allow(allowed, m->allow, sizeof(m->allow));
+        m->methods = allowed & (1u << HTTP_GET) ? allowed | (1u << HTTP_HEAD) : allowed;
+        http_router_format_allow(allowed, m->allow, sizeof(m->allow));
     }
     return m->status;
+}
+
+unsigned http_router_methods(const http_router *r, http_str path)
+{
+    unsigned methods;
+    if (!r)
+        return 0;
+    if (path.len == 1 && path.ptr[0] == '*') {
+        methods = r->all_methods;
+    } else {
+        /* No route has the unknown method: every matching shape is only
+         * gathered into the mask. */
+        http_route_match m;
+        http_router_match(r, HTTP_METHOD_OTHER, path, &m);
+        methods = m.methods;
+    }
+    return methods & (1u << HTTP_GET) ? methods | (1u << HTTP_HEAD) : methods;
 }
 
 const http_str *http_route_param(const http_route_params *p, const char *name)

@@ -289,3 +289,39 @@ Test(router, empty_router)
     http_router_destroy(q);
     http_router_destroy(NULL);
 }
+
+#define B(m) HTTP_METHOD_BIT(HTTP_##m)
+
+Test(router, methods_of_a_path)
+{
+    cr_expect_eq(http_router_methods(r, S("/")), B(GET) | B(HEAD));
+    cr_expect_eq(http_router_methods(r, S("/todos")), B(GET) | B(HEAD) | B(POST));
+    cr_expect_eq(http_router_methods(r, S("/todos/7")), B(GET) | B(HEAD) | B(PUT) | B(DELETE));
+    /* /todos/new and /todos/{id}: their union, as in a 405's Allow. */
+    cr_expect_eq(http_router_methods(r, S("/todos/new")), B(GET) | B(HEAD) | B(PUT) | B(DELETE));
+    cr_expect_eq(http_router_methods(r, S("/only-post")), B(POST));
+    cr_expect_eq(http_router_methods(r, S("/head")), B(GET) | B(HEAD));
+    cr_expect_eq(http_router_methods(r, S("/nope")), 0u);
+    cr_expect_eq(http_router_methods(r, S("/todos/1/2")), 0u);
+    cr_expect_eq(http_router_methods(r, S("")), 0u);
+    /* OPTIONS *: every method of any route. */
+    cr_expect_eq(http_router_methods(r, S("*")), B(GET) | B(HEAD) | B(POST) | B(PUT) | B(DELETE));
+    cr_expect_eq(http_router_methods(NULL, S("/")), 0u);
+
+    http_route_match m;
+    cr_expect_eq(http_router_match(r, HTTP_PATCH, S("/todos/7"), &m), HTTP_ROUTE_METHOD_NOT_ALLOWED);
+    cr_expect_eq(m.methods, B(GET) | B(HEAD) | B(PUT) | B(DELETE));
+}
+
+Test(router, format_allow)
+{
+    char out[96];
+    http_router_format_allow(B(POST) | B(GET) | B(OPTIONS), out, sizeof(out));
+    cr_expect_str_eq(out, "GET, HEAD, POST, OPTIONS");
+    http_router_format_allow(0, out, sizeof(out));
+    cr_expect_str_eq(out, "");
+    http_router_format_allow(~0u, out, sizeof(out));
+    cr_expect_str_eq(out, "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, CONNECT, TRACE");
+    http_router_format_allow(B(GET) | B(DELETE), out, 10);
+    cr_expect_str_eq(out, "GET, HEAD");
+}

@@ -46,7 +46,11 @@ typedef struct http_route_match {
     void *user;                 /* as registered, when FOUND */
     http_route_params params;
     char allow[96];             /* "GET, HEAD, POST" when METHOD_NOT_ALLOWED */
+    unsigned methods;           /* the path's, HTTP_METHOD_BIT()s, when METHOD_NOT_ALLOWED */
 } http_route_match;
+
+/* The bit of @m in a method mask (http_router_methods, http_route_match). */
+#define HTTP_METHOD_BIT(m) (1u << (m))
 
 /* http_router_create - an empty router. NULL with errno ENOMEM. */
 http_router *http_router_create(void);
@@ -67,6 +71,24 @@ int http_router_add(http_router *r, http_method method, const char *pattern, htt
  */
 http_route_status http_router_match(const http_router *r, http_method method, http_str path,
                                     http_route_match *m);
+
+/*
+ * http_router_methods - the methods @path has routes for, as a mask of
+ * HTTP_METHOD_BIT()s, HEAD included whenever GET is (RFC 9110 section
+ * 9.3.2); for the path "*" (OPTIONS *, RFC 9110 section 9.3.7) every method
+ * of any route. 0 when no route matches @path (a 404). Read-only: any
+ * thread, concurrently.
+ */
+unsigned http_router_methods(const http_router *r, http_str path);
+
+/*
+ * http_router_format_allow - write the methods of @methods (a mask of
+ * HTTP_METHOD_BIT()s) as an Allow value (RFC 9110 section 10.2.1) into @out
+ * (@size bytes, NUL-terminated; 96 bytes hold every method): "GET, HEAD,
+ * POST", in enum order, HEAD added whenever GET is. Methods that do not fit
+ * are left out. Any thread.
+ */
+void http_router_format_allow(unsigned methods, char *out, size_t size);
 
 /* http_route_param - the value of parameter @name in @p, or NULL. */
 const http_str *http_route_param(const http_route_params *p, const char *name);

@@ -31,6 +31,7 @@ typedef struct http_server_config {
     uint64_t send_timeout_ns;      /* time allowed for one send to progress (30 s) */
     size_t output_flush_bytes;     /* send mid-batch once this much output is queued (64 KiB) */
     bool access_log;               /* one log line per request */
+    const struct http_cors *cors;  /* CORS policy (coring/http/cors.h); NULL: none (default) */
 } http_server_config;
 
 typedef struct http_server {
