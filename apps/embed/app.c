@@ -484,6 +484,15 @@ static int mount(http_router *r)
     return load();
 }
 
+/* /readyz: the model is loaded at mount (coring does not start when it
+ * cannot be), so only its absence makes the app unready. */
+static const char *ready(char *buf, size_t len)
+{
+    (void)buf;
+    (void)len;
+    return model ? NULL : "no model loaded: start coring with --embed-model DIR";
+}
+
 static void stop(void)
 {
     embed_pool_destroy(pool);
@@ -497,4 +506,5 @@ const app_def app_embed = {
     .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
     .mount = mount,
     .stop = stop,
+    .ready = ready,
 };
