@@ -4,6 +4,7 @@
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
+#include "coring/apps/health.h"
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
@@ -463,6 +464,11 @@ int main(int argc, char **argv)
             cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
             return 1;
         }
+    }
+    int health_err = app_health_mount(router, mounted, num_mounted);
+    if (health_err < 0) {
+        cr_log_error("cannot mount /livez and /readyz: %s", cr_strerror(health_err));
+        return 1;
     }
     if (app_db_used() && app_db_start(&app_opts) < 0)
         return 1; /* it logged why */
