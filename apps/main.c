@@ -4,6 +4,7 @@
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
+#include "coring/apps/env_config.h"
 #include "coring/apps/health.h"
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
@@ -39,7 +40,9 @@ static void usage(FILE *f)
             "\n"
             "A HTTP/1.1 server with one io_uring per CPU core.\n"
             "\n"
-            "Options:\n"
+            "Options (each can also be set by the environment variable under it, named\n"
+            "--foo-bar -> CORING_FOO_BAR; the flag wins; empty is unset; switches take\n"
+            "1/true/yes/on or 0/false/no/off; see docs/configuration.md):\n"
             "  --host ADDR              numeric IPv4/IPv6 address to listen on (default 0.0.0.0)\n"
             "  --port N                 TCP port (default 8080; 0 picks a free one)\n"
             "  --threads N              worker threads (default: CPUs in the affinity mask)\n"
@@ -99,6 +102,22 @@ static void usage(FILE *f)
         fprintf(f, "  %-8s %s\n", all_apps[i]->name, all_apps[i]->summary);
 }
 
+/* --help: the usage with each option's environment variable beside it. */
+static void help(const struct option *options, const char *const *env_skip)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        usage(stdout);
+        return;
+    }
+    usage(f);
+    fclose(f);
+    env_config_help(stdout, text, options, env_skip);
+    free(text);
+}
+
 /* Parse a whole decimal number in [min, max]; exits with a message if not. */
 static unsigned long long number(const char *flag, const char *s, unsigned long long min,
                                  unsigned long long max)
@@ -107,8 +126,8 @@ static unsigned long long number(const char *flag, const char *s, unsigned long 
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end || *s == '-' || v < min || v > max) {
-        fprintf(stderr, "coring: %s: expected a number from %llu to %llu, got '%s'\n", flag, min,
-                max, s);
+        fprintf(stderr, "coring: %s: expected a number from %llu to %llu, got '%s'\n",
+                env_config_name(flag), min, max, s);
         exit(2);
     }
     return v;
@@ -144,7 +163,7 @@ static void select_apps(const char *list)
             if (strcmp(all_apps[i]->name, name) == 0)
                 found = all_apps[i];
         if (!found) {
-            fprintf(stderr, "coring: --apps: unknown app '%s' (known:", name);
+            fprintf(stderr, "coring: %s: unknown app '%s' (known:", env_config_name("--apps"), name);
             for (size_t i = 0; i < NUM_APPS; i++)
                 fprintf(stderr, " %s", all_apps[i]->name);
             fprintf(stderr, ")\n");
@@ -157,7 +176,7 @@ static void select_apps(const char *list)
             mounted[num_mounted++] = found;
     }
     if (num_mounted == 0) {
-        fprintf(stderr, "coring: --apps: no app given\n");
+        fprintf(stderr, "coring: %s: no app given\n", env_config_name("--apps"));
         exit(2);
     }
 }
@@ -317,6 +336,11 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
     };
+    /* Not settings but commands: no variable for them. */
+    static const char *const env_skip[] = {"help", "version", "check-config", NULL};
+    int env_err = env_config_apply(&argc, &argv, options, env_skip);
+    if (env_err < 0)
+        return env_err == -EINVAL ? 2 : 1;
     bool check_only = false;
     int opt;
     opterr = 0;
@@ -355,7 +379,8 @@ int main(int argc, char **argv)
         case OPT_RECV_BUFFERS:
             net.provided_buffers = (unsigned)number("--recv-buffers", optarg, 1, 32768);
             if (net.provided_buffers & (net.provided_buffers - 1)) {
-                fprintf(stderr, "coring: --recv-buffers: must be a power of 2\n");
+                fprintf(stderr, "coring: %s: must be a power of 2\n",
+                        env_config_name("--recv-buffers"));
                 return 2;
             }
             break;
@@ -366,7 +391,8 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL: {
             int level = cr_log_parse_level(optarg);
             if (level < 0) {
-                fprintf(stderr, "coring: --log-level: expected debug, info, warn, error or off\n");
+                fprintf(stderr, "coring: %s: expected debug, info, warn, error or off\n",
+                        env_config_name("--log-level"));
                 return 2;
             }
             cr_log_set_level((cr_log_level)level);
@@ -401,7 +427,8 @@ int main(int argc, char **argv)
         case OPT_EMBED_INT8: embed.int8 = true; break;
         case OPT_CEP_UPSTREAM:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "coring: --cep-upstream: expected on or off\n");
+                fprintf(stderr, "coring: %s: expected on or off\n",
+                        env_config_name("--cep-upstream"));
                 return 2;
             }
             app_opts.cep_upstream_off = strcmp(optarg, "off") == 0;
@@ -424,7 +451,7 @@ int main(int argc, char **argv)
         case OPT_TODO_MAX_ITEMS:
             app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
             break;
-        case OPT_HELP: usage(stdout); return 0;
+        case OPT_HELP: help(options, env_skip); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
             bad_option(options, argv[optind - 1]);
@@ -443,8 +470,8 @@ int main(int argc, char **argv)
             mounted[num_mounted++] = all_apps[i];
     }
     if (!net_host_valid(net.host)) {
-        fprintf(stderr, "coring: --host: expected a numeric IPv4 or IPv6 address, got '%s'\n",
-                net.host);
+        fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
+                env_config_name("--host"), net.host);
         return 2;
     }
     if (check_only) {
