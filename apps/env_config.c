@@ -26,9 +26,15 @@ typedef struct env_setting {
     char *label;         /* "CORING_PORT=8080", for messages */
 } env_setting;
 
-static env_setting *settings;
-static size_t num_settings;
-static bool named;       /* a message named a variable itself */
+/* What was taken, for messages; and the vector handed to main, kept here
+ * for the process's life (its option strings with it). */
+static struct {
+    env_setting *settings;
+    size_t count;
+    bool named;          /* a message named a variable itself */
+    char **argv;
+} taken;
+
 
 void env_config_variable(const char *option, char *buf, size_t len)
 {
@@ -88,11 +94,11 @@ static int scan_command_line(int argc, char **argv, const struct option *options
 static void list_on_failure(int status, void *arg)
 {
     (void)arg;
-    if (status != 2 || named || !num_settings)
+    if (status != 2 || taken.named || !taken.count)
         return;
     fprintf(stderr, "coring: options from the environment:");
-    for (size_t i = 0; i < num_settings; i++)
-        fprintf(stderr, " %s", settings[i].label);
+    for (size_t i = 0; i < taken.count; i++)
+        fprintf(stderr, " %s", taken.settings[i].label);
     fprintf(stderr, "\n");
 }
 
@@ -104,10 +110,11 @@ int env_config_apply(int *argc, char ***argv, const struct option *options,
         count++;
     bool *given = calloc(count ? count : 1, sizeof(*given));
     char **out = calloc((size_t)*argc + count + 1, sizeof(*out));
-    settings = calloc(count ? count : 1, sizeof(*settings));
-    if (!given || !out || !settings || scan_command_line(*argc, *argv, options, given) < 0) {
+    taken.argv = out; /* reachable from here on, on every path */
+    taken.settings = calloc(count ? count : 1, sizeof(*taken.settings));
+    if (!given || !out || !taken.settings ||
+        scan_command_line(*argc, *argv, options, given) < 0) {
         free(given);
-        free(out);
         return -ENOMEM;
     }
     int n = 0;
@@ -147,13 +154,13 @@ int env_config_apply(int *argc, char ***argv, const struct option *options,
             snprintf(arg, len, "--%s=%s", o->name, value);
         sprintf(label, "%s=%s", name, value);
         out[n++] = arg;
-        settings[num_settings++] = (env_setting){.option = o->name, .label = label};
+        taken.settings[taken.count++] = (env_setting){.option = o->name, .label = label};
     }
     for (int i = 1; i < *argc; i++)
         out[n++] = (*argv)[i];
     out[n] = NULL;
     free(given);
-    if (num_settings)
+    if (taken.count)
         on_exit(list_on_failure, NULL);
     *argc = n;
     *argv = out;
@@ -164,10 +171,10 @@ int env_config_apply(int *argc, char ***argv, const struct option *options,
 const char *env_config_name(const char *flag)
 {
     const char *name = flag && flag[0] == '-' && flag[1] == '-' ? flag + 2 : flag;
-    for (size_t i = 0; name && i < num_settings; i++)
-        if (strcmp(settings[i].option, name) == 0) {
-            named = true;
-            return settings[i].label;
+    for (size_t i = 0; name && i < taken.count; i++)
+        if (strcmp(taken.settings[i].option, name) == 0) {
+            taken.named = true;
+            return taken.settings[i].label;
         }
     return flag;
 }
