@@ -22,8 +22,8 @@
 
 /* One option taken from the environment. */
 typedef struct env_setting {
-    const char *option;  /* its long name, in the option table */
-    char *label;         /* "CORING_PORT=8080", for messages */
+    const char *option; /* its long name, in the option table */
+    char *label;        /* "CORING_PORT=8080", for messages */
 } env_setting;
 
 /* What was taken, for messages; and the vector handed to main, kept here
@@ -31,19 +31,20 @@ typedef struct env_setting {
 static struct {
     env_setting *settings;
     size_t count;
-    bool named;          /* a message named a variable itself */
+    bool named; /* a message named a variable itself */
     char **argv;
 } taken;
-
 
 void env_config_variable(const char *option, char *buf, size_t len)
 {
     if (!len)
         return;
-    size_t n = snprintf(buf, len, "%s", ENV_PREFIX);
+    size_t n = 0;
+    for (const char *p = ENV_PREFIX; *p && n + 1 < len; p++)
+        buf[n++] = *p;
     for (const char *p = option; *p && n + 1 < len; p++)
         buf[n++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-    buf[n < len ? n : len - 1] = '\0';
+    buf[n] = '\0';
 }
 
 static bool skipped(const char *name, const char *const *skip)
@@ -57,7 +58,8 @@ static bool skipped(const char *name, const char *const *skip)
 /* 1 for a word that means on, 0 for off, -1 for anything else. */
 static int boolean(const char *s)
 {
-    static const char *const on[] = {"1", "true", "yes", "on"}, *const off[] = {"0", "false", "no", "off"};
+    static const char *const on[] = {"1", "true", "yes", "on"}, *const off[] = {"0", "false", "no",
+                                                                                "off"};
     for (size_t i = 0; i < 4; i++) {
         if (strcasecmp(s, on[i]) == 0)
             return 1;
@@ -102,8 +104,7 @@ static void list_on_failure(int status, void *arg)
     fprintf(stderr, "\n");
 }
 
-int env_config_apply(int *argc, char ***argv, const struct option *options,
-                     const char *const *skip)
+int env_config_apply(int *argc, char ***argv, const struct option *options, const char *const *skip)
 {
     size_t count = 0;
     while (options[count].name)
@@ -112,8 +113,7 @@ int env_config_apply(int *argc, char ***argv, const struct option *options,
     char **out = calloc((size_t)*argc + count + 1, sizeof(*out));
     taken.argv = out; /* reachable from here on, on every path */
     taken.settings = calloc(count ? count : 1, sizeof(*taken.settings));
-    if (!given || !out || !taken.settings ||
-        scan_command_line(*argc, *argv, options, given) < 0) {
+    if (!given || !out || !taken.settings || scan_command_line(*argc, *argv, options, given) < 0) {
         free(given);
         return -ENOMEM;
     }
@@ -140,7 +140,8 @@ int env_config_apply(int *argc, char ***argv, const struct option *options,
             continue; /* off */
         size_t len = strlen(o->name) + strlen(value) + 4;
         char *arg = malloc(len);
-        char *label = malloc(strlen(name) + strlen(value) + 2);
+        size_t label_len = strlen(name) + strlen(value) + 2;
+        char *label = malloc(label_len);
         if (!arg || !label) {
             free(arg);
             free(label);
@@ -152,7 +153,7 @@ int env_config_apply(int *argc, char ***argv, const struct option *options,
             snprintf(arg, len, "--%s", o->name);
         else
             snprintf(arg, len, "--%s=%s", o->name, value);
-        sprintf(label, "%s=%s", name, value);
+        snprintf(label, label_len, "%s=%s", name, value);
         out[n++] = arg;
         taken.settings[taken.count++] = (env_setting){.option = o->name, .label = label};
     }

@@ -52,8 +52,8 @@ static void get_livez(http_ctx *ctx, void *user)
 /* One line of /readyz's "checks". */
 typedef struct readiness_check {
     const char *name;
-    const char *why;     /* NULL: ok */
-    char reason[256];    /* where a hook may write why */
+    const char *why;  /* NULL: ok */
+    char reason[256]; /* where a hook may write why */
 } readiness_check;
 
 static void get_readyz(http_ctx *ctx, void *user)
@@ -69,8 +69,8 @@ static void get_readyz(http_ctx *ctx, void *user)
     }
     size_t n = 0;
     checks[n].name = "server";
-    checks[n++].why = net_draining() ? "draining: shutdown began, new connections are refused"
-                                     : NULL;
+    checks[n++].why =
+        net_draining() ? "draining: shutdown began, new connections are refused" : NULL;
     for (size_t i = 0; i < num_apps; i++) {
         if (!apps[i]->ready || checked_before(i))
             continue;
