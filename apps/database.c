@@ -76,6 +76,11 @@ const char *app_db_url(void)
     return config.conninfo;
 }
 
+const char *app_db_ready(char *buf, size_t len)
+{
+    return db_ready(buf, len) ? NULL : buf;
+}
+
 int app_db_thread_init(void)
 {
     return app_db_used() ? db_thread_init(&config) : 0;

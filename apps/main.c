@@ -4,6 +4,8 @@
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
+#include "coring/apps/env_config.h"
+#include "coring/apps/health.h"
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
@@ -39,7 +41,9 @@ static void usage(FILE *f)
             "\n"
             "A HTTP/1.1 server with one io_uring per CPU core.\n"
             "\n"
-            "Options:\n"
+            "Options (each can also be set by the environment variable under it, named\n"
+            "--foo-bar -> CORING_FOO_BAR; the flag wins; empty is unset; switches take\n"
+            "1/true/yes/on or 0/false/no/off; see docs/configuration.md):\n"
             "  --host ADDR              numeric IPv4/IPv6 address to listen on (default 0.0.0.0)\n"
             "  --port N                 TCP port (default 8080; 0 picks a free one)\n"
             "  --threads N              worker threads (default: CPUs in the affinity mask)\n"
@@ -104,7 +108,26 @@ static void usage(FILE *f)
         fprintf(f, "  %-8s %s\n", all_apps[i]->name, all_apps[i]->summary);
     fprintf(f, "\nAlways mounted:\n"
                "  GET /openapi.json        the OpenAPI 3.1 document of the routes mounted\n"
-               "  GET /docs                Swagger UI on it (503 when built without npm)\n");
+               "  GET /docs                Swagger UI on it (503 when built without npm)\n"
+               "  GET /livez               200 while the process serves\n"
+               "  GET /readyz              200 when every mounted app can serve, else 503 naming what\n"
+               "                           is not (the database, the model, a drain begun)\n");
+}
+
+/* --help: the usage with each option's environment variable beside it. */
+static void help(const struct option *options, const char *const *env_skip)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        usage(stdout);
+        return;
+    }
+    usage(f);
+    fclose(f);
+    env_config_help(stdout, text, options, env_skip);
+    free(text);
 }
 
 /* Parse a whole decimal number in [min, max]; exits with a message if not. */
@@ -115,8 +138,8 @@ static unsigned long long number(const char *flag, const char *s, unsigned long 
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end || *s == '-' || v < min || v > max) {
-        fprintf(stderr, "coring: %s: expected a number from %llu to %llu, got '%s'\n", flag, min,
-                max, s);
+        fprintf(stderr, "coring: %s: expected a number from %llu to %llu, got '%s'\n",
+                env_config_name(flag), min, max, s);
         exit(2);
     }
     return v;
@@ -152,7 +175,7 @@ static void select_apps(const char *list)
             if (strcmp(all_apps[i]->name, name) == 0)
                 found = all_apps[i];
         if (!found) {
-            fprintf(stderr, "coring: --apps: unknown app '%s' (known:", name);
+            fprintf(stderr, "coring: %s: unknown app '%s' (known:", env_config_name("--apps"), name);
             for (size_t i = 0; i < NUM_APPS; i++)
                 fprintf(stderr, " %s", all_apps[i]->name);
             fprintf(stderr, ")\n");
@@ -165,7 +188,7 @@ static void select_apps(const char *list)
             mounted[num_mounted++] = found;
     }
     if (num_mounted == 0) {
-        fprintf(stderr, "coring: --apps: no app given\n");
+        fprintf(stderr, "coring: %s: no app given\n", env_config_name("--apps"));
         exit(2);
     }
 }
@@ -346,6 +369,11 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
     };
+    /* Not settings but commands: no variable for them. */
+    static const char *const env_skip[] = {"help", "version", "check-config", "list-routes", NULL};
+    int env_err = env_config_apply(&argc, &argv, options, env_skip);
+    if (env_err < 0)
+        return env_err == -EINVAL ? 2 : 1;
     bool check_only = false;
     bool list_routes = false;
     int opt;
@@ -385,7 +413,8 @@ int main(int argc, char **argv)
         case OPT_RECV_BUFFERS:
             net.provided_buffers = (unsigned)number("--recv-buffers", optarg, 1, 32768);
             if (net.provided_buffers & (net.provided_buffers - 1)) {
-                fprintf(stderr, "coring: --recv-buffers: must be a power of 2\n");
+                fprintf(stderr, "coring: %s: must be a power of 2\n",
+                        env_config_name("--recv-buffers"));
                 return 2;
             }
             break;
@@ -396,7 +425,8 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL: {
             int level = cr_log_parse_level(optarg);
             if (level < 0) {
-                fprintf(stderr, "coring: --log-level: expected debug, info, warn, error or off\n");
+                fprintf(stderr, "coring: %s: expected debug, info, warn, error or off\n",
+                        env_config_name("--log-level"));
                 return 2;
             }
             cr_log_set_level((cr_log_level)level);
@@ -443,7 +473,8 @@ int main(int argc, char **argv)
         case OPT_EMBED_INT8: embed.int8 = true; break;
         case OPT_CEP_UPSTREAM:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "coring: --cep-upstream: expected on or off\n");
+                fprintf(stderr, "coring: %s: expected on or off\n",
+                        env_config_name("--cep-upstream"));
                 return 2;
             }
             app_opts.cep_upstream_off = strcmp(optarg, "off") == 0;
@@ -467,7 +498,7 @@ int main(int argc, char **argv)
         case OPT_TODO_MAX_ITEMS:
             app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
             break;
-        case OPT_HELP: usage(stdout); return 0;
+        case OPT_HELP: help(options, env_skip); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
             bad_option(options, argv[optind - 1]);
@@ -486,8 +517,8 @@ int main(int argc, char **argv)
             mounted[num_mounted++] = all_apps[i];
     }
     if (!net_host_valid(net.host)) {
-        fprintf(stderr, "coring: --host: expected a numeric IPv4 or IPv6 address, got '%s'\n",
-                net.host);
+        fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
+                env_config_name("--host"), net.host);
         return 2;
     }
     if (check_only) {
@@ -507,6 +538,11 @@ int main(int argc, char **argv)
             cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
             return 1;
         }
+    }
+    int health_err = app_health_mount(router, mounted, num_mounted);
+    if (health_err < 0) {
+        cr_log_error("cannot mount /livez and /readyz: %s", cr_strerror(health_err));
+        return 1;
     }
     int openapi_err = app_openapi_mount(router);
     if (openapi_err < 0) {

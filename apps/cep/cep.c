@@ -458,6 +458,8 @@ const app_def app_cep = {
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
     .mount = mount,
     .start = start,
+    .ready = app_db_ready,
+    .ready_check = "database",
     .thread_init = thread_init,
     .thread_fini = thread_fini,
 };

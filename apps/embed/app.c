@@ -484,6 +484,18 @@ static int mount(http_router *r)
     return load();
 }
 
+/* /readyz: a model given with --embed-model is loaded at mount (coring
+ * does not start when it cannot be), so with one the app is ready. Without
+ * one the app is not configured: its routes answer 503 by design, and that
+ * does not hold the server's readiness (the default --apps mounts embed);
+ * the check says so. */
+static const char *ready(char *buf, size_t len)
+{
+    if (!model)
+        snprintf(buf, len, "not configured: no --embed-model, /embed answers 503");
+    return NULL;
+}
+
 static void stop(void)
 {
     embed_pool_destroy(pool);
@@ -497,4 +509,5 @@ const app_def app_embed = {
     .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
     .mount = mount,
     .stop = stop,
+    .ready = ready,
 };

@@ -370,4 +370,6 @@ const app_def app_users = {
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
     .mount = mount,
     .start = start,
+    .ready = app_db_ready,
+    .ready_check = "database",
 };

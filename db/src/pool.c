@@ -21,6 +21,8 @@
 
 #include <errno.h>
 #include <libpq-fe.h>
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -74,6 +76,29 @@ struct db_pool {
 };
 
 static _Thread_local db_pool *tl_pool;
+
+/*
+ * Each worker thread's pool state as the other threads may read it, for
+ * db_ready(): written only by the owning thread, when its pool opens or
+ * closes and when a connection comes up or drops (rare), with relaxed
+ * stores; read with relaxed loads. One cache line per thread, none of them
+ * written by a request. Threads past DB_PUBLISHED_THREADS are not
+ * published (coring runs at most 1024).
+ */
+#define DB_PUBLISHED_THREADS 1024
+static struct {
+    alignas(64) atomic_bool open; /* the thread's pool exists */
+    atomic_uint up;               /* its connections that take queries */
+} published[DB_PUBLISHED_THREADS];
+
+static void publish(const db_pool *pool, bool open)
+{
+    int i = net_thread_index();
+    if (i < 0 || i >= DB_PUBLISHED_THREADS)
+        return;
+    atomic_store_explicit(&published[i].up, open ? pool->up : 0, memory_order_relaxed);
+    atomic_store_explicit(&published[i].open, open, memory_order_relaxed);
+}
 
 db_config db_config_default(void)
 {
@@ -462,6 +487,7 @@ static void conn_up(db_conn *c)
     c->lost_logged = false;
     c->up = true;
     c->pool->up++;
+    publish(c->pool, true);
 }
 
 /* Drop the connection: every query on it fails with @err. */
@@ -470,9 +496,12 @@ static void conn_down(db_conn *c, int err)
     if (c->up) {
         c->up = false;
         c->pool->up--;
+        publish(c->pool, true);
     }
     c->idle = false;
     if (c->pg) {
+        if (err != -ECANCELED)
+            note_error(c, c->pg, err); /* why it is down, for db_ready() */
         if (err != -ECANCELED && !c->lost_logged) {
             const char *msg = PQerrorMessage(c->pg);
             size_t n = strcspn(msg, "\n");
@@ -721,6 +750,7 @@ int db_thread_init(const db_config *cfg)
         return -ENOMEM;
     }
     tl_pool = pool;
+    publish(pool, true);
     for (unsigned i = 0; i < cfg->connections; i++) {
         db_conn *c = &pool->conns[i];
         c->pool = pool;
@@ -768,6 +798,7 @@ void db_thread_fini(void)
     free(pool->targets);
     if (pool->parsed)
         PQconninfoFree(pool->parsed);
+    publish(pool, false);
     free(pool);
     tl_pool = NULL;
 }
@@ -775,6 +806,39 @@ void db_thread_fini(void)
 bool db_available(void)
 {
     return tl_pool && tl_pool->up > 0;
+}
+
+bool db_ready(char *why, size_t len)
+{
+    db_pool *pool = tl_pool;
+    if (len)
+        *why = '\0';
+    if (!pool) {
+        snprintf(why, len, "no database pool on this thread");
+        return false;
+    }
+    if (pool->up == 0) {
+        /* This thread's own connections say why. */
+        const char *error = "no connection up";
+        for (unsigned i = 0; i < pool->cfg->connections; i++)
+            if (pool->conns[i].error[0]) {
+                error = pool->conns[i].error;
+                break;
+            }
+        snprintf(why, len, "unreachable: %s", error);
+        return false;
+    }
+    unsigned threads = net_thread_count(), down = 0;
+    for (unsigned i = 0; i < threads && i < DB_PUBLISHED_THREADS; i++)
+        if (!atomic_load_explicit(&published[i].open, memory_order_relaxed) ||
+            atomic_load_explicit(&published[i].up, memory_order_relaxed) == 0)
+            down++;
+    if (down) {
+        snprintf(why, len, "unreachable from %u of %u worker threads (reconnecting)", down,
+                 threads);
+        return false;
+    }
+    return true;
 }
 
 int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out)

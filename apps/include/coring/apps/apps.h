@@ -8,6 +8,7 @@
 #include "coring/http/router.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Settings from the command line that apps may use. */
@@ -43,6 +44,18 @@ typedef struct app_def {
     void (*thread_fini)(void);
     /* After serving stopped (main thread): release what mount() made. */
     void (*stop)(void);
+    /* Readiness, for GET /readyz (apps/ops/health.c): NULL when the app
+     * can serve now, else a short reason, written into @buf (@len bytes)
+     * or a static string. On a worker thread, in a request's coroutine:
+     * must not block, nor take a lock that another core takes. Optional:
+     * without it the app is ready while it is mounted. A hook that
+     * returns NULL may leave a note in @buf (a check that is ok but says
+     * more than "ok", e.g. "not configured"); @buf starts empty. */
+    const char *(*ready)(char *buf, size_t len);
+    /* What ready() checks, its key in /readyz's "checks" ("database"):
+     * apps that check the same thing give the same key and it is checked
+     * once. NULL: the app's name. */
+    const char *ready_check;
 } app_def;
 
 /* hello: GET / , /plaintext, /json (the TechEmpower shapes). */

@@ -39,6 +39,12 @@ int app_db_start(const app_options *opts);
 /* app_db_url - the DATABASE_URL in use (after app_db_start), or NULL. */
 const char *app_db_url(void);
 
+/* app_db_ready - an app_def.ready hook for the apps on the database: NULL
+ * when every worker thread's pool has a connection up, else why not
+ * ("unreachable: ...", written into @buf, @len bytes). Worker thread, in a
+ * request's coroutine; never blocks (db_ready). */
+const char *app_db_ready(char *buf, size_t len);
+
 /* app_db_thread_init / app_db_thread_fini - open / free this worker's pool
  * (db_thread_init / db_thread_fini); no-ops when no app uses the database. */
 int app_db_thread_init(void);

@@ -101,6 +101,20 @@ void db_thread_fini(void);
 bool db_available(void);
 
 /*
+ * db_ready - whether every worker thread's pool has a connection up, for a
+ * readiness check (GET /readyz). Each pool publishes its count of live
+ * connections whenever one opens or drops (its driver notices a server
+ * that closes an idle connection at once; one that goes silent, when a
+ * query times out); this reads those counts without a lock.
+ * When not ready, writes why into @why (@len bytes, NUL-terminated): this
+ * thread's last connection error when its own pool is down ("unreachable:
+ * connection to server ... failed: ..."), else how many threads have no
+ * connection. Worker thread only (a request handler); never blocks.
+ * Returns true when ready; false also on a thread without a pool.
+ */
+bool db_ready(char *why, size_t len);
+
+/*
  * db_query - run prepared statement @stmt (index in cfg->statements) with
  * @nparams text parameters @values (NUL-terminated strings, NULL for SQL
  * NULL; they must stay valid until db_query returns) and wait for its
