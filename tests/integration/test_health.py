@@ -49,7 +49,10 @@ class HealthTestBase(cs.CoringTestCase):
         if status == 200:
             self.assertNotIn("error", doc, ctx)
             for name, value in doc["checks"].items():
-                self.assertEqual(value, "ok", "check %s%s" % (name, ctx))
+                # "ok", or a note on a check that holds nothing back
+                # (embed without --embed-model: "not configured: ...").
+                self.assertTrue(value == "ok" or value.startswith("not configured"),
+                                "check %s%s" % (name, ctx))
         else:
             self.assertJsonError(resp, 503, what)
         return doc
