@@ -69,6 +69,7 @@ static void get_readyz(http_ctx *ctx, void *user)
     }
     size_t n = 0;
     checks[n].name = "server";
+    checks[n].reason[0] = '\0';
     checks[n++].why =
         net_draining() ? "draining: shutdown began, new connections are refused" : NULL;
     for (size_t i = 0; i < num_apps; i++) {
