@@ -60,6 +60,7 @@ static void usage(FILE *f)
             "                           port is bound, before serving\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
+            "  --log-format FORMAT      text or json (one JSON object a line; default text)\n"
             "  --db-pool N              database connections per worker thread (default 2)\n"
             "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
+        OPT_LOG_FORMAT,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -295,6 +297,7 @@ int main(int argc, char **argv)
         {"recv-buffer-size", required_argument, NULL, OPT_RECV_BUFFER_SIZE},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
@@ -372,6 +375,15 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_ACCESS_LOG: http.access_log = true; break;
+        case OPT_LOG_FORMAT: {
+            int format = cr_log_parse_format(optarg);
+            if (format < 0) {
+                fprintf(stderr, "coring: --log-format: expected text or json\n");
+                return 2;
+            }
+            cr_log_set_format((cr_log_format)format);
+            break;
+        }
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
         case OPT_DB_TIMEOUT:
             app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
