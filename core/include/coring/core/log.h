@@ -1,7 +1,9 @@
 /*
  * Logging with levels, to stderr, one line per call.
  *
- * Lines look like `2026-11-29T23:11:11.123Z INFO  [t0] message`. The level
+ * Lines look like `2026-11-29T23:11:11.123Z INFO  [t0] message`, or are
+ * one JSON object each after cr_log_set_format(CR_LOG_FORMAT_JSON); fields
+ * (cr_log_kv) and the coroutine's request id follow the message. The level
  * is process-wide and set once at start-up. Calls below the level cost one
  * comparison. Request data must be passed through cr_log_escape() before it
  * reaches a log line.
