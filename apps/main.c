@@ -65,6 +65,7 @@ static void usage(FILE *f)
             "                           port is bound, before serving\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --access-log             log one line per request\n"
+            "  --log-format FORMAT      text or json (one JSON object a line; default text)\n"
             "  --cors-origins LIST      comma-separated origins (scheme://host[:port], exact\n"
             "                           match) whose pages may call the API from a browser;\n"
             "                           '*' for any origin, without credentials (default: off;\n"
@@ -326,6 +327,7 @@ int main(int argc, char **argv)
         OPT_LIST_ROUTES,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
         OPT_CORS_ORIGINS,
+        OPT_LOG_FORMAT,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -347,6 +349,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"access-log", no_argument, NULL, OPT_ACCESS_LOG},
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
@@ -443,6 +446,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             http.cors = cors;
+            break;
+        }
+        case OPT_LOG_FORMAT: {
+            int format = cr_log_parse_format(optarg);
+            if (format < 0) {
+                fprintf(stderr, "coring: --log-format: expected text or json\n");
+                return 2;
+            }
+            cr_log_set_format((cr_log_format)format);
             break;
         }
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;

@@ -68,6 +68,7 @@ struct cr_coro {
     cr_coro_fn fn;    /* entry function and its argument */
     void *arg;
     void *data; /* user data (cr_coro_set_data) */
+    const char *log_tag; /* cr_coro_set_log_tag: the request id its lines carry */
     cr_stack_pool *pool;
     cr_coro *next_free; /* pool free list link while cached */
     cr_arena arena;     /* freed (reset when cached) on destroy */
@@ -432,6 +433,7 @@ cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     co->fn = fn;
     co->arg = arg;
     co->data = NULL;
+    co->log_tag = NULL;
     co->next_free = NULL;
     co->fake_stack = NULL;
     co->resumer_stack_lo = NULL;
@@ -530,6 +532,16 @@ void cr_coro_set_data(cr_coro *co, void *data)
 void *cr_coro_data(const cr_coro *co)
 {
     return co->data;
+}
+
+void cr_coro_set_log_tag(cr_coro *co, const char *tag)
+{
+    co->log_tag = tag;
+}
+
+const char *cr_coro_log_tag(const cr_coro *co)
+{
+    return co->log_tag;
 }
 
 int cr_coro_stack_bounds(const cr_coro *co, void **lo, void **hi)

@@ -24,6 +24,7 @@
  * buffered, so a clean shutdown loses nothing. See coring/core/log.h.
  */
 #include "coring/core/log.h"
+#include "coring/core/coro.h"
 #include "coring/core/error.h"
 
 #include <errno.h>
@@ -42,7 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_LINE_MAX 1024             /* bytes per line, newline included */
+#define LOG_LINE_MAX 1024             /* bytes per TEXT line, newline included */
+#define LOG_JSON_LINE_MAX 2048        /* bytes per JSON line, newline included */
 #define LOG_BUFFER_BYTES (256 * 1024) /* per thread, each of the two halves */
 #define LOG_INTERVAL_MS 10            /* the logger's period */
 #define LOG_RATE_LIMIT 10             /* WARN/ERROR lines per format, thread and second */
@@ -51,7 +53,9 @@
 #define LOG_PIPE_BUF 4096             /* a pipe with room (POLLOUT) takes this much whole */
 
 cr_log_level cr_log_threshold = CR_LOG_INFO;
+static cr_log_format log_format = CR_LOG_FORMAT_TEXT;
 static _Thread_local char thread_name[16] = "main";
+static _Thread_local const char *thread_request_id; /* outside coroutines */
 
 /* One format string's count in the current second. */
 typedef struct rate_slot {
@@ -110,6 +114,35 @@ int cr_log_parse_level(const char *name)
         if (strcasecmp(name, names[i]) == 0)
             return (int)i;
     return -EINVAL;
+}
+
+void cr_log_set_format(cr_log_format format)
+{
+    log_format = format;
+}
+
+int cr_log_parse_format(const char *name)
+{
+    if (strcmp(name, "text") == 0)
+        return CR_LOG_FORMAT_TEXT;
+    if (strcmp(name, "json") == 0)
+        return CR_LOG_FORMAT_JSON;
+    return -EINVAL;
+}
+
+void cr_log_set_request_id(const char *id)
+{
+    cr_coro *co = cr_coro_current();
+    if (co)
+        cr_coro_set_log_tag(co, id);
+    else
+        thread_request_id = id;
+}
+
+const char *cr_log_request_id(void)
+{
+    cr_coro *co = cr_coro_current();
+    return co ? cr_coro_log_tag(co) : thread_request_id;
 }
 
 void cr_log_set_thread_name(const char *name)
@@ -178,6 +211,138 @@ static int format_prefix(char *line, size_t size, const struct timeval *tv, cr_l
     return n < 0 ? 0 : n;
 }
 
+static const char *level_name(cr_log_level level)
+{
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    return names[level < CR_LOG_OFF ? level : 3];
+}
+
+/* The JSON line's start `{"ts":"2026-11-29T23:11:11.123Z","level":"info",
+ * "thread":"t0","msg":"` into @line; its length. */
+static int format_json_prefix(char *line, size_t size, const struct timeval *tv,
+                              cr_log_level level, const char *name)
+{
+    struct tm tm;
+    gmtime_r(&tv->tv_sec, &tm);
+    char shown[100];
+    cr_log_json_escape(shown, sizeof(shown), name, strlen(name));
+    int n = snprintf(line, size,
+                     "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\",\"level\":\"%s\","
+                     "\"thread\":\"%s\",\"msg\":\"",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, (int)(tv->tv_usec / 1000), level_name(level), shown);
+    return n < 0 ? 0 : n;
+}
+
+/* A text field value: cr_log_escape, '"' as \x22 too. Its length. */
+static size_t text_escape(char *dst, size_t size, const char *src, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 5 < size; i++) {
+        if (src[i] == '"') {
+            memcpy(dst + o, "\\x22", 4);
+            o += 4;
+        } else {
+            cr_log_escape(dst + o, size - o, src + i, 1);
+            o += strlen(dst + o);
+        }
+    }
+    if (size)
+        dst[o < size ? o : size - 1] = '\0';
+    return o;
+}
+
+/* Append one formatted field (or the request id) to a line being built in
+ * @line[*len..@limit). Leaves it out when it does not fit. */
+static void append_field(char *line, size_t *len, size_t limit, const cr_log_field *f)
+{
+    char value[LOG_JSON_LINE_MAX];
+    size_t vlen = 0;
+    bool json = log_format == CR_LOG_FORMAT_JSON;
+    switch (f->type) {
+    case CR_LOG_STR:
+        if (json) {
+            value[0] = '"';
+            vlen = 1 + cr_log_json_escape(value + 1, sizeof(value) - 2, f->str, f->len);
+        } else {
+            value[0] = '"';
+            vlen = 1 + text_escape(value + 1, sizeof(value) - 2, f->str, f->len);
+        }
+        value[vlen++] = '"';
+        break;
+    case CR_LOG_INT:
+        vlen = (size_t)snprintf(value, sizeof(value), "%lld", f->num);
+        break;
+    case CR_LOG_MS:
+        vlen = (size_t)snprintf(value, sizeof(value), "%.3f", f->ms);
+        break;
+    }
+    size_t klen = strlen(f->key);
+    size_t need = klen + vlen + (json ? 4 : 2);
+    if (*len + need > limit)
+        return;
+    char *p = line + *len;
+    if (json) {
+        *p++ = ',';
+        *p++ = '"';
+        memcpy(p, f->key, klen);
+        p += klen;
+        *p++ = '"';
+        *p++ = ':';
+    } else {
+        *p++ = ' ';
+        memcpy(p, f->key, klen);
+        p += klen;
+        *p++ = '=';
+    }
+    memcpy(p, value, vlen);
+    *len += need;
+}
+
+/* Format a whole line (prefix, message, fields, request id, newline) into
+ * @line (LOG_JSON_LINE_MAX bytes); its length. */
+static size_t format_line(char *line, const struct timeval *tv, cr_log_level level,
+                          const char *name, bool with_id, const cr_log_field *fields,
+                          size_t n, const char *fmt, va_list ap)
+{
+    bool json = log_format == CR_LOG_FORMAT_JSON;
+    size_t size = json ? LOG_JSON_LINE_MAX : LOG_LINE_MAX;
+    size_t len;
+    if (json) {
+        char msg[LOG_LINE_MAX];
+        int m = vsnprintf(msg, sizeof(msg), fmt, ap);
+        size_t mlen = m < 0 ? 0 : (size_t)m >= sizeof(msg) ? sizeof(msg) - 1 : (size_t)m;
+        len = (size_t)format_json_prefix(line, size, tv, level, name);
+        /* The message gets at most half the line: the fields the rest. */
+        len += cr_log_json_escape(line + len, size / 2 - len, msg, mlen);
+        line[len++] = '"';
+    } else {
+        len = (size_t)format_prefix(line, size, tv, level, name);
+        int m = vsnprintf(line + len, size - len - 1, fmt, ap);
+        len += m < 0 ? 0 : (size_t)m;
+        if (len > size - 2)
+            len = size - 2;
+    }
+    size_t limit = size - 2; /* room for '}' and '\n' */
+    bool has_id = false;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(fields[i].key, "request_id") == 0)
+            has_id = true;
+        if ((fields[i].type == CR_LOG_STR && !fields[i].str) || (fields[i].json_only && !json))
+            continue;
+        append_field(line, &len, limit, &fields[i]);
+    }
+    const char *id = has_id || !with_id ? NULL : cr_log_request_id();
+    if (id) {
+        cr_log_field f = CR_LOG_FIELD_STR("request_id", id, strlen(id));
+        append_field(line, &len, limit, &f);
+    }
+    if (json)
+        line[len++] = '}';
+    line[len++] = '\n';
+    return len;
+}
+
 /* Format a line of the logger's own (drops, suppressions) for thread @name
  * into @line; its length. */
 static size_t format_note(char *line, size_t size, cr_log_level level, const char *name,
@@ -187,15 +352,18 @@ static size_t format_note(char *line, size_t size, cr_log_level level, const cha
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    int n = format_prefix(line, size, &tv, level, name);
+    char full[LOG_JSON_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, size - (size_t)n - 1, fmt, ap);
+    size_t len = format_line(full, &tv, level, name, false, NULL, 0, fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > size - 2)
-        len = size - 2;
-    line[len++] = '\n';
+    if (size == 0)
+        return 0;
+    if (len > size) { /* never with the sizes used: keep the newline */
+        len = size;
+        full[len - 1] = '\n';
+    }
+    memcpy(line, full, len);
     return len;
 }
 
@@ -216,7 +384,7 @@ static size_t summarise(rate_slot *s, const char *name, char *line, size_t size)
  * flush. @all: report every pending suppression, even of this second. */
 static void drain(log_buffer *b, bool all)
 {
-    char notes[4 * LOG_LINE_MAX];
+    char notes[4 * LOG_JSON_LINE_MAX];
     size_t notes_len = 0;
     time_t now = time(NULL);
     pthread_mutex_lock(&b->lock);
@@ -233,7 +401,7 @@ static void drain(log_buffer *b, bool all)
     memcpy(name, b->name, sizeof(name));
     for (size_t i = 0; i < LOG_RATE_SLOTS; i++) {
         rate_slot *s = &b->rate[i];
-        if (s->suppressed && (all || s->second != now) && notes_len + LOG_LINE_MAX <= sizeof(notes))
+        if (s->suppressed && (all || s->second != now) && notes_len + LOG_JSON_LINE_MAX <= sizeof(notes))
             notes_len += summarise(s, name, notes + notes_len, sizeof(notes) - notes_len);
     }
     pthread_mutex_unlock(&b->lock);
@@ -466,20 +634,13 @@ static bool rate_allows(log_buffer *b, cr_log_level level, const char *fmt, time
     return true;
 }
 
-void cr_log_write(cr_log_level level, const char *fmt, ...)
+static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, const char *fmt,
+                     va_list ap)
 {
-    char line[LOG_LINE_MAX];
+    char line[LOG_JSON_LINE_MAX];
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    int n = format_prefix(line, sizeof(line), &tv, level, thread_name);
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof(line) - 2)
-        len = sizeof(line) - 2;
-    line[len++] = '\n';
+    size_t len = format_line(line, &tv, level, thread_name, true, fields, n, fmt, ap);
 
     pthread_once(&once, start_logger);
     log_buffer *b = atomic_load(&lg.direct) ? NULL : thread_buffer();
@@ -487,7 +648,7 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
         write_all(line, len); /* no logger: as before, one write(2) a line */
         return;
     }
-    char note[LOG_LINE_MAX];
+    char note[LOG_JSON_LINE_MAX];
     size_t note_len;
     pthread_mutex_lock(&b->lock);
     if (atomic_load(&lg.direct)) { /* the logger stopped meanwhile (exit) */
@@ -513,6 +674,24 @@ void cr_log_write(cr_log_level level, const char *fmt, ...)
         }
     }
     pthread_mutex_unlock(&b->lock);
+}
+
+void cr_log_write(cr_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(level, NULL, 0, fmt, ap);
+    va_end(ap);
+}
+
+void cr_log_kv(cr_log_level level, const cr_log_field *fields, size_t n, const char *fmt, ...)
+{
+    if (level < cr_log_threshold)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(level, fields, n, fmt, ap);
+    va_end(ap);
 }
 
 void cr_log_flush(void)
@@ -547,6 +726,78 @@ char *cr_log_escape(char *dst, size_t dst_size, const char *src, size_t len)
     }
     dst[o] = '\0';
     return dst;
+}
+
+/* The length (2, 3 or 4) of the well-formed UTF-8 sequence at @p (@avail
+ * bytes there), or 0: RFC 3629 section 4, as core/src/json_writer.c checks. */
+static size_t utf8_sequence_length(const unsigned char *p, size_t avail)
+{
+    unsigned char c = p[0];
+    if (c < 0xc2)
+        return 0;
+    if (c < 0xe0)
+        return avail >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c < 0xf0) {
+        unsigned char lo = c == 0xe0 ? 0xa0 : 0x80;
+        unsigned char hi = c == 0xed ? 0x9f : 0xbf;
+        return avail >= 3 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+    }
+    if (c < 0xf5) {
+        unsigned char lo = c == 0xf0 ? 0x90 : 0x80;
+        unsigned char hi = c == 0xf4 ? 0x8f : 0xbf;
+        return avail >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 &&
+                       (p[3] & 0xc0) == 0x80
+                   ? 4
+                   : 0;
+    }
+    return 0;
+}
+
+size_t cr_log_json_escape(char *dst, size_t dst_size, const char *src, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (dst_size == 0)
+        return 0;
+    const unsigned char *s = (const unsigned char *)src;
+    for (size_t i = 0; i < len;) {
+        unsigned char c = s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            if (o + 1 >= dst_size)
+                break;
+            dst[o++] = (char)c;
+            i++;
+        } else if (c == '"' || c == '\\') {
+            if (o + 2 >= dst_size)
+                break;
+            dst[o++] = '\\', dst[o++] = (char)c;
+            i++;
+        } else if (c < 0x80) {
+            if (o + 6 >= dst_size)
+                break;
+            memcpy(dst + o, "\\u00", 4);
+            dst[o + 4] = hex[c >> 4], dst[o + 5] = hex[c & 15];
+            o += 6;
+            i++;
+        } else {
+            size_t n = utf8_sequence_length(s + i, len - i);
+            if (n) {
+                if (o + n >= dst_size)
+                    break;
+                memcpy(dst + o, s + i, n);
+                o += n;
+                i += n;
+            } else {
+                if (o + 6 >= dst_size)
+                    break;
+                memcpy(dst + o, "\\ufffd", 6);
+                o += 6;
+                i++;
+            }
+        }
+    }
+    dst[o] = '\0';
+    return o;
 }
 
 const char *cr_strerror(int err)

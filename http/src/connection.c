@@ -15,9 +15,12 @@
 #include "coring/core/clock.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
+#include "coring/http/request_id.h"
 #include "coring/net/io.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -48,7 +51,33 @@ typedef struct http_conn {
     uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
+    /* The client's address and port (getpeername once, with --access-log). */
+    char peer_addr[INET6_ADDRSTRLEN];
+    int peer_port;
 } http_conn;
+
+/* Fill c->peer_addr and c->peer_port from getpeername(2) ("" and 0 when it
+ * fails); an IPv4-mapped IPv6 address is shown as IPv4. */
+static void get_peer(http_conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    c->peer_addr[0] = '\0';
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &a->sin_addr, c->peer_addr, sizeof(c->peer_addr));
+        c->peer_port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], c->peer_addr, sizeof(c->peer_addr));
+        else
+            inet_ntop(AF_INET6, &a->sin6_addr, c->peer_addr, sizeof(c->peer_addr));
+        c->peer_port = ntohs(a->sin6_port);
+    }
+}
 
 static int flush(http_conn *c)
 {
@@ -76,14 +105,35 @@ static void reject(http_conn *c, int status, const char *message)
     c->error_close = true;
 }
 
-static void log_access(const http_request *req, int status, uint64_t start_ns)
+/* The access line (docs/logs.md): in text `METHOD TARGET STATUS D ms`
+ * then client, client_port, protocol, bytes, user_agent, request_id (and
+ * invalid_request_id when one was replaced); in JSON every one a field. */
+static void log_access(const http_conn *c, const http_request *req, int status, size_t bytes,
+                       uint64_t start_ns, const char *request_id, const http_str *bad_id)
 {
+    double ms = (double)(cr_clock_now_ns() - start_ns) / 1e6;
     char path[256];
     cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
     char method[40];
     cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
-    cr_log_info("%s %s %d %.3f ms", method, path, status,
-                (double)(cr_clock_now_ns() - start_ns) / 1e6);
+    const http_str *ua = http_request_header(req, "User-Agent");
+    cr_log_field f[] = {
+        {.key = "method", .type = CR_LOG_STR, .str = req->method_str.ptr,
+         .len = req->method_str.len, .json_only = true},
+        {.key = "target", .type = CR_LOG_STR, .str = req->target.ptr, .len = req->target.len,
+         .json_only = true},
+        {.key = "status", .type = CR_LOG_INT, .num = status, .json_only = true},
+        {.key = "duration_ms", .type = CR_LOG_MS, .ms = ms, .json_only = true},
+        CR_LOG_FIELD_STR("client", c->peer_addr, strlen(c->peer_addr)),
+        CR_LOG_FIELD_INT("client_port", c->peer_port),
+        CR_LOG_FIELD_STR("protocol", req->minor_version == 0 ? "HTTP/1.0" : "HTTP/1.1", 8),
+        CR_LOG_FIELD_INT("bytes", (long long)bytes),
+        CR_LOG_FIELD_STR("user_agent", ua ? ua->ptr : "", ua ? ua->len : 0),
+        CR_LOG_FIELD_STR("request_id", request_id, strlen(request_id)),
+        CR_LOG_FIELD_STR("invalid_request_id", bad_id ? bad_id->ptr : NULL,
+                         bad_id ? bad_id->len : 0),
+    };
+    cr_log_kv(CR_LOG_INFO, f, cr_countof(f), "%s %s %d %.3f ms", method, path, status, ms);
 }
 
 /* Route and run the handler for one complete request. */
@@ -91,12 +141,27 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
                      bool close)
 {
     uint64_t start = c->srv->cfg.access_log ? cr_clock_now_ns() : 0;
+    size_t out_before = c->out.len;
     cr_coro *co = cr_coro_current();
+    /* The request id (coring/http/request_id.h): the client's when valid,
+     * else a new one; an invalid one is replaced, not refused. */
+    char request_id[HTTP_REQUEST_ID_SIZE];
+    const http_str *given = http_request_header(req, "X-Request-Id");
+    const http_str *bad_id = NULL;
+    if (given && http_request_id_valid(given->ptr, given->len)) {
+        memcpy(request_id, given->ptr, given->len);
+        request_id[given->len] = '\0';
+    } else {
+        bad_id = given;
+        http_request_id_make(request_id);
+    }
+    cr_log_set_request_id(request_id);
     struct http_ctx_internal in = {
         .out = &c->out,
         .head = req->method == HTTP_HEAD,
         .close = close,
         .keep_alive_10 = !close && req->minor_version == 0,
+        .request_id = request_id,
     };
     http_ctx ctx = {
         .req = req,
@@ -156,7 +221,8 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
         }
     }
     if (c->srv->cfg.access_log)
-        log_access(req, in.status, start);
+        log_access(c, req, in.status, c->out.len - out_before, start, request_id, bad_id);
+    cr_log_set_request_id(NULL);
 }
 
 /* The headers are in, the body is not: from now on the body timeout
@@ -383,6 +449,8 @@ void http_connection_main(int fd, void *server)
     http_conn c = {.fd = fd, .srv = server};
     const http_server_config *cfg = &c.srv->cfg;
     cr_arena *arena = cr_coro_arena(cr_coro_current());
+    if (cfg->access_log)
+        get_peer(&c);
 
     for (;;) {
         bool partial = c.in.len > 0;

@@ -16,6 +16,7 @@ struct http_ctx_internal {
     bool close;              /* add Connection: close */
     bool keep_alive_10;      /* HTTP/1.0 keep-alive: say so */
     int status;
+    const char *request_id;  /* X-Request-Id to send back, or NULL */
     size_t num_extra;
     const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
     const char *extra_value[HTTP_MAX_EXTRA_HEADERS];

@@ -135,6 +135,10 @@ void http_write_response(struct http_ctx_internal *in, int status, const char *c
         cr_buf_append(out, "\r\nContent-Length: ", 18);
         cr_buf_append_u64(out, len);
     }
+    if (in->request_id) {
+        cr_buf_append(out, "\r\nX-Request-Id: ", 16);
+        cr_buf_append_str(out, in->request_id);
+    }
     for (size_t i = 0; i < in->num_extra; i++) {
         cr_buf_append(out, "\r\n", 2);
         cr_buf_append_str(out, in->extra_name[i]);

@@ -8,6 +8,11 @@ through a logger thread, the ring thread blocked in write(2) as soon as the
 pipe was full and every request stalled. Then the pipe is read, coring is
 stopped with SIGTERM and must exit 0 with its final lines present, every
 request's access line either written or counted as dropped.
+
+JsonLogTest (issue 14): --log-format json --access-log, stderr parsed as
+JSON lines: every field of the access line, X-Request-Id kept, replaced
+when invalid, made unique, and carried into a line an app logs while
+serving (the cep app's upstream warning).
 """
 
 import sys
@@ -15,6 +20,8 @@ import sys
 sys.dont_write_bytecode = True
 
 import fcntl  # noqa: E402
+import json  # noqa: E402
+import socket  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
@@ -166,6 +173,161 @@ class SlowStderrTest(cs.CoringTestCase):
         took = time.monotonic() - t0
         sys.stderr.write("\nexit with stderr never read: status %d after %.1f s\n" % (status, took))
         self.assertEqual(status, 0)
+
+
+RFC3339_MS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+MADE_ID_RE = re.compile(r"^[0-9a-f]{16}-[0-9a-f]{8,}$")
+UNIQUE_REQUESTS = 2000   # made ids checked for uniqueness
+
+
+class JsonLogTest(cs.CoringTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cs.CoringServer(threads=2, apps="hello",
+                                     args=["--log-format", "json", "--access-log"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(expect_status=0)
+
+    def json_lines(self):
+        with self.server._lock:
+            lines = list(self.server._lines)
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                self.fail("not a JSON line: %r" % line)
+        return out
+
+    def access_lines(self, pred, want=1, timeout=5.0):
+        """The access lines matching @pred, once @want of them are there
+        (lines leave through the logger thread every 10 ms)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [o for o in self.json_lines() if "status" in o and pred(o)]
+            if len(found) >= want or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    def test_every_line_is_json_with_ts_level_thread_msg(self):
+        with cs.Conn(cs.HOST, self.server.port) as c:
+            self.assertEqual(c.request("GET", "/?every-line").status, 200)
+        self.access_lines(lambda o: o["target"] == "/?every-line")
+        objs = self.json_lines()
+        self.assertTrue(any("listening on http://" in o["msg"] for o in objs), objs[:3])
+        for o in objs:
+            self.assertRegex(o["ts"], RFC3339_MS_RE)
+            self.assertIn(o["level"], ("debug", "info", "warn", "error"))
+            self.assertIsInstance(o["thread"], str)
+            self.assertIsInstance(o["msg"], str)
+
+    def test_access_line_fields(self):
+        target = '/?q="x"&u=%C3%A9'
+        with cs.Conn(cs.HOST, self.server.port) as c:
+            local_port = c.sock.getsockname()[1]
+            resp = c.request("GET", target, headers={"User-Agent": 'probe "1" \xc3\xa9 \xff'.encode("latin-1").decode("latin-1")})
+            raw_len = len(resp.raw_head) + len(resp.body)
+            r10 = c.request("GET", "/?ten", version="HTTP/1.0", headers={"Connection": "keep-alive"})
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(r10.status, 200)
+        [line] = self.access_lines(lambda o: o["target"] == target)
+        print("\naccess line: %s" % json.dumps(line))
+        self.assertEqual(line["level"], "info")
+        self.assertRegex(line["thread"], r"^t\d+$")
+        self.assertEqual(line["method"], "GET")
+        self.assertEqual(line["protocol"], "HTTP/1.1")
+        self.assertEqual(line["status"], 200)
+        self.assertEqual(line["client"], cs.HOST)
+        self.assertEqual(line["client_port"], local_port)
+        self.assertEqual(line["bytes"], raw_len)
+        self.assertIsInstance(line["duration_ms"], float)
+        self.assertGreaterEqual(line["duration_ms"], 0)
+        # Latin-1 bytes on the wire: é as UTF-8 is kept, a lone 0xff is U+FFFD.
+        self.assertEqual(line["user_agent"], 'probe "1" \u00e9 \ufffd')
+        self.assertEqual(line["request_id"], resp.header("X-Request-Id"))
+        [ten] = self.access_lines(lambda o: o["target"] == "/?ten")
+        self.assertEqual(ten["protocol"], "HTTP/1.0")
+
+    def test_incoming_request_id_is_kept_and_logged(self):
+        rid = "abc-123_!~" + "x" * 118   # 128 bytes, the longest kept
+        with cs.Conn(cs.HOST, self.server.port) as c:
+            resp = c.request("GET", "/?kept", headers={"X-Request-Id": rid})
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(resp.header("X-Request-Id"), rid)
+        [line] = self.access_lines(lambda o: o["target"] == "/?kept")
+        self.assertEqual(line["request_id"], rid)
+        self.assertNotIn("invalid_request_id", line)
+
+    def test_invalid_request_id_is_replaced(self):
+        cases = {"space": "a b", "long": "y" * 129, "utf8": "caf\u00e9"}
+        with cs.Conn(cs.HOST, self.server.port) as c:
+            for name, rid in cases.items():
+                resp = c.request("GET", "/?bad=" + name, headers={"X-Request-Id": rid})
+                self.assertEqual(resp.status, 200, name)
+                made = resp.header("X-Request-Id")
+                self.assertRegex(made, MADE_ID_RE, name)
+                [line] = self.access_lines(lambda o, n=name: o["target"] == "/?bad=" + n)
+                self.assertEqual(line["request_id"], made, name)
+                self.assertIn("invalid_request_id", line, name)
+
+    def test_made_ids_are_unique(self):
+        ids = set()
+        t0 = time.monotonic()
+        for k in range(4):
+            with cs.Conn(cs.HOST, self.server.port) as c:
+                for i in range(UNIQUE_REQUESTS // 4):
+                    resp = c.request("GET", "/?u=%d-%d" % (k, i))
+                    self.assertEqual(resp.status, 200)
+                    rid = resp.header("X-Request-Id")
+                    self.assertRegex(rid, MADE_ID_RE)
+                    ids.add(rid)
+        print("\n%d requests, %d distinct ids in %.2f s" % (UNIQUE_REQUESTS, len(ids), time.monotonic() - t0))
+        self.assertEqual(len(ids), UNIQUE_REQUESTS)
+
+
+class AppLineRequestIdTest(cs.CoringTestCase):
+    """A warning the cep app logs while serving (its upstream refuses the
+    connection) carries the request's id."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-logs-")
+
+    def test_app_warning_carries_the_request_id(self):
+        dead = socket.socket()
+        dead.bind((cs.HOST, 0))
+        port = dead.getsockname()[1]
+        dead.close()   # nothing listens there: connection refused
+        saved = dict(os.environ)
+        os.environ["DATABASE_URL"] = self.postgres.url()
+        os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % port
+        try:
+            server = cs.CoringServer(threads=1, apps="cep",
+                                     args=["--log-format", "json", "--access-log"]).start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        try:
+            with cs.Conn(cs.HOST, server.port) as c:
+                resp = c.request("GET", "/api/v1/cep/01001000", headers={"X-Request-Id": "cep-req-1"})
+            self.assertGreaterEqual(resp.status, 500, resp)
+            deadline = time.monotonic() + 5
+            warn = access = None
+            while time.monotonic() < deadline and not (warn and access):
+                with server._lock:
+                    objs = [json.loads(line) for line in server._lines]
+                warn = next((o for o in objs if o["msg"].startswith("cep: upstream") and o["level"] == "warn"), None)
+                access = next((o for o in objs if o.get("target") == "/api/v1/cep/01001000"), None)
+                time.sleep(0.02)
+            print("\napp line: %s" % json.dumps(warn))
+            self.assertIsNotNone(warn, server.stderr_text())
+            self.assertEqual(warn["level"], "warn")
+            self.assertEqual(warn.get("request_id"), "cep-req-1", warn)
+            self.assertEqual(access["request_id"], "cep-req-1")
+        finally:
+            server.stop(expect_status=0)
 
 
 if __name__ == "__main__":

@@ -174,3 +174,116 @@ Test(log, a_stderr_nobody_reads_never_blocks_the_caller, .timeout = 20)
     cr_assert(strstr(text, "line 0 "), "the first lines are kept");
     free(text);
 }
+
+/* --- JSON lines (issue 14) ------------------------------------------------ */
+
+static size_t json_escape(char *dst, size_t size, const char *s, size_t len)
+{
+    return cr_log_json_escape(dst, size, s, len);
+}
+
+Test(log_json, escape_one_rule_for_quotes_controls_and_bad_utf8)
+{
+    char out[256];
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"plain /path?q=1", 15, "plain /path?q=1"},
+        {"a\"b\\c", 5, "a\\\"b\\\\c"},
+        {"\n\t\r\x01\x7f", 5, "\\u000a\\u0009\\u000d\\u0001\\u007f"},
+        {"nul\0x", 5, "nul\\u0000x"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"\xff", 1, "\\ufffd"},
+        {"\xc3", 1, "\\ufffd"},                 /* truncated */
+        {"\xc0\xaf", 2, "\\ufffd\\ufffd"},      /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\\ufffd\\ufffd\\ufffd"}, /* a surrogate */
+        {"\x80x", 2, "\\ufffdx"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t n = json_escape(out, sizeof(out), cases[i].in, cases[i].len);
+        cr_expect_str_eq(out, cases[i].want, "case %zu", i);
+        cr_expect_eq(n, strlen(cases[i].want), "case %zu", i);
+    }
+    /* Cut before an escape that does not fit, never inside it. */
+    size_t n = json_escape(out, 8, "ab\x01", 3);
+    cr_expect_str_eq(out, "ab");
+    cr_expect_eq(n, 2);
+    n = json_escape(out, 4, "a\xe2\x82\xac", 4);
+    cr_expect_str_eq(out, "a");
+}
+
+Test(log_json, lines_carry_ts_level_thread_msg_fields_and_request_id)
+{
+    stderr_to_pipe(0);
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    cr_log_set_thread_name("t3");
+    log_warn("upstream \"%s\" failed", "viacep");
+    cr_log_set_request_id("rid-42");
+    cr_log_field f[] = {
+        CR_LOG_FIELD_STR("target", "/a\"b\n\xff", 6),
+        CR_LOG_FIELD_INT("status", 404),
+        {.key = "duration_ms", .type = CR_LOG_MS, .ms = 1.5},
+        CR_LOG_FIELD_STR("skipped", NULL, 0),
+    };
+    cr_log_kv(CORING_LOG_INFO, f, 4, "GET %s", "/x");
+    cr_log_set_request_id(NULL);
+    char *text = finish(&r);
+    char *second = strchr(text, '\n');
+    cr_assert(second, "%s", text);
+    *second++ = '\0';
+    cr_assert(strncmp(text, "{\"ts\":\"", 7) == 0, "%s", text);
+    /* 2026-12-01T23:44:45.425Z */
+    cr_assert_eq(strlen(text + 7) > 24 && text[7 + 4] == '-' && text[7 + 10] == 'T' &&
+                     text[7 + 19] == '.' && text[7 + 23] == 'Z' && text[7 + 24] == '"',
+                 1, "%s", text);
+    cr_assert(strstr(text, "\",\"level\":\"warn\",\"thread\":\"t3\","
+                           "\"msg\":\"upstream \\\"viacep\\\" failed\"}"),
+              "%s", text);
+    cr_assert(strstr(second, "\"level\":\"info\",\"thread\":\"t3\",\"msg\":\"GET /x\","
+                             "\"target\":\"/a\\\"b\\u000a\\ufffd\",\"status\":404,"
+                             "\"duration_ms\":1.500,\"request_id\":\"rid-42\"}\n"),
+              "%s", second);
+    cr_assert_null(strstr(second, "skipped"));
+    free(text);
+}
+
+Test(log_json, text_lines_show_fields_after_the_message)
+{
+    stderr_to_pipe(0);
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    cr_log_set_request_id("r1");
+    cr_log_field f[] = {
+        {.key = "status", .type = CR_LOG_INT, .num = 200, .json_only = true},
+        CR_LOG_FIELD_STR("user_agent", "a \"b\"\x01", 6),
+        CR_LOG_FIELD_INT("bytes", 12),
+    };
+    cr_log_kv(CORING_LOG_INFO, f, 3, "GET / %d", 200);
+    char *text = finish(&r);
+    cr_assert(strstr(text, "] GET / 200 user_agent=\"a \\x22b\\x22\\x01\" bytes=12 request_id=\"r1\"\n"),
+              "%s", text);
+    free(text);
+}
+
+Test(log_json, a_long_line_is_cut_and_stays_one_json_object)
+{
+    stderr_to_pipe(0);
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    char big[3000];
+    memset(big, '"', sizeof(big));
+    cr_log_field f[] = {CR_LOG_FIELD_STR("target", big, sizeof(big)), CR_LOG_FIELD_INT("status", 1)};
+    cr_log_kv(CORING_LOG_INFO, f, 2, "%.*s", 2000, big);
+    char *text = finish(&r);
+    size_t len = strlen(text);
+    cr_assert(len > 100 && len <= 2048, "%zu", len);
+    cr_assert_eq(text[len - 1], '\n');
+    cr_assert_eq(text[len - 2], '}', "%s", text);
+    cr_assert(strstr(text, "\"status\":1}"), "%s", text);
+    free(text);
+}

@@ -122,6 +122,14 @@ void cr_coro_set_data(cr_coro *co, void *data);
 void *cr_coro_data(const cr_coro *co);
 
 /*
+ * cr_coro_set_log_tag / cr_coro_log_tag - one string per coroutine that the
+ * logger adds to every line the coroutine logs (the request id; see
+ * cr_log_set_request_id). Not copied; NULL when the coroutine is made.
+ */
+void cr_coro_set_log_tag(cr_coro *co, const char *tag);
+const char *cr_coro_log_tag(const cr_coro *co);
+
+/*
  * cr_coro_stack_bounds - the usable stack of @co: bytes [*@lo, *@hi). The
  * guard region is the CR_CORO_GUARD_SIZE bytes (rounded up to pages) just
  * below *@lo; an access there raises SIGSEGV.

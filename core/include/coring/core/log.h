@@ -1,7 +1,9 @@
 /*
  * Logging with levels, to stderr, one line per call.
  *
- * Lines look like `2026-11-29T23:11:11.123Z INFO  [t0] message`. The level
+ * Lines look like `2026-11-29T23:11:11.123Z INFO  [t0] message`, or are
+ * one JSON object each after cr_log_set_format(CR_LOG_FORMAT_JSON); fields
+ * (cr_log_kv) and the coroutine's request id follow the message. The level
  * is process-wide and set once at start-up. Calls below the level cost one
  * comparison. Request data must be passed through cr_log_escape() before it
  * reaches a log line.
@@ -22,6 +24,7 @@
 #ifndef CORING_CORE_LOG_H
 #define CORING_CORE_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "coring/core/error.h"
@@ -80,6 +83,77 @@ void cr_log_flush(void);
  *            to fit. Returns @dst.
  */
 char *cr_log_escape(char *dst, size_t dst_size, const char *src, size_t len);
+
+/* Line formats (cr_log_set_format). TEXT: `TS LEVEL [thread] msg key=value...`;
+ * JSON: one object a line, {"ts","level","thread","msg",fields...}. */
+typedef enum cr_log_format {
+    CR_LOG_FORMAT_TEXT = 0,
+    CR_LOG_FORMAT_JSON = 1,
+} cr_log_format;
+
+/*
+ * cr_log_set_format - the process-wide line format. Call before threads
+ * start. Returns nothing.
+ */
+void cr_log_set_format(cr_log_format format);
+
+/*
+ * cr_log_parse_format - "text" or "json" to a format. Returns the format,
+ * or -EINVAL for any other string.
+ */
+int cr_log_parse_format(const char *name);
+
+/* One field of a line (cr_log_kv). @key: a literal of [a-z_] (not
+ * escaped). Strings are escaped (request data is safe). */
+typedef enum cr_log_field_type { CR_LOG_STR, CR_LOG_INT, CR_LOG_MS } cr_log_field_type;
+typedef struct cr_log_field {
+    const char *key;
+    cr_log_field_type type;
+    const char *str; /* CR_LOG_STR: @len bytes, any bytes; NULL: field left out */
+    size_t len;
+    long long num;   /* CR_LOG_INT */
+    double ms;       /* CR_LOG_MS: a duration in ms, written with 3 decimals */
+    bool json_only;  /* left out of TEXT lines (already in the message there) */
+} cr_log_field;
+
+#define CR_LOG_FIELD_STR(k, s, l) ((cr_log_field){.key = (k), .type = CR_LOG_STR, .str = (s), .len = (l)})
+#define CR_LOG_FIELD_INT(k, v) ((cr_log_field){.key = (k), .type = CR_LOG_INT, .num = (v)})
+
+/*
+ * cr_log_kv - like cr_log_write, with @n @fields after the message: in
+ * TEXT ` key=value` each (strings in double quotes, escaped as by
+ * cr_log_escape, with '"' as \x22; json_only fields skipped), in JSON
+ * `"key":value` members (strings escaped by cr_log_json_escape). The
+ * current request id (cr_log_set_request_id) is added as `request_id`
+ * unless a field already has that key. Same threads, rate limit (keyed on
+ * @fmt), drops and cut as cr_log_write; JSON lines are cut at 2 KiB,
+ * shortening the message and then leaving out fields, so that the line
+ * stays one valid JSON object.
+ */
+void cr_log_kv(cr_log_level level, const cr_log_field *fields, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * cr_log_set_request_id - the request id that every line logged by the
+ * calling coroutine carries from now on (`request_id`), until set again;
+ * NULL clears it. Outside a coroutine it applies to the calling thread.
+ * @id (NUL-terminated) is not copied: it must stay valid until cleared.
+ */
+void cr_log_set_request_id(const char *id);
+
+/* cr_log_request_id - the calling coroutine's (or thread's) request id, or NULL. */
+const char *cr_log_request_id(void);
+
+/*
+ * cr_log_json_escape - copy @len bytes of untrusted @src into @dst as the
+ * inside of a JSON string (RFC 8259 section 7): '"' and '\\' get a
+ * backslash, bytes 0x00..0x1f and 0x7f become \u00XX, well-formed UTF-8
+ * (RFC 3629) is copied, and every byte of an ill-formed sequence becomes
+ * \ufffd. @dst_size: bytes at @dst including the NUL; the output is cut
+ * before an escape or sequence that does not fit. Returns the length
+ * written (without the NUL).
+ */
+size_t cr_log_json_escape(char *dst, size_t dst_size, const char *src, size_t len);
 
 #define cr_log_debug(...) \
     do { if (cr_log_threshold <= CR_LOG_DEBUG) cr_log_write(CR_LOG_DEBUG, __VA_ARGS__); } while (0)
