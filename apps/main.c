@@ -4,6 +4,7 @@
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
+#include "coring/apps/metrics.h"
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
@@ -455,6 +456,11 @@ int main(int argc, char **argv)
     http_router *router = http_router_create();
     if (!router) {
         fprintf(stderr, "coring: out of memory\n");
+        return 1;
+    }
+    /* GET /metrics whatever --apps says (docs/metrics.md). */
+    if (app_metrics_mount(router, CORING_VERSION) < 0) {
+        cr_log_error("cannot mount /metrics");
         return 1;
     }
     for (size_t i = 0; i < num_mounted; i++) {

@@ -17,6 +17,7 @@
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
+#include "coring/core/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -858,6 +859,9 @@ static void *worker_main(void *p)
     snprintf(name, sizeof(name), "t%d", loop->index);
     cr_log_set_thread_name(name);
     tl_loop = loop;
+    snprintf(name, sizeof(name), "%d", loop->index);
+    if (cr_metrics_thread_attach(name, true) < 0)
+        cr_log_warn("no memory for this thread's metrics: they stay at 0");
 
     cpu_set_t set;
     CPU_ZERO(&set);
