@@ -93,6 +93,14 @@ class MetricsText(unittest.TestCase):
                        "process_open_fds", "process_start_time_seconds"):
             self.assertIn("# TYPE %s " % family, text)
         self.assertRegex(text, r'\ncoring_build_info\{version="[^"]+",[^}]*\} 1\n')
+        # The runtime, one series per worker thread.
+        for family in ("coring_ring_sqes_submitted_total", "coring_ring_submits_total",
+                       "coring_ring_cqes_reaped_total", "coring_ring_cq_overflows_total",
+                       "coring_provided_buffers_exhausted_total", "coring_messages_sent_total",
+                       "coring_messages_retried_total", "coring_coroutines_alive",
+                       "coring_stack_pool_stacks"):
+            self.assertEqual(sorted(samples(text, family)), ['{thread="0"}', '{thread="1"}'], family)
+        self.assertGreater(sum(samples(text, "coring_ring_sqes_submitted_total").values()), 0)
 
     def test_routes_are_labelled_by_pattern_and_unknown_paths_add_no_series(self):
         for i in range(3):
