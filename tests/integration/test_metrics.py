@@ -180,5 +180,36 @@ class RealPrometheus(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class DbMetrics(unittest.TestCase):
+    """The pool's metrics move when the users app queries PostgreSQL."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-metrics-")
+        os.environ["DATABASE_URL"] = cls.postgres.url()
+        cls.server = cs.CoringServer(threads=2, apps="users").start()
+        cls.addClassCleanup(cls.server.kill)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_queries_and_round_trips_are_counted(self):
+        _, _, text = get(self.server, "/metrics")
+        q0 = samples(text, "db_queries_total").get("", 0)
+        for i in range(20):
+            status, _, _ = get(self.server, "/users/%d" % (i + 1))
+            self.assertIn(status, (200, 404))
+        _, _, text = get(self.server, "/metrics")
+        queries = samples(text, "db_queries_total")[""]
+        trips = samples(text, "db_round_trips_total")[""]
+        print("db: %d queries, %d round trips" % (queries, trips))
+        self.assertGreaterEqual(queries - q0, 20)
+        self.assertGreater(trips, 0)
+        self.assertGreaterEqual(samples(text, "db_query_duration_seconds_count")[""], 20)
+        self.assertEqual(samples(text, "db_queries_waiting")[""], 0)
+        self.assertIn('route="/users/{id}",method="GET"', text)
+
+
 if __name__ == "__main__":
     cs.main()
