@@ -97,6 +97,7 @@ static void usage(FILE *f)
             "Apps:\n");
     for (size_t i = 0; i < NUM_APPS; i++)
         fprintf(f, "  %-8s %s\n", all_apps[i]->name, all_apps[i]->summary);
+    fprintf(f, "\nAlways mounted: GET /metrics (Prometheus text format; docs/metrics.md)\n");
 }
 
 /* Parse a whole decimal number in [min, max]; exits with a message if not. */
