@@ -211,5 +211,44 @@ class DbMetrics(unittest.TestCase):
         self.assertIn('route="/users/{id}",method="GET"', text)
 
 
+class EmbedMetrics(unittest.TestCase):
+    """The inference threads' own blocks reach the sums: texts, tokens,
+    batches and forward passes (a one-layer model made by make_model.py)."""
+
+    def test_texts_tokens_and_batches_are_counted(self):
+        tmp = tempfile.mkdtemp(prefix="coring-metrics-embed-")
+        try:
+            vocab = os.path.join(tmp, "vocab.txt")
+            with open(vocab, "w") as f:
+                f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]) + "\n")
+            model = os.path.join(tmp, "model")
+            subprocess.run(["/usr/bin/python3", os.path.join(cs.ROOT, "apps", "embed", "make_model.py"),
+                            "--out", model, "--vocab", vocab, "--layers", "1", "--hidden", "8",
+                            "--heads", "2", "--intermediate", "16", "--max-positions", "64",
+                            "--max-seq-length", "64"], check=True, timeout=120, stdout=subprocess.DEVNULL)
+            server = cs.CoringServer(threads=2, apps="embed",
+                                     args=["--embed-model", model, "--embed-threads", "1"]).start()
+            try:
+                for _ in range(3):
+                    req = urllib.request.Request(
+                        "http://%s:%d/embed" % (server.host, server.port),
+                        data=json.dumps({"texts": ["hello world", "hello"]}).encode(),
+                        headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        self.assertEqual(r.status, 200)
+                _, _, text = get(server, "/metrics")
+            finally:
+                server.stop()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print("embed: texts %s tokens %s" % (samples(text, "embed_texts_total"), samples(text, "embed_tokens_total")))
+        self.assertEqual(samples(text, "embed_texts_total")[""], 6)
+        self.assertEqual(samples(text, "embed_tokens_total")[""], 3 * (4 + 3))  # [CLS] .. [SEP]
+        self.assertGreaterEqual(samples(text, "embed_batch_size_count")[""], 3)
+        self.assertEqual(samples(text, "embed_batch_size_sum")[""], 6)
+        self.assertGreaterEqual(samples(text, "embed_forward_duration_seconds_count")[""], 3)
+        self.assertEqual(samples(text, "embed_queue_texts")[""], 0)
+
+
 if __name__ == "__main__":
     cs.main()
