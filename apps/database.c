@@ -38,6 +38,8 @@ bool app_db_used(void)
 
 int app_db_start(const app_options *opts)
 {
+    if (db_metrics_register() < 0)
+        cr_log_warn("database metrics could not be registered: they stay out of /metrics");
     const char *url = getenv("DATABASE_URL");
     if (!url || !*url) {
         char names[64] = "";

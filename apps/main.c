@@ -6,6 +6,7 @@
 #include "coring/apps/database.h"
 #include "coring/apps/env_config.h"
 #include "coring/apps/health.h"
+#include "coring/apps/metrics.h"
 #include "coring/core/clock.h"
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
@@ -108,6 +109,7 @@ static void usage(FILE *f)
     for (size_t i = 0; i < NUM_APPS; i++)
         fprintf(f, "  %-8s %s\n", all_apps[i]->name, all_apps[i]->summary);
     fprintf(f, "\nAlways mounted:\n"
+               "  GET /metrics             Prometheus text format 0.0.4 (docs/metrics.md)\n"
                "  GET /openapi.json        the OpenAPI 3.1 document of the routes mounted\n"
                "  GET /docs                Swagger UI on it (503 when built without npm)\n"
                "  GET /livez               200 while the process serves\n"
@@ -542,6 +544,11 @@ int main(int argc, char **argv)
     http_router *router = http_router_create();
     if (!router) {
         fprintf(stderr, "coring: out of memory\n");
+        return 1;
+    }
+    /* GET /metrics whatever --apps says (docs/metrics.md). */
+    if (app_metrics_mount(router, CORING_VERSION) < 0) {
+        cr_log_error("cannot mount /metrics");
         return 1;
     }
     for (size_t i = 0; i < num_mounted; i++) {

@@ -19,6 +19,7 @@
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
+#include "coring/core/metrics.h"
 #include "coring/http/client.h"
 #include "coring/http/server.h"
 #include "coring/net/io.h"
@@ -56,6 +57,37 @@ static char upstream[512] = DEFAULT_UPSTREAM;
 static bool upstream_off;
 static uint64_t negative_ttl_ns = DEFAULT_NEGATIVE_TTL_NS;
 static http_fetch_options fetch_options;
+
+/* --- metrics (docs/metrics.md) -------------------------------------------- */
+
+enum { LOOKUP_HIT, LOOKUP_MISS, LOOKUP_NEGATIVE_HIT };
+static const char *const lookup_results[] = {"hit", "miss", "negative_hit"};
+static const cr_metric_label lookup_labels[] = {{"result", lookup_results, 3}};
+enum { UPSTREAM_FOUND, UPSTREAM_NOT_FOUND, UPSTREAM_ERROR };
+static const char *const upstream_outcomes[] = {"found", "not_found", "error"};
+static const cr_metric_label upstream_labels[] = {{"outcome", upstream_outcomes, 3}};
+static cr_metric m_lookups, m_upstream, m_joins;
+
+static int register_metrics(void)
+{
+    const cr_metric_def defs[] = {
+        {.name = "cep_lookups_total",
+         .help = "CEP lookups: hit (in the database), miss (not there), negative_hit (known unknown).",
+         .type = CR_METRIC_COUNTER, .labels = lookup_labels, .num_labels = 1},
+        {.name = "cep_upstream_calls_total", .help = "Calls to the ViaCEP upstream, by outcome.",
+         .type = CR_METRIC_COUNTER, .labels = upstream_labels, .num_labels = 1},
+        {.name = "cep_single_flight_joins_total",
+         .help = "Misses that joined an upstream call already in flight for the same CEP.",
+         .type = CR_METRIC_COUNTER},
+    };
+    cr_metric *out[] = {&m_lookups, &m_upstream, &m_joins};
+    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+        int err = cr_metrics_register(&defs[i], out[i]);
+        if (err < 0 && err != -EEXIST)
+            return err;
+    }
+    return 0;
+}
 
 /* --- negative cache: CEPs ViaCEP said do not exist (per thread) --------- */
 
@@ -323,6 +355,9 @@ static void lead_flight(http_ctx *ctx, const char digits[9], uint32_t key)
     ct->flights = f;
 
     fetch_from_upstream(f, digits, ctx->arena);
+    cr_metric_inc(&m_upstream, f->status == 200   ? UPSTREAM_FOUND
+                               : f->status == 404 ? UPSTREAM_NOT_FOUND
+                                                  : UPSTREAM_ERROR);
 
     f->done = true;
     for (flight **p = &ct->flights; *p; p = &(*p)->next)
@@ -350,6 +385,7 @@ static void get_cep(http_ctx *ctx, void *user)
     }
     uint32_t key = cep_key(digits);
     if (negative_has(key, cr_clock_now_ns())) {
+        cr_metric_inc(&m_lookups, LOOKUP_NEGATIVE_HIT);
         http_respond_error(ctx, 404, "CEP not found");
         return;
     }
@@ -365,6 +401,7 @@ static void get_cep(http_ctx *ctx, void *user)
         http_respond_error(ctx, 503, "database unavailable");
         return;
     }
+    cr_metric_inc(&m_lookups, db_result_rows(&r) > 0 ? LOOKUP_HIT : LOOKUP_MISS);
     if (db_result_rows(&r) > 0) {
         const char *values[7];
         size_t lens[7];
@@ -384,6 +421,7 @@ static void get_cep(http_ctx *ctx, void *user)
     }
     for (flight *f = tl_cep->flights; f; f = f->next)
         if (f->key == key) {
+            cr_metric_inc(&m_joins, 0);
             join_flight(ctx, f);
             return;
         }
@@ -394,6 +432,8 @@ static void get_cep(http_ctx *ctx, void *user)
 
 static int mount(http_router *r)
 {
+    if (register_metrics() < 0)
+        cr_log_warn("cep: metrics could not be registered: they stay out of /metrics");
     int err = http_router_add(r, HTTP_GET, "/api/v1/cep/{cep}", get_cep, NULL);
     if (err < 0)
         return err;

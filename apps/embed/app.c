@@ -474,6 +474,8 @@ static int load(void)
 static int mount(http_router *r)
 {
     int err;
+    if (embed_pool_metrics_register() < 0)
+        cr_log_warn("embed: metrics could not be registered: they stay out of /metrics");
     if ((err = http_router_add(r, HTTP_POST, "/embed", post_embed, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_POST, "/v1/embeddings", post_openai, NULL)) < 0)
         return err;

@@ -13,6 +13,7 @@
 #include "coring/embed/pool.h"
 
 #include "coring/core/log.h"
+#include "coring/core/metrics.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -38,6 +39,39 @@ struct embed_pool {
     pthread_t *threads;
     unsigned started;
 };
+
+/* Metrics (docs/metrics.md): inference threads write their own blocks
+ * (cr_metrics_thread_attach, not workers); the queue gauge goes up on the
+ * submitting worker and down on the inference thread, each in its block. */
+static const uint64_t batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+static const uint64_t forward_bounds[] = {1000000,   2500000,   5000000,   10000000,
+                                          25000000,  50000000,  100000000, 250000000,
+                                          500000000, 1000000000, 2500000000, 10000000000};
+static cr_metric m_queue, m_batch, m_forward, m_texts, m_tokens;
+
+int embed_pool_metrics_register(void)
+{
+    const cr_metric_def defs[] = {
+        {.name = "embed_queue_texts", .help = "Texts waiting for an inference thread.",
+         .type = CR_METRIC_GAUGE},
+        {.name = "embed_batch_size", .help = "Texts per forward pass.", .type = CR_METRIC_HISTOGRAM,
+         .bounds = batch_bounds, .num_bounds = sizeof(batch_bounds) / sizeof(batch_bounds[0])},
+        {.name = "embed_forward_duration_seconds", .help = "Time of one batched forward pass.",
+         .type = CR_METRIC_HISTOGRAM, .bounds = forward_bounds,
+         .num_bounds = sizeof(forward_bounds) / sizeof(forward_bounds[0]), .scale = 1e-9},
+        {.name = "embed_texts_total", .help = "Texts embedded (or refused by the tokenizer).",
+         .type = CR_METRIC_COUNTER},
+        {.name = "embed_tokens_total", .help = "Tokens run through the encoder, [CLS] and [SEP] included.",
+         .type = CR_METRIC_COUNTER},
+    };
+    cr_metric *out[] = {&m_queue, &m_batch, &m_forward, &m_texts, &m_tokens};
+    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+        int err = cr_metrics_register(&defs[i], out[i]);
+        if (err < 0 && err != -EEXIST)
+            return err;
+    }
+    return 0;
+}
 
 static uint64_t now_ns(void)
 {
@@ -66,7 +100,13 @@ static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs,
         outs[m] = j->out;
         run[m++] = j;
     }
+    uint64_t t0 = now_ns();
     int err = m ? embed_bert_encode(p->model, ws, m, ids, lens, outs) : 0;
+    cr_metric_observe(&m_forward, 0, now_ns() - t0);
+    cr_metric_observe(&m_batch, 0, n);
+    cr_metric_add(&m_texts, 0, n);
+    for (size_t i = 0; i < m; i++)
+        cr_metric_add(&m_tokens, 0, lens[i]);
     for (size_t i = 0; i < m; i++) {
         int status = err;
         if (err < 0 && m > 1)
@@ -83,6 +123,7 @@ static void *inference_main(void *arg)
 {
     embed_pool *p = arg;
     cr_log_set_thread_name("embed");
+    cr_metrics_thread_attach("embed", false);
     /* Below the ring threads: a ring waking for a request must not wait
      * behind a forward pass on its core (setpriority(2): on Linux the
      * nice value is per thread; 0 means the calling one). */
@@ -121,6 +162,7 @@ static void *inference_main(void *arg)
         if (!p->head)
             p->tail = NULL;
         p->queued -= n;
+        cr_metric_add(&m_queue, 0, (uint64_t)-(int64_t)n);
         p->busy++;
         pthread_mutex_unlock(&p->lock);
         run_batch(p, ws, jobs, n, ids, lens, outs);
@@ -155,6 +197,7 @@ int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n)
             p->tail = j;
         }
         p->queued += n;
+        cr_metric_add(&m_queue, 0, n);
         pthread_cond_signal(&p->arrived);
     }
     pthread_mutex_unlock(&p->lock);

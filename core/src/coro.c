@@ -392,6 +392,11 @@ static void coro__unmap(cr_coro *co)
     munmap(coro__map_base(co), co->pool->map_size);
 }
 
+unsigned cr_stack_pool_cached(const cr_stack_pool *pool)
+{
+    return pool->cached;
+}
+
 size_t cr_stack_pool_deepest(const cr_stack_pool *pool)
 {
     return pool->deepest;

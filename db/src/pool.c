@@ -14,6 +14,7 @@
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
+#include "coring/core/metrics.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
 #include "queue.h"
@@ -98,6 +99,58 @@ static void publish(const db_pool *pool, bool open)
         return;
     atomic_store_explicit(&published[i].up, open ? pool->up : 0, memory_order_relaxed);
     atomic_store_explicit(&published[i].open, open, memory_order_relaxed);
+}
+
+/* --- metrics (docs/metrics.md) -------------------------------------------- */
+
+static const char *const error_kinds[] = {"timeout", "connection", "query", "other"};
+static const cr_metric_label error_labels[] = {{"kind", error_kinds, 4}};
+/* Query durations, ns: 100 us to 10 s. */
+static const uint64_t query_bounds[] = {100000,   250000,   500000,    1000000,   2500000,
+                                        5000000,  10000000, 25000000,  50000000,  100000000,
+                                        250000000, 500000000, 1000000000, 2500000000, 10000000000};
+static struct {
+    cr_metric queries, round_trips, waiting, lost, errors, duration;
+} dbm;
+
+int db_metrics_register(void)
+{
+    const cr_metric_def defs[] = {
+        {.name = "db_queries_total", .help = "Queries asked of the database pool.",
+         .type = CR_METRIC_COUNTER},
+        {.name = "db_round_trips_total",
+         .help = "Pipeline Syncs sent: round trips; queries per round trip = queries / round trips.",
+         .type = CR_METRIC_COUNTER},
+        {.name = "db_queries_waiting", .help = "Queries queued or in flight, waiting for their result.",
+         .type = CR_METRIC_GAUGE},
+        {.name = "db_connections_lost_total",
+         .help = "Database connections lost (each is then re-opened with backoff).",
+         .type = CR_METRIC_COUNTER},
+        {.name = "db_query_errors_total", .help = "Queries that failed, by kind.",
+         .type = CR_METRIC_COUNTER, .labels = error_labels, .num_labels = 1},
+        {.name = "db_query_duration_seconds", .help = "Time from a query asked to its result.",
+         .type = CR_METRIC_HISTOGRAM, .bounds = query_bounds,
+         .num_bounds = sizeof(query_bounds) / sizeof(query_bounds[0]), .scale = 1e-9},
+    };
+    cr_metric *out[] = {&dbm.queries, &dbm.round_trips, &dbm.waiting, &dbm.lost, &dbm.errors,
+                        &dbm.duration};
+    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+        int err = cr_metrics_register(&defs[i], out[i]);
+        if (err < 0 && err != -EEXIST)
+            return err;
+    }
+    return 0;
+}
+
+/* The kind label of a db_query error. */
+static unsigned error_kind(int err)
+{
+    switch (err) {
+    case -ETIMEDOUT: return 0;
+    case -ECONNRESET: case -ENOTCONN: return 1;
+    case -EREMOTEIO: return 2;
+    default: return 3;
+    }
 }
 
 db_config db_config_default(void)
@@ -500,8 +553,10 @@ static void conn_down(db_conn *c, int err)
     }
     c->idle = false;
     if (c->pg) {
-        if (err != -ECANCELED)
+        if (err != -ECANCELED) {
             note_error(c, c->pg, err); /* why it is down, for db_ready() */
+            cr_metric_inc(&dbm.lost, 0);
+        }
         if (err != -ECANCELED && !c->lost_logged) {
             const char *msg = PQerrorMessage(c->pg);
             size_t n = strcspn(msg, "\n");
@@ -616,6 +671,7 @@ static int send_queued(db_conn *c)
         if (cfg->statements[p->stmt].writes) {
             if (!PQpipelineSync(c->pg))
                 return -EIO;
+            cr_metric_inc(&dbm.round_trips, 0);
             db_queue_mark_sync(&c->q);
             unsynced = false;
         }
@@ -624,6 +680,7 @@ static int send_queued(db_conn *c)
         /* libpq 15 has no PQsendPipelineSync: one Sync (and flush) per turn. */
         if (!PQpipelineSync(c->pg))
             return -EIO;
+        cr_metric_inc(&dbm.round_trips, 0);
         db_queue_mark_sync(&c->q);
     }
     return 0;
@@ -840,6 +897,8 @@ bool db_ready(char *why, size_t len)
     }
     return true;
 }
+static int query(db_pool *pool, net_task *self, unsigned stmt, int nparams,
+                 const char *const *values, db_result *out);
 
 int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out)
 {
@@ -851,6 +910,20 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
     const db_config *cfg = pool->cfg;
     if (stmt >= cfg->statement_count || nparams != cfg->statements[stmt].params)
         return -EINVAL;
+    uint64_t start = cr_clock_now_ns();
+    cr_metric_inc(&dbm.queries, 0);
+    int err = query(pool, self, stmt, nparams, values, out);
+    cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
+    if (err < 0)
+        cr_metric_inc(&dbm.errors, error_kind(err));
+    return err;
+}
+
+/* db_query once its arguments are checked. */
+static int query(db_pool *pool, net_task *self, unsigned stmt, int nparams,
+                 const char *const *values, db_result *out)
+{
+    const db_config *cfg = pool->cfg;
     db_conn *c = NULL;
     for (unsigned i = 0; i < cfg->connections; i++) {
         db_conn *k = &pool->conns[i];
@@ -862,6 +935,7 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
     db_pending *p = pending_alloc(pool);
     if (!p)
         return -ENOMEM;
+    cr_metric_inc(&dbm.waiting, 0);
     p->stmt = stmt;
     p->nparams = nparams;
     p->values = values;
@@ -873,6 +947,7 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
         net_unpark(c->driver);
     }
     int res = net_park(-1, 0, cfg->query_timeout_ns);
+    cr_metric_add(&dbm.waiting, 0, (uint64_t)-1);
     if (p->state != DB_PENDING_DONE) {
         /* Timed out or cancelled: unhook from the connection. A query
          * still queued is dropped; one in flight is left to the driver,

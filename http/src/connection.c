@@ -138,10 +138,11 @@ static void log_access(const http_conn *c, const http_request *req, int status, 
 
 /* Route and run the handler for one complete request. */
 static void dispatch(http_conn *c, const http_request *req, const char *body, size_t body_len,
-                     bool close)
+                     bool close, size_t wire_bytes)
 {
-    uint64_t start = c->srv->cfg.access_log ? cr_clock_now_ns() : 0;
+    uint64_t start = cr_clock_now_ns();
     size_t out_before = c->out.len;
+    unsigned route = http_metrics_unmatched();
     cr_coro *co = cr_coro_current();
     /* The request id (coring/http/request_id.h): the client's when valid,
      * else a new one; an invalid one is replaced, not refused. */
@@ -195,6 +196,7 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
         switch (http_router_match(c->srv->router, req->method, req->path, &m)) {
         case HTTP_ROUTE_FOUND:
             ctx.params = m.params;
+            route = m.route;
             m.handler(&ctx, m.user);
             if (!in.responded) {
                 char path[80];
@@ -220,6 +222,8 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
             break;
         }
     }
+    http_metrics_request(route, req->method, in.status, cr_clock_now_ns() - start, wire_bytes,
+                         c->out.len >= out_before ? c->out.len - out_before : c->out.len);
     if (c->srv->cfg.access_log)
         log_access(c, req, in.status, c->out.len - out_before, start, request_id, bad_id);
     cr_log_set_request_id(NULL);
@@ -377,7 +381,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         /* CONNECT is refused (501) and the connection closed: a client may
          * already have sent tunnel bytes (a TLS ClientHello) behind it. */
         bool close = !req.keep_alive || net_draining() || req.method == HTTP_CONNECT;
-        dispatch(c, &req, body, body_len, close);
+        dispatch(c, &req, body, body_len, close, head + body_len);
         c->served = true;
         pos += consumed;
         if (close) {
@@ -451,6 +455,7 @@ void http_connection_main(int fd, void *server)
     cr_arena *arena = cr_coro_arena(cr_coro_current());
     if (cfg->access_log)
         get_peer(&c);
+    http_metrics_connection(true);
 
     for (;;) {
         bool partial = c.in.len > 0;
@@ -553,4 +558,5 @@ void http_connection_main(int fd, void *server)
     net_close(fd);
     cr_buf_free(&c.in);
     cr_buf_free(&c.out);
+    http_metrics_connection(false);
 }

@@ -56,4 +56,20 @@ void http_connection_main(int fd, void *server);
  * arrays). Worker thread, at its end, once no connection runs. */
 void http_connection_thread_fini(http_thread *t);
 
+/* Metrics (metrics.c). Register the HTTP families, the route label taking
+ * @router's patterns: main thread, before serving; 0 or -errno. */
+int http_metrics_register(const http_router *router);
+
+/* The route index that labels a request no route matched ("unmatched"). */
+unsigned http_metrics_unmatched(void);
+
+/* Count one answered request on this worker thread: @route (an index of
+ * the router, or http_metrics_unmatched()), @duration_ns from dispatch to
+ * the response queued, @request_bytes as received, @response_bytes queued. */
+void http_metrics_request(unsigned route, http_method method, int status, uint64_t duration_ns,
+                          size_t request_bytes, size_t response_bytes);
+
+/* A client connection opened (@open) or closed on this worker thread. */
+void http_metrics_connection(bool open);
+
 #endif

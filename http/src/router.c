@@ -38,6 +38,7 @@ typedef struct route_handler {
     http_handler_fn fn;
     void *user;
     char *pattern; /* owned copy; names point into it */
+    unsigned index; /* 0.. in the order added (http_route_match.route) */
     http_str names[HTTP_ROUTER_MAX_PARAMS];
 } route_handler;
 
@@ -56,6 +57,7 @@ struct http_router {
     size_t cap;
     size_t max_segments; /* of any route: longer paths are not looked at */
     unsigned all_methods; /* of every route: the Allow of OPTIONS * */
+    unsigned num_handlers; /* (method, pattern) pairs added */
 };
 
 http_router *http_router_create(void)
@@ -231,6 +233,7 @@ int http_router_add(http_router *r, http_method method, const char *pattern,
         err = -ENOMEM;
         goto fail;
     }
+    h.index = r->num_handlers++;
     rt->handlers[method] = h;
     rt->methods |= 1u << method;
     r->all_methods |= 1u << method;
@@ -310,6 +313,7 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
         }
         const route_handler *h = &rt->handlers[slot];
         m->status = HTTP_ROUTE_FOUND;
+        m->route = h->index;
         m->handler = h->fn;
         m->user = h->user;
         for (size_t k = 0; k < n; k++) {
@@ -352,5 +356,19 @@ const http_str *http_route_param(const http_route_params *p, const char *name)
     for (size_t i = 0; i < p->count; i++)
         if (p->names[i].len == n && memcmp(p->names[i].ptr, name, n) == 0)
             return &p->values[i];
+    return NULL;
+}
+
+unsigned http_router_route_count(const http_router *r)
+{
+    return r ? r->num_handlers : 0;
+}
+
+const char *http_router_route_pattern(const http_router *r, unsigned index)
+{
+    for (size_t i = 0; r && i < r->count; i++)
+        for (size_t m = 0; m < METHOD_COUNT; m++)
+            if ((r->routes[i].methods & (1u << m)) && r->routes[i].handlers[m].index == index)
+                return r->routes[i].handlers[m].pattern;
     return NULL;
 }

@@ -78,6 +78,9 @@ int http_serve(http_server *srv, const net_config *net)
         cr_log_error("curl_global_init failed");
         return -EIO;
     }
+    int err = http_metrics_register(srv->router);
+    if (err < 0)
+        return err;
     net_hooks hooks = {
         .after_bind = after_bind,
         .thread_init = thread_init,

@@ -3,6 +3,7 @@
  * is asked for), yields, and returns the CQE's result. See coring/net/io.h.
  */
 #include "loop.h"
+#include "stats.h"
 
 #include "coring/core/clock.h"
 
@@ -92,6 +93,8 @@ ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns)
     sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     sqe->buf_group = bufs->bgid;
     int res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+    if (res == -ENOBUFS)
+        NET_STAT_ADD(buffers_exhausted, 1);
     if (op.flags & IORING_CQE_F_BUFFER) {
         uint16_t bid = (uint16_t)(op.flags >> IORING_CQE_BUFFER_SHIFT);
         net_buf_ring_taken(bufs, bid);

@@ -14,9 +14,11 @@
  * See coring/net/runtime.h and coring/net/io.h for the contracts.
  */
 #include "loop.h"
+#include "stats.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
+#include "coring/core/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -102,6 +104,7 @@ static unsigned reap_to_backlog(net_loop *loop)
         n++;
     }
     io_uring_cq_advance(&loop->ring, n);
+    NET_STAT_ADD(cqes_reaped, n);
     return n;
 }
 
@@ -114,6 +117,7 @@ struct io_uring_sqe *net_loop_sqe(net_loop *loop)
          * -EAGAIN: completions to flush first) is not retried blindly:
          * flush and reap, then try again. */
         int ret = io_uring_submit(&loop->ring);
+        NET_STAT_SUBMIT(ret);
         reap_to_backlog(loop);
         sqe = io_uring_get_sqe(&loop->ring);
         if (!sqe && ret <= 0) {
@@ -136,8 +140,10 @@ static void submit_cancel(net_loop *loop, uint64_t user_data)
 
 void net_loop_reserve(net_loop *loop, unsigned n)
 {
-    if (io_uring_sq_space_left(&loop->ring) < n)
-        io_uring_submit(&loop->ring);
+    if (io_uring_sq_space_left(&loop->ring) < n) {
+        int ret = io_uring_submit(&loop->ring);
+        NET_STAT_SUBMIT(ret);
+    }
 }
 
 static void submit_ctrl_timeout(net_loop *loop, struct __kernel_timespec *ts, uint64_t ns,
@@ -332,6 +338,7 @@ int net_loop_wait(net_task *task, net_op *op)
 static void msg_post(net_loop *loop, net_msg *msg, unsigned target)
 {
     NET_TSAN_RELEASE(msg);
+    NET_STAT_ADD(messages_sent, 1);
     struct io_uring_sqe *sqe = net_loop_sqe(loop);
     io_uring_prep_msg_ring(sqe, rt.ring_fds[target], 0, (uint64_t)(uintptr_t)msg | NET_TAG_MSG, 0);
     /* Only a failure (e.g. -EOVERFLOW: the target's CQ is full) posts a
@@ -482,6 +489,7 @@ static void msg_failed(net_loop *loop, net_msg *msg, int res)
     }
     /* Retry shortly; a full CQ on the target drains as it runs. */
     cr_log_debug("MSG_RING failed (%s), retrying", cr_strerror(res));
+    NET_STAT_ADD(messages_retried, 1);
     msg->next_retry = loop->retry;
     loop->retry = msg;
     if (!loop->retry_armed) {
@@ -684,6 +692,9 @@ static void drain_progress(net_loop *loop)
 static void tick(net_loop *loop)
 {
     take_failed_replies(loop);
+    NET_STAT_SET(cq_overflows, *loop->ring.cq.koverflow);
+    NET_STAT_SET(coroutines, loop->task_count);
+    NET_STAT_SET(stacks_cached, cr_stack_pool_cached(loop->stacks));
     uint64_t now = cr_clock_now_ns();
     for (net_task *t = loop->tasks; t; t = t->next) {
         if (t->deadline_ns && now >= t->deadline_ns && t->park && !t->park_sqe) {
@@ -792,6 +803,7 @@ static void loop_run(net_loop *loop)
          * then only submit, and dispatch them without waiting. */
         int ret = loop->backlog_len ? io_uring_submit(&loop->ring)
                                     : io_uring_submit_and_wait(&loop->ring, 1);
+        NET_STAT_SUBMIT(ret);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
             cr_log_error("io_uring_submit_and_wait: %s", cr_strerror(ret));
             break;
@@ -858,6 +870,9 @@ static void *worker_main(void *p)
     snprintf(name, sizeof(name), "t%d", loop->index);
     cr_log_set_thread_name(name);
     tl_loop = loop;
+    snprintf(name, sizeof(name), "%d", loop->index);
+    if (cr_metrics_thread_attach(name, true) < 0)
+        cr_log_warn("no memory for this thread's metrics: they stay at 0");
 
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -1159,6 +1174,9 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 {
     rt.cfg = *cfg;
     rt.hooks = *hooks;
+    int stats_err = net_stats_register();
+    if (stats_err < 0)
+        return stats_err;
     atomic_store(&rt.init_failed, 0);
     atomic_store(&rt.drained, 0);
     rt.threads = cfg->threads ? cfg->threads : net_affinity_cpus();

@@ -325,3 +325,25 @@ Test(router, format_allow)
     http_router_format_allow(B(GET) | B(DELETE), out, 10);
     cr_expect_str_eq(out, "GET, HEAD");
 }
+
+/* Each (method, pattern) gets an index in the order added, and the match
+ * names it: metrics label a request with its route's pattern, never the
+ * raw path. */
+Test(router, match_names_the_route_index_and_pattern)
+{
+    cr_expect_eq(http_router_route_count(r), 13);
+    http_route_match m;
+    found(HTTP_GET, "/todos/42", &m);
+    cr_expect_eq(m.route, 3);
+    cr_expect_str_eq(http_router_route_pattern(r, m.route), "/todos/{id}");
+    found(HTTP_DELETE, "/todos/7", &m);
+    cr_expect_eq(m.route, 5);
+    found(HTTP_GET, "/users/1/posts/latest", &m);
+    cr_expect_str_eq(http_router_route_pattern(r, m.route), "/users/{user}/posts/latest");
+    found(HTTP_HEAD, "/todos", &m); /* HEAD served by GET: the GET route */
+    cr_expect_eq(m.route, 1);
+    found(HTTP_HEAD, "/head", &m);
+    cr_expect_eq(m.route, 11);
+    cr_expect_str_eq(http_router_route_pattern(r, 0), "/");
+    cr_expect_null(http_router_route_pattern(r, 13));
+}

@@ -56,6 +56,10 @@ typedef void (*cr_coro_fn)(void *arg);
  */
 cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached);
 
+/* cr_stack_pool_cached - free stacks @pool keeps for reuse now (at most
+ * max_cached). The pool's own thread. */
+unsigned cr_stack_pool_cached(const cr_stack_pool *pool);
+
 /*
  * cr_stack_pool_deepest - the most bytes of one stack that a coroutine of
  * @pool used, over the coroutines destroyed so far, when CORING_STACK_REPORT

@@ -171,4 +171,13 @@ const char *db_result_message(const db_result *r);
 /* db_result_clear - free @r's result (PQclear); @r may be reused. */
 void db_result_clear(db_result *r);
 
+/*
+ * db_metrics_register - register the pool's metrics (db_queries_total,
+ * db_round_trips_total, db_queries_waiting, db_connections_lost_total,
+ * db_query_errors_total{kind}, db_query_duration_seconds; docs/metrics.md).
+ * Main thread, before the workers start. Returns 0 or -errno from
+ * cr_metrics_register. Without it the pool counts nothing.
+ */
+int db_metrics_register(void);
+
 #endif

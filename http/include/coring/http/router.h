@@ -42,6 +42,7 @@ typedef enum http_route_status {
 
 typedef struct http_route_match {
     http_route_status status;
+    unsigned route;             /* when FOUND: the route's index (http_router_route_pattern) */
     http_handler_fn handler;    /* as registered, when FOUND */
     void *user;                 /* as registered, when FOUND */
     http_route_params params;
@@ -89,6 +90,20 @@ unsigned http_router_methods(const http_router *r, http_str path);
  * are left out. Any thread.
  */
 void http_router_format_allow(unsigned methods, char *out, size_t size);
+
+/*
+ * http_router_route_count - how many (method, pattern) routes @r holds: their
+ * indexes, in http_route_match.route, run from 0 in the order they were
+ * added. For per-route state sized at start-up (metrics). Any thread.
+ */
+unsigned http_router_route_count(const http_router *r);
+
+/*
+ * http_router_route_pattern - the pattern route @index was added with
+ * ("/todos/{id}", owned by @r), or NULL past the last. A linear search:
+ * for start-up, not for each request. Any thread.
+ */
+const char *http_router_route_pattern(const http_router *r, unsigned index);
 
 /* http_route_param - the value of parameter @name in @p, or NULL. */
 const http_str *http_route_param(const http_route_params *p, const char *name);

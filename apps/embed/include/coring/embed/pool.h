@@ -80,4 +80,12 @@ int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n);
  */
 void embed_pool_destroy(embed_pool *p);
 
+/*
+ * embed_pool_metrics_register - register the pool's metrics
+ * (embed_queue_texts, embed_batch_size, embed_forward_duration_seconds,
+ * embed_texts_total, embed_tokens_total; docs/metrics.md). Main thread,
+ * before any pool runs. Returns 0 or -errno from cr_metrics_register.
+ */
+int embed_pool_metrics_register(void);
+
 #endif
