@@ -7,6 +7,7 @@
  * copied with one append.
  */
 #include "coring/core/json_writer.h"
+#include "coring/core/utf8.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -47,36 +48,6 @@ static inline bool word_is_plain(uint64_t x)
     return ((control | quote | backslash | x) & high) == 0;
 }
 
-/*
- * The length (2, 3 or 4) of the well-formed UTF-8 sequence at @p, of which
- * @avail bytes are there, or 0 if @p[0] does not start one. Per RFC 3629
- * section 4: no overlong forms (C0, C1, E0 80..9F, F0 80..8F), no
- * surrogates (ED A0..BF), nothing above U+10FFFF (F4 90.., F5..FF), no
- * truncated sequence.
- */
-static inline size_t utf8_sequence_length(const unsigned char *p, size_t avail)
-{
-    unsigned char c = p[0];
-    if (c < 0xc2) /* a continuation byte, or an overlong 2-byte lead */
-        return 0;
-    if (c < 0xe0)
-        return avail >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c < 0xf0) {
-        unsigned char lo = c == 0xe0 ? 0xa0 : 0x80;
-        unsigned char hi = c == 0xed ? 0x9f : 0xbf;
-        return avail >= 3 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
-    }
-    if (c < 0xf5) {
-        unsigned char lo = c == 0xf0 ? 0x90 : 0x80;
-        unsigned char hi = c == 0xf4 ? 0x8f : 0xbf;
-        return avail >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 &&
-                       (p[3] & 0xc0) == 0x80
-                   ? 4
-                   : 0;
-    }
-    return 0;
-}
-
 static void append_escape(cr_buf *out, unsigned char c)
 {
     static const char hex[] = "0123456789abcdef";
@@ -115,7 +86,7 @@ void cr_json_escape_string(cr_buf *out, const char *s, size_t len)
             run = ++i;
             continue;
         }
-        size_t n = utf8_sequence_length(p + i, len - i);
+        size_t n = cr_utf8_sequence_length(p + i, len - i);
         if (n) {
             i += n; /* well-formed: stays in the run */
             continue;

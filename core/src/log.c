@@ -26,6 +26,7 @@
 #include "coring/core/log.h"
 #include "coring/core/coro.h"
 #include "coring/core/error.h"
+#include "coring/core/utf8.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -728,31 +729,6 @@ char *cr_log_escape(char *dst, size_t dst_size, const char *src, size_t len)
     return dst;
 }
 
-/* The length (2, 3 or 4) of the well-formed UTF-8 sequence at @p (@avail
- * bytes there), or 0: RFC 3629 section 4, as core/src/json_writer.c checks. */
-static size_t utf8_sequence_length(const unsigned char *p, size_t avail)
-{
-    unsigned char c = p[0];
-    if (c < 0xc2)
-        return 0;
-    if (c < 0xe0)
-        return avail >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c < 0xf0) {
-        unsigned char lo = c == 0xe0 ? 0xa0 : 0x80;
-        unsigned char hi = c == 0xed ? 0x9f : 0xbf;
-        return avail >= 3 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
-    }
-    if (c < 0xf5) {
-        unsigned char lo = c == 0xf0 ? 0x90 : 0x80;
-        unsigned char hi = c == 0xf4 ? 0x8f : 0xbf;
-        return avail >= 4 && p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 &&
-                       (p[3] & 0xc0) == 0x80
-                   ? 4
-                   : 0;
-    }
-    return 0;
-}
-
 size_t cr_log_json_escape(char *dst, size_t dst_size, const char *src, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
@@ -780,7 +756,7 @@ size_t cr_log_json_escape(char *dst, size_t dst_size, const char *src, size_t le
             o += 6;
             i++;
         } else {
-            size_t n = utf8_sequence_length(s + i, len - i);
+            size_t n = cr_utf8_sequence_length(s + i, len - i);
             if (n) {
                 if (o + n >= dst_size)
                     break;

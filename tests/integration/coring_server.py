@@ -464,6 +464,15 @@ def build_request(method, path, headers=None, body=None, version="HTTP/1.1", hos
     return data + (body or b"")
 
 
+def free_port():
+    """A loopback TCP port nobody listens on now (the kernel's pick): for a
+    helper server of the test's, or a dead upstream. Racy by nature: bind it
+    soon."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
 def can_connect(port, timeout=1.0):
     """True when a TCP connection to 127.0.0.1:@port is accepted (by the kernel)."""
     try:

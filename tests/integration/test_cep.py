@@ -211,7 +211,7 @@ class CepTest(cs.CoringTestCase):
 
     def test_upstream_down(self):
         saved = os.environ["VIACEP_URL"]
-        dead = socket_port_nobody_listens_on()
+        dead = cs.free_port()
         os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % dead
         try:
             server = cs.CoringServer(threads=1, apps="cep", args=["--db-timeout", "3"]).start()
@@ -539,15 +539,6 @@ def _established(pid, match):
         except FileNotFoundError:
             pass
     return n
-
-
-def socket_port_nobody_listens_on():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ sys.dont_write_bytecode = True
 
 import os  # noqa: E402
 import re  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 
@@ -60,14 +59,6 @@ class EnvServer(cs.CoringServer):
             os.environ.update(saved)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind((cs.HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class EnvironmentTest(cs.CoringTestCase):
     def start(self, args, **env):
         srv = EnvServer(args, clean_env(**env))
@@ -82,7 +73,7 @@ class EnvironmentTest(cs.CoringTestCase):
         self.fail("no listening line:\n" + srv.stderr_text())
 
     def test_variables_set_port_threads_apps(self):
-        port = free_port()
+        port = cs.free_port()
         srv = self.start([], CORING_HOST=cs.HOST, CORING_PORT=str(port), CORING_THREADS="2", CORING_APPS="hello")
         line = self.listening_line(srv)
         self.assertEqual(srv.port, port, line)

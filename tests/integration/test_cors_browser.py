@@ -26,7 +26,6 @@ import http.server  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
@@ -76,12 +75,6 @@ async function call(name, url, init, read) {
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind((cs.HOST, 0))
-        return s.getsockname()[1]
-
-
 class PageHandler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
@@ -98,7 +91,7 @@ class WebDriver:
     """One chromedriver process (killed by its PID) and one Chromium session."""
 
     def __init__(self):
-        self.port = free_port()
+        self.port = cs.free_port()
         self.profile = tempfile.mkdtemp(prefix="coring-cors-chromium-")
         self.proc = subprocess.Popen([CHROMEDRIVER, "--port=%d" % self.port, "--allowed-ips="],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

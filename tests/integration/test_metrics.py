@@ -22,7 +22,6 @@ import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -57,14 +56,6 @@ def samples(text, name):
         if m:
             out[m.group(1) or ""] = float(m.group(2))
     return out
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((cs.HOST, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class MetricsText(unittest.TestCase):
@@ -128,7 +119,7 @@ class RealPrometheus(unittest.TestCase):
         prom = None
         log = open(os.devnull, "w")
         try:
-            port = free_port()
+            port = cs.free_port()
             config = os.path.join(tmp, "prometheus.yml")
             with open(config, "w") as f:
                 f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"

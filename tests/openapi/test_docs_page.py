@@ -9,7 +9,6 @@ missing, and when the build had no npm (/docs is 503 then: docs/openapi.md).
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,17 +25,11 @@ PAGE_TIMEOUT = 15  # seconds for the page to render, and for the answer to show
 TITLE = "typed in the docs page"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class WebDriver:
     """The few W3C WebDriver commands this test needs, over plain HTTP."""
 
     def __init__(self):
-        self.port = free_port()
+        self.port = cs.free_port()
         self.proc = subprocess.Popen([CHROMEDRIVER, "--port=%d" % self.port, "--allowed-ips=127.0.0.1"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
