@@ -143,6 +143,9 @@ static unsigned long long number(const char *flag, const char *s, unsigned long 
     if (errno || end == s || *end || *s == '-' || v < min || v > max) {
         fprintf(stderr, "coring: %s: expected a number from %llu to %llu, got '%s'\n",
                 env_config_name(flag), min, max, s);
+        if (strncmp(s, "tcp://", 6) == 0)
+            fprintf(stderr, "coring: that looks like a Kubernetes service link (a Service named "
+                            "coring): set enableServiceLinks: false in the pod spec\n");
         exit(2);
     }
     return v;
@@ -443,7 +446,7 @@ int main(int argc, char **argv)
             http_cors_destroy(cors); /* given twice: the last wins */
             int err = http_cors_create(optarg, &cors, why, sizeof(why));
             if (err < 0) {
-                fprintf(stderr, "coring: --cors-origins: %s\n",
+                fprintf(stderr, "coring: %s: %s\n", env_config_name("--cors-origins"),
                         err == -EINVAL ? why : cr_strerror(err));
                 return 2;
             }
@@ -453,7 +456,8 @@ int main(int argc, char **argv)
         case OPT_LOG_FORMAT: {
             int format = cr_log_parse_format(optarg);
             if (format < 0) {
-                fprintf(stderr, "coring: --log-format: expected text or json\n");
+                fprintf(stderr, "coring: %s: expected text or json\n",
+                        env_config_name("--log-format"));
                 return 2;
             }
             cr_log_set_format((cr_log_format)format);

@@ -102,9 +102,11 @@ static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs,
     }
     uint64_t t0 = now_ns();
     int err = m ? embed_bert_encode(p->model, ws, m, ids, lens, outs) : 0;
-    cr_metric_observe(&m_forward, 0, now_ns() - t0);
-    cr_metric_observe(&m_batch, 0, n);
-    cr_metric_add(&m_texts, 0, n);
+    if (m) { /* texts the tokenizer refused ran no pass */
+        cr_metric_observe(&m_forward, 0, now_ns() - t0);
+        cr_metric_observe(&m_batch, 0, m);
+        cr_metric_add(&m_texts, 0, m);
+    }
     for (size_t i = 0; i < m; i++)
         cr_metric_add(&m_tokens, 0, lens[i]);
     for (size_t i = 0; i < m; i++) {

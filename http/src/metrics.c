@@ -12,6 +12,7 @@
 #include "coring/core/metrics.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Statuses with a series of their own; any other is status="other". */
 static const int status_codes[] = {200, 201, 202, 204, 301, 302, 304, 400, 401, 403,
@@ -36,8 +37,13 @@ static const uint64_t duration_bounds[] = {
     10000000, 25000000,  50000000,  100000000,  250000000,  500000000,  1000000000,
     2500000000, 5000000000, 10000000000};
 
-static const char **route_values; /* the patterns, then "unmatched" */
-static unsigned num_routes;       /* patterns, without "unmatched" */
+static const char **route_values; /* the distinct patterns, then "unmatched" */
+static unsigned num_routes;       /* distinct patterns, without "unmatched" */
+/* A router route (one per method and pattern, http_route_match.route) to
+ * its pattern's index in route_values: GET and POST /todos are one route
+ * label value, so that a series labelled by route alone is not repeated. */
+static unsigned *pattern_of_route;
+static unsigned num_router_routes;
 static cr_metric_label request_labels[3], duration_labels[2];
 
 static struct {
@@ -47,12 +53,24 @@ static struct {
 
 int http_metrics_register(const http_router *router)
 {
-    num_routes = http_router_route_count(router);
-    route_values = calloc(num_routes + 1, sizeof(*route_values));
-    if (!route_values)
+    num_router_routes = http_router_route_count(router);
+    route_values = calloc(num_router_routes + 1, sizeof(*route_values));
+    pattern_of_route = calloc(num_router_routes + 1, sizeof(*pattern_of_route));
+    if (!route_values || !pattern_of_route) {
+        free(route_values);
+        free(pattern_of_route);
         return -ENOMEM;
-    for (unsigned i = 0; i < num_routes; i++)
-        route_values[i] = http_router_route_pattern(router, i);
+    }
+    num_routes = 0;
+    for (unsigned i = 0; i < num_router_routes; i++) {
+        const char *pattern = http_router_route_pattern(router, i);
+        unsigned p = 0;
+        while (p < num_routes && strcmp(route_values[p], pattern) != 0)
+            p++;
+        if (p == num_routes)
+            route_values[num_routes++] = pattern;
+        pattern_of_route[i] = p;
+    }
     route_values[num_routes] = "unmatched";
     for (unsigned s = 0; s < sizeof(status_index); s++)
         status_index[s] = NUM_STATUSES;
@@ -101,14 +119,13 @@ int http_metrics_register(const http_router *router)
 
 unsigned http_metrics_unmatched(void)
 {
-    return num_routes;
+    return num_router_routes;
 }
 
 void http_metrics_request(unsigned route, http_method method, int status, uint64_t duration_ns,
                           size_t request_bytes, size_t response_bytes)
 {
-    if (route > num_routes)
-        route = num_routes;
+    route = route < num_router_routes ? pattern_of_route[route] : num_routes;
     unsigned mi = (unsigned)method < NUM_METHODS ? (unsigned)method : 0;
     unsigned si = status >= 0 && status < (int)sizeof(status_index) ? status_index[status]
                                                                      : NUM_STATUSES;

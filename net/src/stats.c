@@ -21,7 +21,7 @@ int net_stats_register(void)
         {"coring_ring_sqes_submitted_total", "SQEs submitted to the worker's io_uring.",
          CR_METRIC_COUNTER, &net_stat.sqes_submitted},
         {"coring_ring_submits_total",
-         "io_uring_submit calls (io_uring_enter); SQEs per enter = sqes_submitted / submits.",
+         "io_uring_submit calls (each at most one io_uring_enter; none when nothing is queued): SQEs per submit = sqes_submitted / submits.",
          CR_METRIC_COUNTER, &net_stat.submits},
         {"coring_ring_cqes_reaped_total", "CQEs reaped from the worker's io_uring.",
          CR_METRIC_COUNTER, &net_stat.cqes_reaped},

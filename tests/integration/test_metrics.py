@@ -110,6 +110,38 @@ class MetricsText(unittest.TestCase):
         self.assertGreaterEqual(after['{route="unmatched",method="GET",status="404"}'], 50)
 
 
+    def test_no_sample_repeats_when_a_pattern_has_several_methods(self):
+        # GET and POST /todos, GET, PATCH and DELETE /todos/{id}: the series
+        # labelled by route alone (request and response bytes) must have one
+        # sample per pattern, not one per (method, pattern) route.
+        def call(method, path, body=None):
+            req = urllib.request.Request("http://%s:%d%s" % (self.server.host, self.server.port, path),
+                                         data=body, method=method,
+                                         headers={"Content-Type": "application/json"} if body else {})
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    return r.status, r.headers, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.headers, e.read()
+        status, headers, _ = call("POST", "/todos", b'{"title":"metrics"}')
+        self.assertEqual(status, 201)
+        where = headers["Location"]
+        call("GET", "/todos")
+        call("GET", where)
+        call("PATCH", where, b'{"completed":true}')
+        call("DELETE", where)
+        _, _, text = get(self.server, "/metrics")
+        seen = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key = line.rsplit(" ", 1)[0]
+                seen[key] = seen.get(key, 0) + 1
+        repeated = sorted(k for k, n in seen.items() if n > 1)
+        self.assertEqual(repeated, [], "samples repeated in /metrics")
+        self.assertIn('http_request_size_bytes_total{route="/todos"}', seen)
+        self.assertIn('http_requests_total{route="/todos/{id}",method="DELETE",status="204"}', seen)
+
+
 class RealPrometheus(unittest.TestCase):
     N = 37  # GET / requests the test sends
 
