@@ -464,6 +464,18 @@ def build_request(method, path, headers=None, body=None, version="HTTP/1.1", hos
     return data + (body or b"")
 
 
+def end_process(proc, timeout=10):
+    """SIGTERM a helper process the test started (subprocess.Popen), wait up
+    to @timeout seconds, then SIGKILL it. Nothing when it already exited."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def free_port():
     """A loopback TCP port nobody listens on now (the kernel's pick): for a
     helper server of the test's, or a dead upstream. Racy by nature: bind it

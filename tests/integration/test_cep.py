@@ -74,12 +74,7 @@ class FakeViaCep:
         return self.call("GET", "/_fake/stats").json()["requests"]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        cs.end_process(self.proc)
 
 
 class CepTest(cs.CoringTestCase):

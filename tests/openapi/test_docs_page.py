@@ -94,12 +94,7 @@ class WebDriver:
                 self.call("DELETE", "/session/%s" % self.session)
         except (OSError, AssertionError):
             pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        cs.end_process(self.proc)
 
 
 class DocsPageTest(cs.CoringTestCase):
