@@ -402,15 +402,18 @@ static int start(const app_options *opts)
 {
     if (!opts->seed_users)
         return 0;
-    char n[24], err[512];
-    snprintf(n, sizeof(n), "%llu", opts->seed_users);
-    const char *params[] = {n};
+    if (opts->seed_users > INT64_MAX) {
+        cr_log_error("users: cannot seed %llu users", opts->seed_users);
+        return -ERANGE;
+    }
+    char err[512];
+    db_param count = db_param_int64((int64_t)opts->seed_users);
     long long rows = 0;
     /* Emails carry the transaction id: seeding twice adds new users. */
     int ret = db_exec(app_db_url(),
                       "INSERT INTO users (name, email) SELECT 'User ' || g, 'user' || g || '.' || "
-                      "txid_current() || '@seed.example.com' FROM generate_series(1, $1::bigint) g",
-                      1, params, &rows, err, sizeof(err));
+                      "txid_current() || '@seed.example.com' FROM generate_series(1, $1) g",
+                      &count, 1, &rows, err, sizeof(err));
     if (ret < 0) {
         cr_log_error("users: seeding failed: %s", err);
         return ret;
