@@ -13,6 +13,12 @@
  * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
  * at start-up. While the database is unreachable every route answers 503
  * {"error":"database unavailable"} at once.
+ *
+ * With DATABASE_READ_URL the two GETs read from the replica (db.h,
+ * replica_ok) while it is up, POST writes to the primary; a GET /users/{id}
+ * that the replica answers with no row is asked again of the primary
+ * before a 404, so a client never misses the user it just created. GET
+ * /users (the list) may lag the primary by the replication delay.
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
@@ -38,14 +44,18 @@
     "id, name, email, "                                                                            \
     "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 
-enum { STMT_LIST, STMT_GET, STMT_INSERT };
+enum { STMT_LIST, STMT_GET, STMT_INSERT, STMT_GET_PRIMARY };
 
+/* The reads may be answered by the read replica (DATABASE_READ_URL), lag
+ * included; STMT_GET_PRIMARY is STMT_GET on the primary, for a miss. */
+#define USER_BY_ID "SELECT " USER_COLUMNS " FROM users WHERE id = $1"
 static const db_statement statements[] = {
     [STMT_LIST] = {"SELECT " USER_COLUMNS " FROM users WHERE id > $1 ORDER BY id LIMIT $2", 2,
-                   false},
-    [STMT_GET] = {"SELECT " USER_COLUMNS " FROM users WHERE id = $1", 1, false},
+                   false, true},
+    [STMT_GET] = {USER_BY_ID, 1, false, true},
     [STMT_INSERT] = {"INSERT INTO users (name, email) VALUES ($1, $2) RETURNING " USER_COLUMNS, 2,
-                     true},
+                     true, false},
+    [STMT_GET_PRIMARY] = {USER_BY_ID, 1, false, false},
 };
 
 /* Index of STMT_LIST in the process-wide statement list (app_db_register). */
@@ -266,6 +276,12 @@ static void get_user(http_ctx *ctx, void *user)
     const char *params[] = {id_s};
     db_result r;
     int err = db_query((unsigned)stmt_base + STMT_GET, 1, params, &r);
+    if (err == 0 && db_result_rows(&r) == 0 && db_has_replica()) {
+        /* Read after write: a user just created may not have reached the
+         * replica yet; the primary decides before a 404. */
+        db_result_clear(&r);
+        err = db_query((unsigned)stmt_base + STMT_GET_PRIMARY, 1, params, &r);
+    }
     if (err < 0) {
         answer_db_error(ctx, err, &r);
     } else if (db_result_rows(&r) == 0) {
