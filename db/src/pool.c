@@ -148,8 +148,9 @@ int db_metrics_register(void)
          .type = CR_METRIC_HISTOGRAM, .bounds = query_bounds,
          .num_bounds = sizeof(query_bounds) / sizeof(query_bounds[0]), .scale = 1e-9},
         {.name = "db_reads_total",
-         .help = "Queries of replica_ok statements, by the server that answered them "
-                 "(primary: no DATABASE_READ_URL, replica down, or a retry).",
+         .help = "Queries of statements that do not write, by the server asked: the replica "
+                 "(replica_ok ones while it is up) or the primary (the others, and all "
+                 "without DATABASE_READ_URL or while the replica is down).",
          .type = CR_METRIC_COUNTER, .labels = read_labels, .num_labels = 1},
         {.name = "db_replica_up",
          .help = "Worker threads with a DATABASE_READ_URL connection up (reads go there).",
@@ -1009,9 +1010,8 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
      * connections is up, else to the primary at once; a replica connection
      * that breaks under it (-ECONNRESET, or none up any more) has it asked
      * again, once, of the primary. Everything else goes to the primary. */
-    bool read = cfg->statements[stmt].replica_ok;
     db_set *set = PRIMARY(pool);
-    if (read && pool->nsets > 1 && pool->sets[1].up > 0)
+    if (cfg->statements[stmt].replica_ok && pool->nsets > 1 && pool->sets[1].up > 0)
         set = &pool->sets[1];
     int err = query(pool, set, self, stmt, nparams, values, out);
     if (set->replica && (err == -ECONNRESET || err == -ENOTCONN)) {
@@ -1019,7 +1019,7 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
         set = PRIMARY(pool);
         err = query(pool, set, self, stmt, nparams, values, out);
     }
-    if (read)
+    if (!cfg->statements[stmt].writes)
         cr_metric_inc(&dbm.reads, set->replica ? 0 : 1);
     cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
     if (err < 0)
