@@ -61,11 +61,12 @@ enum { STMT_GET, STMT_INSERT, STMT_UNKNOWN };
  * whose column 7 is the seconds left until its expiry; no row: a miss. A
  * read, answered by the replica when there is one. */
 static const db_statement statements[] = {
-    [STMT_GET] = {"SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd, NULL::float8 "
-                  "FROM cep_addresses WHERE cep = $1 UNION ALL "
-                  "SELECT '', '', '', '', '', '', '', extract(epoch FROM expires_at - now())::float8 "
-                  "FROM cep_unknown WHERE cep = $1 AND expires_at > now()",
-                  1, false, true},
+    [STMT_GET] =
+        {"SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd, NULL::float8 "
+         "FROM cep_addresses WHERE cep = $1 UNION ALL "
+         "SELECT '', '', '', '', '', '', '', extract(epoch FROM expires_at - now())::float8 "
+         "FROM cep_unknown WHERE cep = $1 AND expires_at > now()",
+         1, false, true},
     [STMT_INSERT] = {"INSERT INTO cep_addresses (cep, logradouro, complemento, unidade, bairro, "
                      "localidade, uf, estado, regiao, ibge, gia, ddd, siafi) VALUES ($1, $2, $3, "
                      "$4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (cep) DO NOTHING",

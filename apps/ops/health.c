@@ -79,8 +79,8 @@ static void get_readyz(http_ctx *ctx, void *user)
     (void)user;
     /* The results go to the coroutine's arena (reset after each request
      * batch), not the stack: a check's reason may be a few hundred bytes. */
-    readiness_check *checks =
-        cr_arena_alloc(cr_coro_arena(cr_coro_current()), (num_apps + 1 + num_extra) * sizeof(*checks));
+    readiness_check *checks = cr_arena_alloc(cr_coro_arena(cr_coro_current()),
+                                             (num_apps + 1 + num_extra) * sizeof(*checks));
     if (!checks) {
         http_respond_error(ctx, 503, "out of memory");
         return;

@@ -245,7 +245,8 @@ static void quiet_notice(void *arg, const char *message)
  * replica_ok ones on a replica (a hot standby refuses writes). */
 static bool prepared_on(const db_conn *c, size_t i)
 {
-    return !c->set->replica || c->pool->cfg->statements[i].replica_ok;
+    const db_statement *s = &c->pool->cfg->statements[i];
+    return !c->set->replica || (s->replica_ok && !s->writes);
 }
 
 static size_t prepared_count(const db_conn *c)
@@ -772,8 +773,8 @@ static int conn_serve(db_conn *c)
             if (!c->lost_logged)
                 cr_log_warn("%s connection %u: no answer within the query timeout "
                             "(queued %u, sent %u, syncs %u, closing %d, libpq busy %d)",
-                            c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs, c->q.closing != NULL,
-                            PQisBusy(c->pg));
+                            c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs,
+                            c->q.closing != NULL, PQisBusy(c->pg));
             return -ETIMEDOUT;
         }
         if (ev < 0)
@@ -961,7 +962,8 @@ bool db_reading_replica(char *why, size_t len)
     }
     if (pool->sets[1].up > 0)
         return true;
-    snprintf(why, len, "replica unreachable: %s", set_error(&pool->sets[1], pool->cfg->connections));
+    snprintf(why, len, "replica unreachable: %s",
+             set_error(&pool->sets[1], pool->cfg->connections));
     return false;
 }
 
@@ -1011,7 +1013,8 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
      * that breaks under it (-ECONNRESET, or none up any more) has it asked
      * again, once, of the primary. Everything else goes to the primary. */
     db_set *set = PRIMARY(pool);
-    if (cfg->statements[stmt].replica_ok && pool->nsets > 1 && pool->sets[1].up > 0)
+    const db_statement *s = &cfg->statements[stmt];
+    if (s->replica_ok && !s->writes && pool->nsets > 1 && pool->sets[1].up > 0)
         set = &pool->sets[1];
     int err = query(pool, set, self, stmt, nparams, values, out);
     if (set->replica && (err == -ECONNRESET || err == -ENOTCONN)) {
@@ -1019,7 +1022,7 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
         set = PRIMARY(pool);
         err = query(pool, set, self, stmt, nparams, values, out);
     }
-    if (!cfg->statements[stmt].writes)
+    if (!s->writes)
         cr_metric_inc(&dbm.reads, set->replica ? 0 : 1);
     cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
     if (err < 0)

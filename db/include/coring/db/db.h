@@ -95,11 +95,11 @@ db_config db_config_default(void);
 /*
  * db_thread_init - open this worker thread's pool: @cfg->connections
  * connections (and as many to @cfg->read_conninfo when set), each opened,
- * statements prepared, and its driver coroutine started. Call on a worker thread before it serves (net_hooks.thread_init
- * or an app's thread_init); the first connection attempts block this
- * thread (at most connect_timeout_ns each, name resolution included),
- * later ones never do. A server
- * that cannot be reached is not an error here: the drivers keep retrying
+ * statements prepared, and its driver coroutine started. Call on a worker
+ * thread before it serves (net_hooks.thread_init or an app's thread_init);
+ * the first connection attempts block this thread (at most
+ * connect_timeout_ns each, name resolution included), later ones never do.
+ * A server that cannot be reached is not an error here: the drivers keep retrying
  * and queries fail with -ENOTCONN meanwhile.
  * @cfg and everything it points to must outlive db_thread_fini.
  * Returns 0, -EINVAL (no conninfo, no connection, or off a worker thread)
