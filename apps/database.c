@@ -4,10 +4,13 @@
  */
 #include "coring/apps/database.h"
 
+#include "coring/apps/health.h"
+
 #include "coring/core/log.h"
 #include "coring/db/admin.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +68,14 @@ int app_db_start(const app_options *opts)
         config.connections = opts->db_pool;
     if (opts->db_timeout_ns)
         config.query_timeout_ns = opts->db_timeout_ns;
+    const char *read_url = getenv("DATABASE_READ_URL");
+    if (read_url && *read_url) {
+        config.read_conninfo = read_url;
+        int err = app_health_add_check("database_read", app_db_read_ready);
+        if (err < 0)
+            return err;
+        cr_log_info("database: reads of users and CEPs from DATABASE_READ_URL while it is up");
+    }
 
     char err[512];
     int applied = 0;
@@ -84,6 +95,16 @@ const char *app_db_url(void)
 const char *app_db_ready(char *buf, size_t len)
 {
     return db_ready(buf, len) ? NULL : buf;
+}
+
+const char *app_db_read_ready(char *buf, size_t len)
+{
+    char why[224];
+    if (db_reading_replica(why, sizeof(why)))
+        snprintf(buf, len, "replica");
+    else
+        snprintf(buf, len, "primary (%s)", why);
+    return NULL; /* reads are served either way: never not ready */
 }
 
 int app_db_thread_init(void)

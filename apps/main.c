@@ -101,6 +101,9 @@ static void usage(FILE *f)
             "Environment:\n"
             "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users and cep apps;\n"
             "                           required when either is mounted)\n"
+            "  DATABASE_READ_URL        optional libpq URI or conninfo of a read replica: reads of\n"
+            "                           users and CEPs go there while it is up, else to\n"
+            "                           DATABASE_URL (docs/operating.md)\n"
             "  VIACEP_URL               the cep app's upstream (default https://viacep.com.br/ws)\n"
             "  OPENBLAS_CORETYPE        read by OpenBLAS: forces its kernels for the embed app\n"
             "                           (Haswell, SkylakeX, ...); unset, it picks them for the CPU\n"
@@ -293,7 +296,8 @@ static unsigned outbound_fds(const net_config *net, const app_options *opts)
     unsigned threads = net->threads ? net->threads : net_affinity_cpus();
     unsigned per_thread = 0;
     if (app_db_used())
-        per_thread += opts->db_pool ? opts->db_pool : 2;
+        per_thread += (opts->db_pool ? opts->db_pool : 2) *
+                      (getenv("DATABASE_READ_URL") && *getenv("DATABASE_READ_URL") ? 2 : 1);
     for (size_t i = 0; i < num_mounted; i++)
         if (mounted[i] == &app_cep && !opts->cep_upstream_off)
             per_thread += http_client_get_limits().max_connections + 2;

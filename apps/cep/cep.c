@@ -7,9 +7,25 @@
  * (INSERT ... ON CONFLICT DO NOTHING) and returned. An unknown CEP is
  * remembered for a while (negative cache) so a flood of them does not
  * reach the upstream; concurrent misses for one CEP on one thread share a
- * single upstream request (single flight). Each worker thread has its own
- * negative cache and flights: nothing is shared between cores, so a CEP
- * missed at the same moment on N threads may cost up to N upstream calls.
+ * single upstream request (single flight).
+ *
+ * The negative cache has two levels. In front, each worker thread's own
+ * table (no lock, no query). Behind it, PostgreSQL's table cep_unknown
+ * (db/migrations/0004_cep_unknown.sql), shared by every thread of every
+ * host on the database: an unknown CEP is written there (on the primary)
+ * with its expiry, and read back with the address lookup itself (one
+ * query, on the read replica when DATABASE_READ_URL is set), so that once
+ * one thread anywhere learnt a CEP is unknown the others answer 404 without
+ * asking ViaCEP, until the expiry. Bound: flights are per thread, not
+ * shared across threads or hosts, so ViaCEP sees at most one call per CEP
+ * per TTL from each thread that misses it within the window between the
+ * first call's start and its cep_unknown row becoming readable there: the
+ * upstream call, the commit on the primary, and the replication lag when
+ * reads go to a replica. Sequential requests (apart by more than that
+ * window) cost one call per CEP per TTL in all; N threads (all hosts
+ * together) missing it at the same instant cost at most N. When the
+ * primary is down the row is not written (logged): the per-thread cache
+ * still holds it.
  */
 #include "cep_code.h"
 
@@ -40,13 +56,28 @@ static const char *const viacep_fields[] = {
 };
 #define NUM_FIELDS (sizeof(viacep_fields) / sizeof(viacep_fields[0]))
 
-/* cep is char(8): the text parameter is cast to it, so that the primary
- * key's index serves the lookup (cep = $1 with $1 text would compare as
- * text, casting every row's cep instead). */
+/* The address (column 7 NULL), or, for a CEP known unknown, a row whose
+ * column 7 is the microseconds left until its expiry (computed by the
+ * server, so the hosts' clocks do not matter); no row: a miss. A read,
+ * answered by the replica when there is one. cep is char(8): the text
+ * parameter is cast to it, so that the primary key's index serves the
+ * lookup (cep = $1 with $1 text would compare as text, casting every
+ * row's cep instead). */
 static const db_statement get_def = {
-    .sql = "SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd "
-           "FROM cep_addresses WHERE cep = $1::bpchar",
+    .sql = "SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd, NULL::int8 "
+           "FROM cep_addresses WHERE cep = $1::bpchar UNION ALL "
+           "SELECT '', '', '', '', '', '', '', "
+           "(extract(epoch FROM expires_at - now()) * 1000000)::int8 "
+           "FROM cep_unknown WHERE cep = $1::bpchar AND expires_at > now()",
     .types = {DB_TEXT},
+    .replica_ok = true,
+};
+/* $2: the TTL, microseconds. */
+static const db_statement unknown_def = {
+    .sql = "INSERT INTO cep_unknown (cep, expires_at) VALUES ($1, now() + $2 * interval "
+           "'1 microsecond') ON CONFLICT (cep) DO UPDATE SET expires_at = EXCLUDED.expires_at",
+    .types = {DB_TEXT, DB_INT8},
+    .writes = true,
 };
 static const db_statement insert_def = {
     .sql = "INSERT INTO cep_addresses (cep, logradouro, complemento, unidade, bairro, "
@@ -57,7 +88,7 @@ static const db_statement insert_def = {
     .writes = true,
 };
 /* The statements' handles (app_db_statement), set in mount(). */
-static const db_stmt *get_stmt, *insert_stmt;
+static const db_stmt *get_stmt, *insert_stmt, *unknown_stmt;
 
 /* Settings, fixed before the workers start. */
 static char upstream[512] = DEFAULT_UPSTREAM;
@@ -139,7 +170,8 @@ static bool negative_has(uint32_t key, uint64_t now)
     }
 }
 
-static void negative_add(uint32_t key, uint64_t now)
+/* Remember @key as unknown until @expires_ns (monotonic clock). */
+static void negative_add(uint32_t key, uint64_t expires_ns)
 {
     cep_thread *ct = tl_cep;
     /* Keep the table at most half full: when it fills, start again (a
@@ -155,7 +187,7 @@ static void negative_add(uint32_t key, uint64_t now)
         i = (i + 1) & (NEGATIVE_CACHE_SLOTS - 1);
     if (t[i].key_plus_one == 0)
         ct->negative_used++;
-    t[i] = (negative_slot){.key_plus_one = key + 1, .expires_ns = now + negative_ttl_ns};
+    t[i] = (negative_slot){.key_plus_one = key + 1, .expires_ns = expires_ns};
 }
 
 /* --- answers ------------------------------------------------------------ */
@@ -240,10 +272,20 @@ static void fetch_from_upstream(flight *f, const char digits[9], cr_arena *arena
         return;
     }
     if (says_not_found(root)) {
-        negative_add(cep_key(digits), cr_clock_now_ns());
+        negative_add(cep_key(digits), cr_clock_now_ns() + negative_ttl_ns);
+        cr_buf_free(&res.body);
+        /* Tell every other thread and host (the shared negative cache). */
+        db_result r = {0};
+        err = DB_RUN(unknown_stmt, &r, db_param_text(digits, 8),
+                     db_param_int64((int64_t)(negative_ttl_ns / 1000)));
+        if (err < 0)
+            cr_log_warn("cep: could not remember %s as unknown in the database (%s%s%s): this "
+                        "thread remembers it",
+                        digits, cr_strerror(err), err == -EREMOTEIO ? ": " : "",
+                        err == -EREMOTEIO ? db_result_message(&r) : "");
+        db_result_clear(&r);
         f->status = 404;
         error_body(&f->body, "CEP not found");
-        cr_buf_free(&res.body);
         return;
     }
     const char *values[NUM_FIELDS];
@@ -407,12 +449,29 @@ static void get_cep(http_ctx *ctx, void *user)
         http_respond_error(ctx, 503, "database unavailable");
         return;
     }
-    cr_metric_inc(&m_lookups, db_result_rows(&r) > 0 ? LOOKUP_HIT : LOOKUP_MISS);
-    if (db_result_rows(&r) > 0) {
+    int rows = db_result_rows(&r), address = -1, unknown = -1;
+    for (int i = 0; i < rows; i++)
+        *(db_result_is_null(&r, i, 7) ? &address : &unknown) = i;
+    if (address < 0 && unknown >= 0) {
+        /* Another thread or host learnt it is unknown: so does this one,
+         * until the same expiry. */
+        int64_t left_us = 0;
+        if (db_result_int64(&r, unknown, 7, &left_us) == 0 && left_us > 0) {
+            /* Never past our own TTL (another host may have a longer one). */
+            uint64_t ns = (uint64_t)left_us * 1000;
+            negative_add(key, cr_clock_now_ns() + (ns < negative_ttl_ns ? ns : negative_ttl_ns));
+        }
+        db_result_clear(&r);
+        cr_metric_inc(&m_lookups, LOOKUP_NEGATIVE_HIT);
+        http_respond_error(ctx, 404, "CEP not found");
+        return;
+    }
+    cr_metric_inc(&m_lookups, address >= 0 ? LOOKUP_HIT : LOOKUP_MISS);
+    if (address >= 0) {
         const char *values[7];
         size_t lens[7];
         for (int i = 0; i < 7 && err == 0; i++)
-            err = db_result_string(&r, 0, i, &values[i], &lens[i]);
+            err = db_result_string(&r, address, i, &values[i], &lens[i]);
         if (err < 0) {
             /* The columns are text NOT NULL: the schema and the statement disagree. */
             cr_log_error("cep: unexpected row from the database: %s", cr_strerror(err));
@@ -451,7 +510,8 @@ static int mount(http_router *r)
     if (err < 0)
         return err;
     if ((err = app_db_statement("cep", &get_def, &get_stmt)) < 0 ||
-        (err = app_db_statement("cep", &insert_def, &insert_stmt)) < 0)
+        (err = app_db_statement("cep", &insert_def, &insert_stmt)) < 0 ||
+        (err = app_db_statement("cep", &unknown_def, &unknown_stmt)) < 0)
         return err;
     return 0;
 }

@@ -15,11 +15,29 @@
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 static const app_def *const *apps;
 static size_t num_apps;
+
+/* Checks added by app_health_add_check. */
+#define MAX_EXTRA_CHECKS 4
+static struct {
+    const char *name;
+    const char *(*ready)(char *buf, size_t len);
+} extra[MAX_EXTRA_CHECKS];
+static size_t num_extra;
+
+int app_health_add_check(const char *name, const char *(*ready)(char *buf, size_t len))
+{
+    if (num_extra == MAX_EXTRA_CHECKS)
+        return -ENOSPC;
+    extra[num_extra].name = name;
+    extra[num_extra++].ready = ready;
+    return 0;
+}
 
 static const char *check_name(const app_def *app)
 {
@@ -61,8 +79,8 @@ static void get_readyz(http_ctx *ctx, void *user)
     (void)user;
     /* The results go to the coroutine's arena (reset after each request
      * batch), not the stack: a check's reason may be a few hundred bytes. */
-    readiness_check *checks =
-        cr_arena_alloc(cr_coro_arena(cr_coro_current()), (num_apps + 1) * sizeof(*checks));
+    readiness_check *checks = cr_arena_alloc(cr_coro_arena(cr_coro_current()),
+                                             (num_apps + 1 + num_extra) * sizeof(*checks));
     if (!checks) {
         http_respond_error(ctx, 503, "out of memory");
         return;
@@ -78,6 +96,12 @@ static void get_readyz(http_ctx *ctx, void *user)
         checks[n].name = check_name(apps[i]);
         checks[n].reason[0] = '\0';
         checks[n].why = apps[i]->ready(checks[n].reason, sizeof(checks[n].reason));
+        n++;
+    }
+    for (size_t i = 0; i < num_extra; i++) {
+        checks[n].name = extra[i].name;
+        checks[n].reason[0] = '\0';
+        checks[n].why = extra[i].ready(checks[n].reason, sizeof(checks[n].reason));
         n++;
     }
     const readiness_check *failed = NULL;

@@ -13,6 +13,12 @@
  * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
  * at start-up. While the database is unreachable every route answers 503
  * {"error":"database unavailable"} at once.
+ *
+ * With DATABASE_READ_URL the two GETs read from the replica (db.h,
+ * replica_ok) while it is up, POST writes to the primary; a GET /users/{id}
+ * that the replica answers with no row is asked again of the primary
+ * before a 404, so a client never misses the user it just created. GET
+ * /users (the list) may lag the primary by the replication delay.
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
@@ -39,12 +45,21 @@
  * created_at timestamptz (db/migrations/0001_users.sql). */
 #define USER_COLUMNS "id, name, email, created_at"
 
+/* The reads may be answered by the read replica (DATABASE_READ_URL), lag
+ * included; get_primary_def is get_def on the primary, for a miss. */
+#define USER_BY_ID "SELECT " USER_COLUMNS " FROM users WHERE id = $1"
 static const db_statement list_def = {
     .sql = "SELECT " USER_COLUMNS " FROM users WHERE id > $1 ORDER BY id LIMIT $2",
     .types = {DB_INT8, DB_INT8}, /* after_id, limit */
+    .replica_ok = true,
 };
 static const db_statement get_def = {
-    .sql = "SELECT " USER_COLUMNS " FROM users WHERE id = $1",
+    .sql = USER_BY_ID,
+    .types = {DB_INT8},
+    .replica_ok = true,
+};
+static const db_statement get_primary_def = {
+    .sql = USER_BY_ID,
     .types = {DB_INT8},
 };
 static const db_statement insert_def = {
@@ -54,7 +69,7 @@ static const db_statement insert_def = {
 };
 
 /* The statements' handles (app_db_statement), set in mount(). */
-static const db_stmt *list_stmt, *get_stmt, *insert_stmt;
+static const db_stmt *list_stmt, *get_stmt, *get_primary_stmt, *insert_stmt;
 
 /* --- answers ------------------------------------------------------------- */
 
@@ -314,6 +329,12 @@ static void get_user(http_ctx *ctx, void *user)
     db_result r;
     user_row u;
     int err = DB_RUN(get_stmt, &r, db_param_int64(id));
+    if (err == 0 && db_result_rows(&r) == 0 && db_has_replica()) {
+        /* Read after write: a user just created may not have reached the
+         * replica yet; the primary decides before a 404. */
+        db_result_clear(&r);
+        err = DB_RUN(get_primary_stmt, &r, db_param_int64(id));
+    }
     if (err < 0)
         answer_db_error(ctx, err, &r);
     else if (db_result_rows(&r) == 0)
@@ -393,6 +414,7 @@ static int mount(http_router *r)
         return err;
     if ((err = app_db_statement("users", &list_def, &list_stmt)) < 0 ||
         (err = app_db_statement("users", &get_def, &get_stmt)) < 0 ||
+        (err = app_db_statement("users", &get_primary_def, &get_primary_stmt)) < 0 ||
         (err = app_db_statement("users", &insert_def, &insert_stmt)) < 0)
         return err;
     return 0;

@@ -39,9 +39,11 @@
 #define DB_MAX_ATTEMPTS 3   /* sends of a query skipped by an earlier error */
 
 typedef struct db_pool db_pool;
+typedef struct db_set db_set;
 
 typedef struct db_conn {
     db_pool *pool;
+    db_set *set;       /* the primary's or the replica's */
     unsigned index;
     PGconn *pg;
     bool up;           /* open, statements prepared: takes queries */
@@ -61,11 +63,13 @@ typedef struct db_target {
     bool resolve;    /* a name (not a socket path or numeric address) */
 } db_target;
 
-struct db_pool {
-    const db_config *cfg;
-    db_conn *conns;
-    unsigned up;
-    db_pending *free_list;
+/* The connections to one server (DATABASE_URL's, or DATABASE_READ_URL's). */
+struct db_set {
+    const char *conninfo;
+    bool replica;       /* the read set: prepares only replica_ok statements */
+    const char *what;   /* "database" or "database replica", for messages */
+    db_conn *conns;     /* cfg->connections of them, in the pool's array */
+    unsigned up;        /* of them that take queries */
     /* Set when the conninfo names a host to resolve: the other options
      * (keywords/values, with 3 free slots before the NULL for host,
      * hostaddr and port) and the host list. NULL: libpq gets the conninfo
@@ -76,6 +80,16 @@ struct db_pool {
     db_target *targets;
     size_t ntargets;
 };
+
+struct db_pool {
+    const db_config *cfg;
+    db_conn *conns;     /* the primary's, then the replica's */
+    db_set sets[2];     /* [0] the primary (DATABASE_URL), [1] the replica */
+    unsigned nsets;     /* 2 with cfg->read_conninfo */
+    db_pending *free_list;
+};
+
+#define PRIMARY(pool) (&(pool)->sets[0])
 
 static _Thread_local db_pool *tl_pool;
 
@@ -98,7 +112,7 @@ static void publish(const db_pool *pool, bool open)
     int i = net_thread_index();
     if (i < 0 || i >= DB_PUBLISHED_THREADS)
         return;
-    atomic_store_explicit(&published[i].up, open ? pool->up : 0, memory_order_relaxed);
+    atomic_store_explicit(&published[i].up, open ? PRIMARY(pool)->up : 0, memory_order_relaxed);
     atomic_store_explicit(&published[i].open, open, memory_order_relaxed);
 }
 
@@ -110,8 +124,10 @@ static const cr_metric_label error_labels[] = {{"kind", error_kinds, 4}};
 static const uint64_t query_bounds[] = {100000,   250000,   500000,    1000000,   2500000,
                                         5000000,  10000000, 25000000,  50000000,  100000000,
                                         250000000, 500000000, 1000000000, 2500000000, 10000000000};
+static const char *const read_targets[] = {"replica", "primary"};
+static const cr_metric_label read_labels[] = {{"target", read_targets, 2}};
 static struct {
-    cr_metric queries, round_trips, waiting, lost, errors, duration;
+    cr_metric queries, round_trips, waiting, lost, errors, duration, reads, replica_up;
 } dbm;
 
 int db_metrics_register(void)
@@ -132,9 +148,17 @@ int db_metrics_register(void)
         {.name = "db_query_duration_seconds", .help = "Time from a query asked to its result.",
          .type = CR_METRIC_HISTOGRAM, .bounds = query_bounds,
          .num_bounds = sizeof(query_bounds) / sizeof(query_bounds[0]), .scale = 1e-9},
+        {.name = "db_reads_total",
+         .help = "Queries of statements that do not write, by the server asked: the replica "
+                 "(replica_ok ones while it is up) or the primary (the others, and all "
+                 "without DATABASE_READ_URL or while the replica is down).",
+         .type = CR_METRIC_COUNTER, .labels = read_labels, .num_labels = 1},
+        {.name = "db_replica_up",
+         .help = "Worker threads with a DATABASE_READ_URL connection up (reads go there).",
+         .type = CR_METRIC_GAUGE},
     };
     cr_metric *out[] = {&dbm.queries, &dbm.round_trips, &dbm.waiting, &dbm.lost, &dbm.errors,
-                        &dbm.duration};
+                        &dbm.duration, &dbm.reads, &dbm.replica_up};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST)
@@ -218,6 +242,22 @@ static void quiet_notice(void *arg, const char *message)
     cr_log_debug("database: %s", message);
 }
 
+/* Whether statement @s is prepared on @c: all on the primary, only the
+ * replica_ok ones on a replica (a hot standby refuses writes). */
+static bool prepared_on(const db_conn *c, const db_stmt *s)
+{
+    return !c->set->replica || (s->def.replica_ok && !s->def.writes);
+}
+
+static size_t prepared_count(const db_conn *c)
+{
+    size_t registered, n = 0;
+    const db_stmt *const *stmts = db_statements(&registered);
+    for (size_t i = 0; i < registered; i++)
+        n += prepared_on(c, stmts[i]);
+    return n;
+}
+
 /* Read the results of the prepares and their Sync. 0 or -errno. */
 static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking)
 {
@@ -238,7 +278,7 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
                 synced = true;
             } else {
                 if (!c->lost_logged)
-                    cr_log_error("database: cannot prepare statement: %s",
+                    cr_log_error("%s: cannot prepare statement: %s", c->set->what,
                                  PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
                                      ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
                                      : PQresStatus(st));
@@ -260,9 +300,7 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
         if (!PQconsumeInput(pg))
             return -EIO;
     }
-    size_t registered;
-    db_statements(&registered);
-    return ok == registered ? 0 : -EIO;
+    return ok == prepared_count(c) ? 0 : -EIO;
 }
 
 /* Note why @pg failed (its first line) in c->error. */
@@ -326,11 +364,14 @@ static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking
         err = -EIO;
         goto fail;
     }
-    /* Every registered statement, its parameters' types declared. */
+    /* Every registered statement this connection serves, its parameters'
+     * types declared. */
     size_t registered;
     const db_stmt *const *stmts = db_statements(&registered);
     for (size_t i = 0; i < registered; i++) {
         const db_stmt *s = stmts[i];
+        if (!prepared_on(c, s))
+            continue;
         if (!PQsendPrepare(pg, s->name, s->def.sql, s->nparams, s->oids)) {
             err = -EIO;
             goto fail;
@@ -363,7 +404,7 @@ fail:
  */
 static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool blocking)
 {
-    const char *host = c->pool->targets[target].host;
+    const char *host = c->set->targets[target].host;
     db_resolve **slot = &c->resolving[target];
     if (!*slot && cr_clock_now_ns() >= deadline) {
         snprintf(c->error, sizeof(c->error), "cannot resolve %.200s: no time left to ask", host);
@@ -415,20 +456,20 @@ static int resolve_host(db_conn *c, size_t target, uint64_t deadline, bool block
  */
 static int conn_open(db_conn *c, bool blocking)
 {
-    db_pool *pool = c->pool;
-    uint64_t timeout = pool->cfg->connect_timeout_ns;
+    db_set *set = c->set;
+    uint64_t timeout = c->pool->cfg->connect_timeout_ns;
     uint64_t deadline = cr_clock_now_ns() + timeout;
     int err = -EHOSTUNREACH;
     snprintf(c->error, sizeof(c->error), "no host to connect to");
-    if (!pool->targets) {
-        err = open_started(c, PQconnectStart(pool->cfg->conninfo), deadline, blocking);
+    if (!set->targets) {
+        err = open_started(c, PQconnectStart(set->conninfo), deadline, blocking);
     } else {
-        size_t n = pool->nopts;
-        pool->keywords[n] = "host";
-        pool->keywords[n + 1] = "hostaddr";
-        pool->keywords[n + 2] = "port";
-        for (size_t i = 0; i < pool->ntargets && err != 0 && err != -ECANCELED; i++) {
-            const db_target *t = &pool->targets[i];
+        size_t n = set->nopts;
+        set->keywords[n] = "host";
+        set->keywords[n + 1] = "hostaddr";
+        set->keywords[n + 2] = "port";
+        for (size_t i = 0; i < set->ntargets && err != 0 && err != -ECANCELED; i++) {
+            const db_target *t = &set->targets[i];
             int addrs = 1;
             if (t->resolve &&
                 (addrs = resolve_host(c, i, cr_clock_now_ns() + timeout, blocking)) < 0) {
@@ -437,26 +478,26 @@ static int conn_open(db_conn *c, bool blocking)
             }
             for (int k = 0; k < addrs && err != 0 && err != -ECANCELED; k++) {
                 deadline = cr_clock_now_ns() + timeout;
-                pool->values[n] = t->host;
-                pool->values[n + 1] = t->resolve ? c->addrs[k] : "";
-                pool->values[n + 2] = t->port;
-                err = open_started(c, PQconnectStartParams(pool->keywords, pool->values, 0),
+                set->values[n] = t->host;
+                set->values[n + 1] = t->resolve ? c->addrs[k] : "";
+                set->values[n + 2] = t->port;
+                err = open_started(c, PQconnectStartParams(set->keywords, set->values, 0),
                                    deadline, blocking);
             }
         }
     }
     if (err < 0 && !c->lost_logged && err != -ECANCELED)
-        cr_log_warn("database connection %u: cannot connect: %s", c->index, c->error);
+        cr_log_warn("%s connection %u: cannot connect: %s", c->set->what, c->index, c->error);
     return err;
 }
 
 /* Split the conninfo into options and a host list when a host needs
- * resolving (see struct db_pool). Returns 0 or -ENOMEM; a conninfo libpq
- * cannot parse, or one that needs no resolution, leaves pool->targets
+ * resolving (see struct db_set). Returns 0 or -ENOMEM; a conninfo libpq
+ * cannot parse, or one that needs no resolution, leaves set->targets
  * NULL. */
-static int plan_hosts(db_pool *pool)
+static int plan_hosts(db_set *set)
 {
-    PQconninfoOption *opts = PQconninfoParse(pool->cfg->conninfo, NULL);
+    PQconninfoOption *opts = PQconninfoParse(set->conninfo, NULL);
     if (!opts)
         return 0; /* libpq says why on connect */
     const char *host = NULL, *hostaddr = NULL, *port = NULL;
@@ -515,11 +556,11 @@ static int plan_hosts(db_pool *pool)
         PQconninfoFree(opts);
         return 0;
     }
-    pool->keywords = calloc(count + 4, sizeof(char *));
-    pool->values = calloc(count + 4, sizeof(char *));
-    if (!pool->keywords || !pool->values) {
-        free(pool->keywords);
-        free(pool->values);
+    set->keywords = calloc(count + 4, sizeof(char *));
+    set->values = calloc(count + 4, sizeof(char *));
+    if (!set->keywords || !set->values) {
+        free(set->keywords);
+        free(set->values);
         free(targets);
         PQconninfoFree(opts);
         return -ENOMEM;
@@ -528,24 +569,32 @@ static int plan_hosts(db_pool *pool)
     for (PQconninfoOption *o = opts; o->keyword; o++)
         if (o->val && strcmp(o->keyword, "host") != 0 && strcmp(o->keyword, "hostaddr") != 0 &&
             strcmp(o->keyword, "port") != 0) {
-            pool->keywords[n] = o->keyword;
-            pool->values[n++] = o->val;
+            set->keywords[n] = o->keyword;
+            set->values[n++] = o->val;
         }
-    pool->nopts = n;
-    pool->parsed = opts;
-    pool->targets = targets;
-    pool->ntargets = nhosts;
+    set->nopts = n;
+    set->parsed = opts;
+    set->targets = targets;
+    set->ntargets = nhosts;
     return 0;
+}
+
+/* The replica gauge: this thread reads from its replica or not. */
+static void publish_replica(const db_set *set)
+{
+    if (set->replica)
+        cr_metric_set(&dbm.replica_up, 0, set->up > 0);
 }
 
 static void conn_up(db_conn *c)
 {
     if (c->lost_logged)
-        cr_log_info("database connection %u: connected again", c->index);
+        cr_log_info("%s connection %u: connected again", c->set->what, c->index);
     c->lost_logged = false;
     c->up = true;
-    c->pool->up++;
+    c->set->up++;
     publish(c->pool, true);
+    publish_replica(c->set);
 }
 
 /* Drop the connection: every query on it fails with @err. */
@@ -553,8 +602,9 @@ static void conn_down(db_conn *c, int err)
 {
     if (c->up) {
         c->up = false;
-        c->pool->up--;
+        c->set->up--;
         publish(c->pool, true);
+        publish_replica(c->set);
     }
     c->idle = false;
     if (c->pg) {
@@ -566,10 +616,10 @@ static void conn_down(db_conn *c, int err)
             const char *msg = PQerrorMessage(c->pg);
             size_t n = strcspn(msg, "\n");
             if (n)
-                cr_log_warn("database connection %u lost (%.*s): reconnecting", c->index, (int)n,
-                            msg);
+                cr_log_warn("%s connection %u lost (%.*s): reconnecting", c->set->what,
+                            c->index, (int)n, msg);
             else
-                cr_log_warn("database connection %u lost (%s): reconnecting", c->index,
+                cr_log_warn("%s connection %u lost (%s): reconnecting", c->set->what, c->index,
                             cr_strerror(err));
             c->lost_logged = true;
         }
@@ -652,7 +702,8 @@ static int read_results(db_conn *c)
         if (!ok) {
             /* A connection that broke makes libpq invent results: no news. */
             if (PQstatus(c->pg) != CONNECTION_BAD)
-                cr_log_error("database connection %u: unexpected %s result: dropping it", c->index,
+                cr_log_error("%s connection %u: unexpected %s result: dropping it",
+                             c->set->what, c->index,
                              r ? PQresStatus(PQresultStatus(r)) : "end-of-query");
             return -EPROTO;
         }
@@ -723,10 +774,10 @@ static int conn_serve(db_conn *c)
             return -ECANCELED;
         if (ev == -ETIMEDOUT) {
             if (!c->lost_logged)
-                cr_log_warn("database connection %u: no answer within the query timeout "
+                cr_log_warn("%s connection %u: no answer within the query timeout "
                             "(queued %u, sent %u, syncs %u, closing %d, libpq busy %d)",
-                            c->index, c->q.queued, c->q.sent, c->q.syncs, c->q.closing != NULL,
-                            PQisBusy(c->pg));
+                            c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs,
+                            c->q.closing != NULL, PQisBusy(c->pg));
             return -ETIMEDOUT;
         }
         if (ev < 0)
@@ -786,6 +837,15 @@ static void driver_main(void *arg)
 
 /* --- the pool ---------------------------------------------------------------- */
 
+static void set_free(db_set *set)
+{
+    free(set->keywords);
+    free(set->values);
+    free(set->targets);
+    if (set->parsed)
+        PQconninfoFree(set->parsed);
+}
+
 int db_thread_init(const db_config *cfg)
 {
     if (!cfg || !cfg->conninfo || !cfg->connections || net_thread_index() < 0)
@@ -795,33 +855,47 @@ int db_thread_init(const db_config *cfg)
     if (!pool)
         return -ENOMEM;
     pool->cfg = cfg;
-    pool->conns = calloc(cfg->connections, sizeof(db_conn));
+    pool->nsets = cfg->read_conninfo && *cfg->read_conninfo ? 2 : 1;
+    pool->conns = calloc((size_t)cfg->connections * pool->nsets, sizeof(db_conn));
     if (!pool->conns) {
         free(pool);
         return -ENOMEM;
     }
-    if (plan_hosts(pool) < 0) {
-        free(pool->conns);
-        free(pool);
-        return -ENOMEM;
+    for (unsigned k = 0; k < pool->nsets; k++) {
+        db_set *set = &pool->sets[k];
+        set->replica = k == 1;
+        set->conninfo = k ? cfg->read_conninfo : cfg->conninfo;
+        set->what = k ? "database replica" : "database";
+        set->conns = pool->conns + (size_t)k * cfg->connections;
+        if (plan_hosts(set) < 0) {
+            set_free(&pool->sets[0]);
+            free(pool->conns);
+            free(pool);
+            return -ENOMEM;
+        }
     }
     tl_pool = pool;
     publish(pool, true);
-    for (unsigned i = 0; i < cfg->connections; i++) {
-        db_conn *c = &pool->conns[i];
-        c->pool = pool;
-        c->index = (unsigned)net_thread_index() * cfg->connections + i;
-        if (pool->targets && !(c->resolving = calloc(pool->ntargets, sizeof(*c->resolving))))
-            return -ENOMEM;
-        /* Start-up may block: have the connections ready before serving. */
-        if (conn_open(c, true) == 0)
-            conn_up(c);
-        else
-            c->lost_logged = true;
-        int err = net_spawn(driver_main, c);
-        if (err < 0) {
-            cr_log_error("database: cannot start a connection driver: %s", cr_strerror(err));
-            return err;
+    for (unsigned k = 0; k < pool->nsets; k++) {
+        db_set *set = &pool->sets[k];
+        publish_replica(set);
+        for (unsigned i = 0; i < cfg->connections; i++) {
+            db_conn *c = &set->conns[i];
+            c->pool = pool;
+            c->set = set;
+            c->index = (unsigned)net_thread_index() * cfg->connections + i;
+            if (set->targets && !(c->resolving = calloc(set->ntargets, sizeof(*c->resolving))))
+                return -ENOMEM;
+            /* Start-up may block: have the connections ready before serving. */
+            if (conn_open(c, true) == 0)
+                conn_up(c);
+            else
+                c->lost_logged = true;
+            int err = net_spawn(driver_main, c);
+            if (err < 0) {
+                cr_log_error("database: cannot start a connection driver: %s", cr_strerror(err));
+                return err;
+            }
         }
     }
     return 0;
@@ -832,13 +906,13 @@ void db_thread_fini(void)
     db_pool *pool = tl_pool;
     if (!pool)
         return;
-    for (unsigned i = 0; i < pool->cfg->connections; i++) {
+    for (unsigned i = 0; i < pool->cfg->connections * pool->nsets; i++) {
         db_conn *c = &pool->conns[i];
         if (c->driver)
             continue; /* still running (the loop failed): leave it be */
         if (c->pg)
             PQfinish(c->pg);
-        for (size_t k = 0; c->resolving && k < pool->ntargets; k++)
+        for (size_t k = 0; c->resolving && k < c->set->ntargets; k++)
             db_resolve_release(c->resolving[k]);
         free(c->resolving);
     }
@@ -847,12 +921,9 @@ void db_thread_fini(void)
         pool->free_list = p->next;
         free(p);
     }
+    for (unsigned k = 0; k < pool->nsets; k++)
+        set_free(&pool->sets[k]);
     free(pool->conns);
-    free(pool->keywords);
-    free(pool->values);
-    free(pool->targets);
-    if (pool->parsed)
-        PQconninfoFree(pool->parsed);
     publish(pool, false);
     free(pool);
     tl_pool = NULL;
@@ -860,7 +931,37 @@ void db_thread_fini(void)
 
 bool db_available(void)
 {
-    return tl_pool && tl_pool->up > 0;
+    return tl_pool && PRIMARY(tl_pool)->up > 0;
+}
+
+bool db_has_replica(void)
+{
+    return tl_pool && tl_pool->nsets > 1;
+}
+
+/* The first connection error of @set's connections, or a stock phrase. */
+static const char *set_error(const db_set *set, unsigned connections)
+{
+    for (unsigned i = 0; i < connections; i++)
+        if (set->conns[i].error[0])
+            return set->conns[i].error;
+    return "no connection up";
+}
+
+bool db_reading_replica(char *why, size_t len)
+{
+    db_pool *pool = tl_pool;
+    if (len)
+        *why = '\0';
+    if (!pool || pool->nsets < 2) {
+        snprintf(why, len, "no DATABASE_READ_URL");
+        return false;
+    }
+    if (pool->sets[1].up > 0)
+        return true;
+    snprintf(why, len, "replica unreachable: %s",
+             set_error(&pool->sets[1], pool->cfg->connections));
+    return false;
 }
 
 bool db_ready(char *why, size_t len)
@@ -872,15 +973,9 @@ bool db_ready(char *why, size_t len)
         snprintf(why, len, "no database pool on this thread");
         return false;
     }
-    if (pool->up == 0) {
+    if (PRIMARY(pool)->up == 0) {
         /* This thread's own connections say why. */
-        const char *error = "no connection up";
-        for (unsigned i = 0; i < pool->cfg->connections; i++)
-            if (pool->conns[i].error[0]) {
-                error = pool->conns[i].error;
-                break;
-            }
-        snprintf(why, len, "unreachable: %s", error);
+        snprintf(why, len, "unreachable: %s", set_error(PRIMARY(pool), pool->cfg->connections));
         return false;
     }
     unsigned threads = net_thread_count(), down = 0;
@@ -895,7 +990,8 @@ bool db_ready(char *why, size_t len)
     }
     return true;
 }
-static int query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out);
+static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *ask,
+                 db_result *out);
 
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
 {
@@ -923,20 +1019,36 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
                       .writes = stmt->def.writes};
     uint64_t start = cr_clock_now_ns();
     cr_metric_inc(&dbm.queries, 0);
-    int err = query(pool, self, &ask, out);
+    /* Routing: a replica_ok statement goes to the replica while one of its
+     * connections is up, else to the primary at once; a replica connection
+     * that breaks under it (-ECONNRESET, or none up any more) has it asked
+     * again, once, of the primary. Everything else goes to the primary. */
+    db_set *set = PRIMARY(pool);
+    const db_statement *s = &stmt->def;
+    if (s->replica_ok && !s->writes && pool->nsets > 1 && pool->sets[1].up > 0)
+        set = &pool->sets[1];
+    int err = query(pool, set, self, &ask, out);
+    if (set->replica && (err == -ECONNRESET || err == -ENOTCONN)) {
+        db_result_clear(out);
+        set = PRIMARY(pool);
+        err = query(pool, set, self, &ask, out);
+    }
+    if (!s->writes)
+        cr_metric_inc(&dbm.reads, set->replica ? 0 : 1);
     cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
     if (err < 0)
         cr_metric_inc(&dbm.errors, error_kind(err));
     return err;
 }
 
-/* db_run once its parameters are encoded. */
-static int query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out)
+/* db_run on @set's connections, once its parameters are encoded. */
+static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *ask,
+                 db_result *out)
 {
     const db_config *cfg = pool->cfg;
     db_conn *c = NULL;
     for (unsigned i = 0; i < cfg->connections; i++) {
-        db_conn *k = &pool->conns[i];
+        db_conn *k = &set->conns[i];
         if (k->up && (!c || k->q.queued + k->q.sent < c->q.queued + c->q.sent))
             c = k;
     }

@@ -5,7 +5,8 @@ A throw-away PostgreSQL cluster (db/pg-local) and the fake ViaCEP upstream
 (coring-fake-viacep, loaded with apps/fake_viacep/make-data.py's records
 built from apps/fake_viacep/data) run for the class; coring runs with VIACEP_URL
 pointing at the fake. Covered: hit, miss-then-hit (one upstream call), not
-found and the negative cache, invalid CEPs, a slow upstream (503 in about
+found and the negative cache (per thread, and shared by two processes
+through PostgreSQL), invalid CEPs, a slow upstream (503 in about
 the timeout), upstream 500 / garbage / a 10 MB body (503, nothing stored),
 100 concurrent misses for one CEP (one upstream call), PostgreSQL down
 (503), and --cep-upstream off.
@@ -172,6 +173,31 @@ class CepTest(cs.CoringTestCase):
             self.assertJsonError(self.get("99999999"), 404, "unknown CEP again")
         self.assertEqual(self.fake.requests(), 1, "the negative cache did not stop upstream calls")
         self.assertEqual(self.stored("99999999"), [])
+
+    def test_unknown_cep_shared_by_processes(self):
+        # The shared negative cache (cep_unknown): a second coring process on
+        # the same database, both with 2 threads, asked on many connections
+        # (SO_REUSEPORT spreads them over the threads): one upstream call.
+        other = cs.CoringServer(threads=2, apps="cep", args=["--cep-negative-ttl", "60"]).start()
+        try:
+            first = cs.CoringServer(threads=2, apps="cep", args=["--cep-negative-ttl", "60"]).start()
+            try:
+                self.assertJsonError(self.get("99999-990", first), 404, "unknown CEP")
+                self.assertEqual(self.fake.requests(), 1)
+                for i in range(8):
+                    for server in (other, first):
+                        self.assertJsonError(self.get("99999990", server), 404,
+                                             "unknown CEP, round %d" % i)
+                calls = self.fake.requests()
+                print("upstream calls for one unknown CEP over 2 processes x 2 threads: %d" % calls)
+                self.assertEqual(calls, 1, "another thread or process asked ViaCEP again")
+                rows = self.sql("SELECT expires_at > now() + interval '50 s' FROM cep_unknown "
+                                "WHERE cep = '99999990'")
+                self.assertEqual(rows, [["t"]], "cep_unknown row with the TTL's expiry")
+            finally:
+                first.stop(expect_status=0)
+        finally:
+            other.stop(expect_status=0)
 
     def test_erro_as_a_string(self):
         self.fake.behave(body="erro_string")

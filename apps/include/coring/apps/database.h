@@ -29,7 +29,8 @@ int app_db_statement(const char *app, const db_statement *def, const db_stmt **o
 bool app_db_used(void);
 
 /*
- * app_db_start - read DATABASE_URL, apply the migrations (db_migrate) and
+ * app_db_start - read DATABASE_URL (and DATABASE_READ_URL, the optional
+ * read replica: docs/operating.md), apply the migrations (db_migrate) and
  * prepare the pool settings from @opts. Main thread, after mounting and
  * before serving; blocks. Returns 0, or -EINVAL (no DATABASE_URL) or the
  * migration's error, after logging what went wrong and how to fix it.
@@ -44,6 +45,13 @@ const char *app_db_url(void);
  * ("unreachable: ...", written into @buf, @len bytes). Worker thread, in a
  * request's coroutine; never blocks (db_ready). */
 const char *app_db_ready(char *buf, size_t len);
+
+/* app_db_read_ready - the /readyz check "database_read" (mounted by
+ * app_db_start when DATABASE_READ_URL is set): writes into @buf where this
+ * thread's reads go, "replica" or "primary (replica unreachable: ...)",
+ * and returns NULL: reads are served either way, so it never makes the
+ * server not ready. Worker thread; never blocks (db_reading_replica). */
+const char *app_db_read_ready(char *buf, size_t len);
 
 /* app_db_thread_init / app_db_thread_fini - open / free this worker's pool
  * (db_thread_init / db_thread_fini); no-ops when no app uses the database. */

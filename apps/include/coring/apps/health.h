@@ -25,4 +25,14 @@
  */
 int app_health_mount(http_router *router, const app_def *const *apps, size_t count);
 
+/*
+ * app_health_add_check - add a check named @name to /readyz's "checks",
+ * beside the apps' (reported after them). @ready: a hook like
+ * app_def.ready (NULL when ready, else why; it may write a reason into its
+ * buffer and still return NULL, to say something while ready), called on
+ * the worker thread that got the request; it must never block. @name is
+ * static. Main thread, before serving. Returns 0 or -ENOSPC past 4 checks.
+ */
+int app_health_add_check(const char *name, const char *(*ready)(char *buf, size_t len));
+
 #endif

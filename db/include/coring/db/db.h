@@ -41,6 +41,22 @@
  *
  * TCP connections get TCP_NODELAY (a batch is written at once; leaving the
  * small writes to Nagle's algorithm costs ~40 ms a round trip).
+ *
+ * Read replicas: with db_config.read_conninfo (DATABASE_READ_URL) each
+ * thread's pool holds a second set of `connections` connections, to that
+ * server, with drivers of their own (same pipelining, reconnection and
+ * name resolution); only the statements marked `replica_ok` are prepared
+ * there. A query says it may be answered by a replica through its
+ * statement: db_run sends a `replica_ok` statement to the read set while
+ * one of this thread's replica connections is up, and to the primary at
+ * once otherwise (no failed query while the replica is down); a replica
+ * query that fails with -ECONNRESET or -ENOTCONN is asked again, once, of
+ * the primary. Every other statement (every write, and every read inside a
+ * write path or that must see the caller's own writes) goes to the
+ * primary. Replication is asynchronous: a replica read may miss rows the
+ * primary has committed (replication lag). A caller that must see its own
+ * write keeps a second statement with the same SQL without `replica_ok`
+ * and asks it on a miss (see apps/users: GET /users/{id}).
  */
 #ifndef CORING_DB_DB_H
 #define CORING_DB_DB_H
@@ -87,6 +103,8 @@ typedef enum db_type {
 typedef struct db_statement {
     const char *sql;   /* with $1..$n placeholders */
     bool writes;       /* changes data: gets its own Sync (own transaction) */
+    bool replica_ok;   /* a read that may be answered by the read replica
+                          (read_conninfo), lag included; never with writes */
     db_type types[DB_MAX_PARAMS]; /* of $1.. in order, then DB_TYPE_NONE: their count */
 } db_statement;
 
@@ -151,6 +169,8 @@ static inline db_param db_param_null(void)
 
 typedef struct db_config {
     const char *conninfo;          /* libpq URI or key=value string (DATABASE_URL) */
+    const char *read_conninfo;     /* the read replica's (DATABASE_READ_URL), or NULL/"":
+                                      replica_ok statements go to conninfo */
     unsigned connections;          /* per worker thread (2) */
     uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
@@ -168,13 +188,14 @@ db_config db_config_default(void);
 
 /*
  * db_thread_init - open this worker thread's pool: @cfg->connections
- * connections, each opened, the registered statements prepared (no more
- * can be registered after the first call), and its driver coroutine
- * started. Call on a worker thread before it serves (net_hooks.thread_init
- * or an app's thread_init); the first connection attempts block this
- * thread (at most connect_timeout_ns each, name resolution included),
- * later ones never do. A server
- * that cannot be reached is not an error here: the drivers keep retrying
+ * connections (and as many to @cfg->read_conninfo when set), each opened,
+ * the registered statements prepared (no more can be registered after the
+ * first call; the replica's connections prepare the replica_ok ones only),
+ * and its driver coroutine started. Call on a worker thread before it
+ * serves (net_hooks.thread_init or an app's thread_init); the first
+ * connection attempts block this thread (at most connect_timeout_ns each,
+ * name resolution included), later ones never do.
+ * A server that cannot be reached is not an error here: the drivers keep retrying
  * and queries fail with -ENOTCONN meanwhile.
  * @cfg and everything it points to must outlive db_thread_fini.
  * Returns 0, -EINVAL (no conninfo, no connection, or off a worker thread)
@@ -196,7 +217,23 @@ void db_thread_fini(void);
 bool db_available(void);
 
 /*
- * db_ready - whether every worker thread's pool has a connection up, for a
+ * db_has_replica - whether this thread's pool has a read set (the config
+ * had a read_conninfo), up or not. Worker thread only.
+ */
+bool db_has_replica(void);
+
+/*
+ * db_reading_replica - whether this thread's replica_ok queries go to the
+ * replica now (one of its replica connections is up). When not, writes why
+ * into @why (@len bytes, NUL-terminated): "no DATABASE_READ_URL", or
+ * "replica unreachable: <libpq's reason>" (reads then go to the primary).
+ * Worker thread only; never blocks. For GET /readyz.
+ */
+bool db_reading_replica(char *why, size_t len);
+
+/*
+ * db_ready - whether every worker thread's pool has a primary connection
+ * up (the read replica's are not counted: see db_reading_replica), for a
  * readiness check (GET /readyz). Each pool publishes its count of live
  * connections whenever one opens or drops (its driver notices a server
  * that closes an idle connection at once; one that goes silent, when a
@@ -223,7 +260,8 @@ int db_register(const db_statement *def, const db_stmt **out);
 /*
  * db_run - run registered statement @stmt with parameters @params (@count
  * of them, one per declared type; see db_param_int64 and friends) and wait
- * for its result, asked in binary format (libpq docs, "PQexecPrepared"
+ * for its result, on the replica or the primary as @stmt's replica_ok says
+ * (see the header), asked in binary format (libpq docs, "PQexecPrepared"
  * with resultFormat 1) and read with db_result_int64, db_result_bool,
  * db_result_time and db_result_string. Integers, booleans and timestamps
  * are encoded in the caller's frame, not allocated; text is sent from the
@@ -235,7 +273,8 @@ int db_register(const db_statement *def, const db_stmt **out);
  *   0            success; rows in *@out
  *   -EREMOTEIO   the server answered with an error: db_result_sqlstate and
  *                db_result_message say which
- *   -ENOTCONN    no connection of this thread is up (answered at once)
+ *   -ENOTCONN    no connection of this thread is up (answered at once); for a
+ *                replica_ok statement: neither a replica nor a primary one
  *   -ECONNRESET  the connection broke while the query was in flight (the
  *                query may or may not have run)
  *   -ETIMEDOUT   no answer within query_timeout_ns
@@ -317,7 +356,8 @@ void db_result_clear(db_result *r);
 /*
  * db_metrics_register - register the pool's metrics (db_queries_total,
  * db_round_trips_total, db_queries_waiting, db_connections_lost_total,
- * db_query_errors_total{kind}, db_query_duration_seconds; docs/metrics.md).
+ * db_query_errors_total{kind}, db_query_duration_seconds,
+ * db_reads_total{target}, db_replica_up; docs/metrics.md).
  * Main thread, before the workers start. Returns 0 or -errno from
  * cr_metrics_register. Without it the pool counts nothing.
  */

@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""Integration test of DATABASE_READ_URL with a real streaming replica.
+
+A primary (db/pg-local) and a hot standby made from it with
+`pg_basebackup -R` (tests/integration/pg_cluster.py), replaying with a
+300 ms recovery_min_apply_delay so that a user just created is never on
+the replica yet (replication lag made certain, not left to chance). coring
+(users app, 2 threads) runs with DATABASE_URL=primary and
+DATABASE_READ_URL=replica. In order:
+
+1. read after write: POST /users then at once GET /users/{id} on a fresh
+   connection, 20 times: never a 404 (the miss on the replica is asked
+   again of the primary); once replicated, reads are served by the replica
+   (db_reads_total{target="replica"}).
+2. replica stopped (pg_ctl stop -m fast) under a reading client: no failed
+   request, reads on the primary, /readyz 200 with
+   "database_read":"primary (replica unreachable: ...)"; replica started
+   again: reads on it again, "database_read":"replica".
+3. primary stopped: POST answers 503 {"error":...} in under 1 s, GET of an
+   existing user still 200 (from the replica); primary started again: POST
+   201 again, without restarting coring.
+
+Exit 77 (skipped) when PostgreSQL's server binaries are missing.
+"""
+
+import sys
+
+sys.dont_write_bytecode = True
+
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import unittest  # noqa: E402
+
+import coring_server as cs  # noqa: E402
+import pg_cluster  # noqa: E402
+
+THREADS = 2
+APPLY_DELAY_MS = 300
+JSON_HDR = {"Content-Type": "application/json"}
+METRIC_RE = re.compile(r'^(db_reads_total\{target="(replica|primary)"\}|db_replica_up) (\d+)$', re.M)
+
+
+class ReplicaTest(cs.CoringTestCase):
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        t0 = time.monotonic()
+        cls.primary = cs.LocalPostgres.for_class(cls, "coring-primary-")
+        cls.replica = pg_cluster.Replica.for_class(cls, cls.primary, port=5433,
+                                                   apply_delay_ms=APPLY_DELAY_MS)
+        os.environ["DATABASE_URL"] = cls.primary.url()
+        os.environ["DATABASE_READ_URL"] = cls.replica.url()
+        cls.server = cs.CoringServer(threads=THREADS, apps="users",
+                                     args=["--db-timeout", "3"]).start()
+        cls.addClassCleanup(cls.server.kill)
+        # The replica gets the tables once the migrations have been replayed
+        # there: its connections prepare the statements after that.
+        cls.wait_metric_cls(lambda m: m["up"] == THREADS, "replica connections up", timeout=15)
+        print("clusters and coring ready in %.1f s" % (time.monotonic() - t0))
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop(expect_status=0)
+
+    # -- helpers ---------------------------------------------------------------
+    @classmethod
+    def req(cls, method, path, body=None, timeout=5):
+        with cls.server.connect(timeout=timeout) as c:
+            h = JSON_HDR if body is not None else {}
+            return c.request(method, path, h, json.dumps(body).encode() if body is not None else None)
+
+    @classmethod
+    def metrics(cls):
+        resp = cls.req("GET", "/metrics")
+        assert resp.status == 200, resp
+        out = {"replica": 0, "primary": 0, "up": None}
+        for m in METRIC_RE.finditer(resp.body.decode()):
+            out[m.group(2) or "up"] = int(m.group(3))
+        return out
+
+    @classmethod
+    def wait_metric_cls(cls, cond, what, timeout=10):
+        deadline = time.monotonic() + timeout
+        m = cls.metrics()
+        while not cond(m):
+            if time.monotonic() > deadline:
+                raise AssertionError("%s: not within %.0f s; metrics %r; stderr:\n%s"
+                                     % (what, timeout, m, cls.server.stderr_text()))
+            time.sleep(0.1)
+            m = cls.metrics()
+        return m
+
+    def readyz(self):
+        resp = self.req("GET", "/readyz")
+        return resp, resp.json()
+
+    def create_user(self, tag):
+        resp = self.req("POST", "/users", {"name": "Replica " + tag,
+                                           "email": "%s.%d@replica.example.com"
+                                                    % (tag, time.monotonic_ns())})
+        return resp
+
+    def reads_on_replica(self, ids, what):
+        """GET each of @ids; all 200; returns the metrics after."""
+        before = self.metrics()
+        for i in ids:
+            resp = self.req("GET", "/users/%d" % i)
+            self.assertEqual(resp.status, 200, "%s: user %d: %r" % (what, i, resp))
+        after = self.metrics()
+        return before, after
+
+    def start_reader(self, ids, stop, results, limit=5000, seconds=20):
+        """A client that GETs @ids round robin on one keep-alive connection
+        (a new one when closed) until @stop is set: at most @limit requests
+        and @seconds seconds. Statuses (or exceptions) go to @results."""
+        def run():
+            deadline = time.monotonic() + seconds
+            conn = None
+            n = 0
+            while not stop.is_set() and n < limit and time.monotonic() < deadline:
+                try:
+                    if conn is None:
+                        conn = self.server.connect()
+                    resp = conn.request("GET", "/users/%d" % ids[n % len(ids)])
+                    results.append(resp.status)
+                    if resp.header("Connection", "").lower() == "close":
+                        conn.close()
+                        conn = None
+                except Exception as e:  # noqa: BLE001 - any failure is a failed request
+                    results.append(repr(e))
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                n += 1
+                time.sleep(0.002)
+            if conn is not None:
+                conn.close()
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t
+
+    def existing_ids(self, n=5):
+        ids = []
+        for k in range(n):
+            resp = self.create_user("existing%d" % k)
+            self.assertEqual(resp.status, 201, resp)
+            ids.append(resp.json()["id"])
+        self.assertTrue(self.replica.wait_for("SELECT count(*) FROM users WHERE id IN (%s)"
+                                              % ",".join(map(str, ids)), [[str(n)]]),
+                        "the users did not reach the replica; its log:\n" + self.replica.log_tail())
+        return ids
+
+    # -- the tests, in order ------------------------------------------------------
+    def test_1_read_after_write(self):
+        before = self.metrics()
+        ids = []
+        for k in range(20):
+            resp = self.create_user("raw%d" % k)
+            self.assertEqual(resp.status, 201, resp)
+            uid = resp.json()["id"]
+            got = self.req("GET", "/users/%d" % uid)  # a fresh connection, at once
+            self.assertEqual(got.status, 200, "user %d read right after its POST: %r" % (uid, got))
+            self.assertEqual(got.json()["id"], uid)
+            ids.append(uid)
+        mid = self.metrics()
+        print("20 reads right after their write: %d answered by the replica, %d by the primary"
+              % (mid["replica"] - before["replica"], mid["primary"] - before["primary"]))
+        self.assertGreaterEqual(mid["primary"] - before["primary"], 1,
+                                "no miss was retried on the primary (lag %d ms)" % APPLY_DELAY_MS)
+        self.assertTrue(self.replica.wait_for("SELECT count(*) FROM users WHERE id IN (%s)"
+                                              % ",".join(map(str, ids)), [[str(len(ids))]]),
+                        "the users did not reach the replica; its log:\n" + self.replica.log_tail())
+        b, a = self.reads_on_replica(ids, "replicated users")
+        self.assertEqual(a["replica"] - b["replica"], len(ids), "reads not served by the replica")
+        self.assertEqual(a["primary"], b["primary"], "replicated users read on the primary")
+        resp, doc = self.readyz()
+        self.assertEqual(resp.status, 200, resp)
+        self.assertEqual(doc["checks"]["database_read"], "replica", doc)
+
+    def test_2_replica_down_and_back(self):
+        ids = self.existing_ids()
+        stop, results = threading.Event(), []
+        reader = self.start_reader(ids, stop, results)
+        try:
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            self.replica.stop("fast")
+            print("replica stopped in %.2f s" % (time.monotonic() - t0))
+            m = self.wait_metric_cls(lambda m: m["up"] == 0, "replica seen down", timeout=5)
+            b, a = self.reads_on_replica(ids, "replica down")
+            self.assertGreaterEqual(a["primary"] - b["primary"], len(ids), "reads not on the primary")
+            resp, doc = self.readyz()
+            self.assertEqual(resp.status, 200, "replica down must not make coring unready: %r" % resp)
+            self.assertTrue(doc["checks"]["database_read"].startswith(
+                "primary (replica unreachable: "), doc)
+            time.sleep(0.3)
+            self.replica.start()
+            t0 = time.monotonic()
+            m = self.wait_metric_cls(lambda m: m["up"] == THREADS, "replica back", timeout=10)
+            print("replica used again %.2f s after it started" % (time.monotonic() - t0))
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            reader.join(10)
+        failed = [r for r in results if r != 200]
+        print("reader: %d requests across the replica's stop and start, %d failed"
+              % (len(results), len(failed)))
+        self.assertGreater(len(results), 20, "the reader did not run")
+        self.assertEqual(failed, [], "requests failed while the replica went away and came back")
+        b, a = self.reads_on_replica(ids, "replica back")
+        self.assertEqual(a["replica"] - b["replica"], len(ids), "reads not back on the replica")
+        resp, doc = self.readyz()
+        self.assertEqual(doc["checks"]["database_read"], "replica", doc)
+
+    def test_3_primary_down_and_back(self):
+        ids = self.existing_ids(3)
+        self.primary.run("stop", "fast")
+        try:
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            resp = self.create_user("primarydown")
+            took = time.monotonic() - t0
+            print("POST with the primary down: %d in %.3f s" % (resp.status, took))
+            self.assertJsonError(resp, 503, "POST, primary down")
+            self.assertLess(took, 1.0, "the 503 was not at once")
+            for i in ids:
+                got = self.req("GET", "/users/%d" % i)
+                self.assertEqual(got.status, 200, "GET from the replica, primary down: %r" % got)
+        finally:
+            self.primary.run("start", "throwaway")
+        t0 = time.monotonic()
+        deadline = t0 + 15
+        while True:
+            resp = self.create_user("primaryback")
+            if resp.status == 201 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        print("POST 201 again %.2f s after the primary started" % (time.monotonic() - t0))
+        self.assertEqual(resp.status, 201, resp)
+
+
+if __name__ == "__main__":
+    if pg_cluster.server_bindir() is None:
+        print("skipped: PostgreSQL's server binaries (pg_ctl, pg_basebackup) are not installed")
+        sys.exit(77)
+    cs.main()
