@@ -21,6 +21,7 @@
 #include "coring/core/log.h"
 #include "coring/db/admin.h"
 #include "coring/db/db.h"
+#include "coring/http/query.h"
 #include "coring/http/server.h"
 
 #include <errno.h>
@@ -206,26 +207,17 @@ static void list_users(http_ctx *ctx, void *user)
 {
     (void)user;
     int64_t limit = USERS_LIMIT_DEFAULT, after = 0;
-    const char *q = ctx->req->query.ptr, *end = q + ctx->req->query.len;
-    while (q && q < end) {
-        const char *amp = memchr(q, '&', (size_t)(end - q));
-        const char *stop = amp ? amp : end;
-        const char *eq = memchr(q, '=', (size_t)(stop - q));
-        if (eq) {
-            size_t klen = (size_t)(eq - q), vlen = (size_t)(stop - eq - 1);
-            if (klen == 5 && memcmp(q, "limit", 5) == 0) {
-                if (!parse_int64(eq + 1, vlen, &limit) || limit < 1 || limit > USERS_LIMIT_MAX) {
-                    http_respond_error(ctx, 400, "limit must be an integer from 1 to 100");
-                    return;
-                }
-            } else if (klen == 8 && memcmp(q, "after_id", 8) == 0) {
-                if (!parse_int64(eq + 1, vlen, &after)) {
-                    http_respond_error(ctx, 400, "after_id must be a non-negative integer");
-                    return;
-                }
-            }
-        }
-        q = amp ? amp + 1 : end;
+    int qerr = http_query_int64(ctx->req, "limit", 1, USERS_LIMIT_MAX, &limit);
+    if (qerr < 0 && qerr != -ENOENT) {
+        http_respond_error(ctx, 400, qerr == -EEXIST ? "limit must be given once"
+                                                     : "limit must be an integer from 1 to 100");
+        return;
+    }
+    qerr = http_query_int64(ctx->req, "after_id", 0, INT64_MAX, &after);
+    if (qerr < 0 && qerr != -ENOENT) {
+        http_respond_error(ctx, 400, qerr == -EEXIST ? "after_id must be given once"
+                                                     : "after_id must be a non-negative integer");
+        return;
     }
     char after_s[24], limit_s[24];
     snprintf(after_s, sizeof(after_s), "%lld", (long long)after);

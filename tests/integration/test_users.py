@@ -137,6 +137,17 @@ class UsersTest(cs.CoringTestCase):
                   "limit=99999999999999999999"):
             self.assertJsonError(self.req("GET", "/users?" + q), 400, q)
 
+    def test_list_parameters_are_percent_decoded_and_given_once(self):
+        # RFC 3986 section 2.1: %33 is "3"; a name sent twice is refused
+        # rather than one of its values picked at random.
+        self.assertEqual(len(self.req("GET", "/users?limit=%33").json()), 3)
+        self.assertEqual(len(self.req("GET", "/users?%6cimit=2&after_id=0").json()), 2)
+        for q, word in (("limit=1&limit=2", "limit"), ("after_id=0&after_id=0", "after_id")):
+            resp = self.req("GET", "/users?" + q)
+            self.assertJsonError(resp, 400, q)
+            self.assertEqual(resp.json()["error"], word + " must be given once")
+        self.assertJsonError(self.req("GET", "/users?limit=1%"), 400, "malformed escape")
+
     def test_duplicate_email(self):
         email = self.unique_email("dup")
         self.create("First", email)
