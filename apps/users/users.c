@@ -150,27 +150,22 @@ static bool all_space(const char *s, size_t len)
  * answering the error. The copy is NUL-terminated, in the request arena. */
 static const char *string_field(http_ctx *ctx, cr_json_value root, const char *key, size_t *len)
 {
-    char msg[64];
     cr_json_value v;
     const char *s;
     if (cr_json_object_get(root, key, strlen(key), &v) != CR_JSON_OK) {
-        snprintf(msg, sizeof(msg), "%s is required", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s is required", key);
         return NULL;
     }
     if (cr_json_get_string(v, &s, len) != CR_JSON_OK) {
-        snprintf(msg, sizeof(msg), "%s must be a string", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s must be a string", key);
         return NULL;
     }
     if (*len == 0 || all_space(s, *len)) {
-        snprintf(msg, sizeof(msg), "%s must not be empty", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s must not be empty", key);
         return NULL;
     }
     if (memchr(s, '\0', *len)) {
-        snprintf(msg, sizeof(msg), "%s must not contain NUL", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s must not contain NUL", key);
         return NULL;
     }
     char *copy = cr_arena_alloc(ctx->arena, *len + 1);

@@ -80,9 +80,33 @@ void http_respond(http_ctx *ctx, int status, const char *content_type, const voi
 /* http_respond_json - http_respond with application/json and @json's bytes. */
 void http_respond_json(http_ctx *ctx, int status, const cr_buf *json);
 
-/* http_respond_error - @status with the body {"error":"<message>"} (escaped,
- * application/json). */
+/*
+ * http_respond_error - answer @status with application/json and the body
+ * every error of coring carries, {"error":"<message>"} (built by
+ * http_error_body). @message: NUL-terminated UTF-8, copied. Handler
+ * context; a second answer is ignored, like every http_respond*.
+ */
 void http_respond_error(http_ctx *ctx, int status, const char *message);
+
+/*
+ * http_respond_errorf - http_respond_error with the message formatted by
+ * printf(3) from @fmt (in the request arena: no length limit). Out of
+ * memory for the message answers 500 "out of memory". Handler context.
+ */
+void http_respond_errorf(http_ctx *ctx, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * http_error_body - append {"error":"<message>"} to @out: @len bytes at
+ * @message as one JSON string, escaped per RFC 8259 section 7 (quote,
+ * backslash and control characters; other bytes as they are, so @message
+ * should be UTF-8). The one place the error body is spelled: the
+ * http_respond_error* functions, the connection's own 4xx answers and
+ * bodies built ahead of a response (the cep app's shared upstream
+ * outcome) all use it. An allocation failure marks @out failed (see
+ * cr_buf). Any thread.
+ */
+void http_error_body(cr_buf *out, const char *message, size_t len);
 
 /*
  * http_add_header - add a response header before responding. @name and
