@@ -266,24 +266,9 @@ static void get_user(http_ctx *ctx, void *user)
 static void create_user(http_ctx *ctx, void *user)
 {
     (void)user;
-    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
-        http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
-        return;
-    }
-    if (!ctx->body || ctx->body_len == 0) {
-        http_respond_error(ctx, 400, "request body must be a JSON object");
-        return;
-    }
     cr_json_value root;
-    cr_json_error jerr = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
-    if (jerr != CR_JSON_OK) {
-        http_respond_error(ctx, jerr == CR_JSON_ENOMEM ? 500 : 400, cr_json_error_message(jerr));
+    if (!http_json_object_body(ctx, &root))
         return;
-    }
-    if (cr_json_type_of(root) != CR_JSON_OBJECT) {
-        http_respond_error(ctx, 422, "body must be a JSON object");
-        return;
-    }
     size_t name_len, email_len;
     const char *name = string_field(ctx, root, "name", &name_len);
     if (!name)

@@ -177,7 +177,9 @@ class UsersTest(cs.CoringTestCase):
             self.assertJsonError(resp, status, "body %r" % (body,))
         # Limits are in characters: 100 of them, 3 bytes each, are fine.
         self.create("é" * 100, ok)
-        self.assertEqual(self.req("POST", "/users", b"{").json()["error"], "invalid JSON")
+        self.assertEqual(self.req("POST", "/users", b"{").json()["error"],
+                         "invalid JSON: the JSON document has an improper structure: missing or "
+                         "superfluous commas, braces, missing keys, etc.")
         # The connection survived all of the above.
         self.assertEqual(self.req("GET", "/users?limit=1").status, 200)
 

@@ -141,6 +141,39 @@ bool http_request_is_json(const http_request *req);
 /* The 415 message for a body that http_request_is_json refuses. */
 #define HTTP_NOT_JSON_MESSAGE "the body must be JSON: send Content-Type: application/json"
 
+/*
+ * http_json_object_body - the preamble of a route that takes a JSON
+ * object: check the request's Content-Type, parse its body with this
+ * thread's parser (http_json_parser) and check that the root is an object.
+ * Returns true with *@obj the root object (valid until the next parse on
+ * this thread: copy what must outlive a yield that lets another request
+ * run). Returns false after answering the error itself, with
+ * http_respond_error:
+ *   415 HTTP_NOT_JSON_MESSAGE  a body whose Content-Type is not JSON
+ *                              (http_request_is_json);
+ *   400 "request body must be a JSON object"  no body or an empty one;
+ *   400 "invalid JSON: <simdjson's reason>"   a syntax error, with the
+ *                              reason from cr_json_parser_detail ("invalid
+ *                              JSON: the JSON document has an improper
+ *                              structure: ..."); other parse errors with
+ *                              cr_json_error_message: "invalid UTF-8 in
+ *                              JSON", "JSON nested too deep" (over 64
+ *                              levels), "JSON document too large";
+ *   500 "out of memory parsing JSON";
+ *   422 "body must be a JSON object"  valid JSON of another type.
+ * Handler context (the connection's coroutine).
+ */
+bool http_json_object_body(http_ctx *ctx, cr_json_value *obj);
+
+/*
+ * http_json_object_parse - the checks of http_json_object_body without the
+ * answer, for a route that answers errors in a shape of its own (the embed
+ * app's OpenAI error objects). Returns 0 with *@obj the root object, or
+ * the status above (415, 400, 500 or 422) with *@message the message above
+ * (static, or in the request arena). Handler context.
+ */
+int http_json_object_parse(http_ctx *ctx, cr_json_value *obj, const char **message);
+
 /* http_status_reason - "OK", "Not Found", ... for @status; "Unknown" otherwise. */
 const char *http_status_reason(int status);
 
