@@ -180,6 +180,14 @@ class UsersTest(cs.CoringTestCase):
         self.assertEqual(self.req("POST", "/users", b"{").json()["error"],
                          "invalid JSON: the JSON document has an improper structure: missing or "
                          "superfluous commas, braces, missing keys, etc.")
+        ok2 = self.unique_email("w")
+        for body, message in (({"email": ok2}, "name is required"),
+                              ({"name": 5, "email": ok2}, "name must be a string"),
+                              ({"name": "A", "email": " "}, "email must not be empty"),
+                              ({"name": "A\u0000B", "email": ok2}, "name must not contain NUL"),
+                              (b"[]", "body must be a JSON object"),
+                              (b"", "request body must be a JSON object")):
+            self.assertEqual(self.req("POST", "/users", body).json()["error"], message, body)
         # The connection survived all of the above.
         self.assertEqual(self.req("GET", "/users?limit=1").status, 200)
 
