@@ -213,11 +213,10 @@ static void write_address(cr_buf *out, const char digits[9], const char *const v
     cr_json_object_end(&w);
 }
 
+/* The shared outcome's body: the one error body of coring. */
 static void error_body(cr_buf *out, const char *message)
 {
-    cr_buf_append_str(out, "{\"error\":");
-    cr_json_escape_string(out, message, strlen(message));
-    cr_buf_append(out, "}", 1);
+    http_error_body(out, message, strlen(message));
 }
 
 /* --- the upstream ---------------------------------------------------------- */

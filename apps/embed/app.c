@@ -103,25 +103,20 @@ static void fail(http_ctx *ctx, const embed_input *in, int status, const char *p
  * into its root object. Answers the error itself. */
 static bool parse_body(http_ctx *ctx, const embed_input *in, cr_json_value *root)
 {
-    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
-        fail(ctx, in, 415, NULL, NULL, HTTP_NOT_JSON_MESSAGE);
+    /* http_json_object_parse answers nothing itself: /v1/embeddings
+     * answers in OpenAI's shape, and a 415 goes before the 503. */
+    const char *message;
+    int status = http_json_object_parse(ctx, root, &message);
+    if (status == 415) {
+        fail(ctx, in, 415, NULL, NULL, message);
         return false;
     }
     if (!model) {
         fail(ctx, in, 503, NULL, NULL, "no model loaded");
         return false;
     }
-    if (!ctx->body || ctx->body_len == 0) {
-        fail(ctx, in, 400, NULL, NULL, "request body must be a JSON object");
-        return false;
-    }
-    cr_json_error err = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, root);
-    if (err != CR_JSON_OK) {
-        fail(ctx, in, err == CR_JSON_ENOMEM ? 500 : 400, NULL, NULL, cr_json_error_message(err));
-        return false;
-    }
-    if (cr_json_type_of(*root) != CR_JSON_OBJECT) {
-        fail(ctx, in, 422, NULL, NULL, "body must be a JSON object");
+    if (status != 0) {
+        fail(ctx, in, status, NULL, NULL, message);
         return false;
     }
     return true;

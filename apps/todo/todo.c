@@ -281,24 +281,9 @@ typedef struct todo_input {
 static bool parse_input(http_ctx *ctx, todo_input *in)
 {
     *in = (todo_input){.completed = -1};
-    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
-        http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
-        return false;
-    }
-    if (!ctx->body || ctx->body_len == 0) {
-        http_respond_error(ctx, 400, "request body must be a JSON object");
-        return false;
-    }
     cr_json_value root, v;
-    cr_json_error err = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
-    if (err != CR_JSON_OK) {
-        http_respond_error(ctx, err == CR_JSON_ENOMEM ? 500 : 400, cr_json_error_message(err));
+    if (!http_json_object_body(ctx, &root))
         return false;
-    }
-    if (cr_json_type_of(root) != CR_JSON_OBJECT) {
-        http_respond_error(ctx, 422, "body must be a JSON object");
-        return false;
-    }
     if (cr_json_object_get(root, "title", 5, &v) == CR_JSON_OK) {
         if (cr_json_get_string(v, &in->title, &in->title_len) != CR_JSON_OK) {
             http_respond_error(ctx, 422, "title must be a string");

@@ -27,6 +27,7 @@
 #include "coring/core/log.h"
 #include "coring/db/admin.h"
 #include "coring/db/db.h"
+#include "coring/http/query.h"
 #include "coring/http/server.h"
 
 #include <errno.h>
@@ -211,27 +212,22 @@ static bool all_space(const char *s, size_t len)
  * while this one waits for the database. */
 static const char *string_field(http_ctx *ctx, cr_json_value root, const char *key, size_t *len)
 {
-    char msg[64];
     cr_json_value v;
     const char *s;
     if (cr_json_object_get(root, key, strlen(key), &v) != CR_JSON_OK) {
-        snprintf(msg, sizeof(msg), "%s is required", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s is required", key);
         return NULL;
     }
     if (cr_json_get_string(v, &s, len) != CR_JSON_OK) {
-        snprintf(msg, sizeof(msg), "%s must be a string", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s must be a string", key);
         return NULL;
     }
     if (*len == 0 || all_space(s, *len)) {
-        snprintf(msg, sizeof(msg), "%s must not be empty", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s must not be empty", key);
         return NULL;
     }
     if (memchr(s, '\0', *len)) {
-        snprintf(msg, sizeof(msg), "%s must not contain NUL", key);
-        http_respond_error(ctx, 422, msg);
+        http_respond_errorf(ctx, 422, "%s must not contain NUL", key);
         return NULL;
     }
     char *copy = cr_arena_alloc(ctx->arena, *len);
@@ -267,26 +263,17 @@ static void list_users(http_ctx *ctx, void *user)
 {
     (void)user;
     int64_t limit = USERS_LIMIT_DEFAULT, after = 0;
-    const char *q = ctx->req->query.ptr, *end = q + ctx->req->query.len;
-    while (q && q < end) {
-        const char *amp = memchr(q, '&', (size_t)(end - q));
-        const char *stop = amp ? amp : end;
-        const char *eq = memchr(q, '=', (size_t)(stop - q));
-        if (eq) {
-            size_t klen = (size_t)(eq - q), vlen = (size_t)(stop - eq - 1);
-            if (klen == 5 && memcmp(q, "limit", 5) == 0) {
-                if (!parse_int64(eq + 1, vlen, &limit) || limit < 1 || limit > USERS_LIMIT_MAX) {
-                    http_respond_error(ctx, 400, "limit must be an integer from 1 to 100");
-                    return;
-                }
-            } else if (klen == 8 && memcmp(q, "after_id", 8) == 0) {
-                if (!parse_int64(eq + 1, vlen, &after)) {
-                    http_respond_error(ctx, 400, "after_id must be a non-negative integer");
-                    return;
-                }
-            }
-        }
-        q = amp ? amp + 1 : end;
+    int qerr = http_query_int64(ctx->req, "limit", 1, USERS_LIMIT_MAX, &limit);
+    if (qerr < 0 && qerr != -ENOENT) {
+        http_respond_error(ctx, 400, qerr == -EEXIST ? "limit must be given once"
+                                                     : "limit must be an integer from 1 to 100");
+        return;
+    }
+    qerr = http_query_int64(ctx->req, "after_id", 0, INT64_MAX, &after);
+    if (qerr < 0 && qerr != -ENOENT) {
+        http_respond_error(ctx, 400, qerr == -EEXIST ? "after_id must be given once"
+                                                     : "after_id must be a non-negative integer");
+        return;
     }
     db_result r;
     int err = DB_RUN(list_stmt, &r, db_param_int64(after), db_param_int64(limit));
@@ -349,24 +336,9 @@ static void get_user(http_ctx *ctx, void *user)
 static void create_user(http_ctx *ctx, void *user)
 {
     (void)user;
-    if (ctx->body && ctx->body_len && !http_request_is_json(ctx->req)) {
-        http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
-        return;
-    }
-    if (!ctx->body || ctx->body_len == 0) {
-        http_respond_error(ctx, 400, "request body must be a JSON object");
-        return;
-    }
     cr_json_value root;
-    cr_json_error jerr = cr_json_parse(http_json_parser(), ctx->body, ctx->body_len, &root);
-    if (jerr != CR_JSON_OK) {
-        http_respond_error(ctx, jerr == CR_JSON_ENOMEM ? 500 : 400, cr_json_error_message(jerr));
+    if (!http_json_object_body(ctx, &root))
         return;
-    }
-    if (cr_json_type_of(root) != CR_JSON_OBJECT) {
-        http_respond_error(ctx, 422, "body must be a JSON object");
-        return;
-    }
     size_t name_len, email_len;
     const char *name = string_field(ctx, root, "name", &name_len);
     if (!name)

@@ -95,6 +95,7 @@ struct cr_json_parser {
     size_t capacity = 0;   /* bytes of input the buffers above can hold */
     size_t max_bytes;
     size_t max_depth;
+    error_code last_error = simdjson::SUCCESS; /* simdjson's, for cr_json_parser_detail */
 
     cr_json_parser(size_t max_bytes_, size_t simdjson_max, size_t max_depth_) noexcept
         : parser(simdjson_max), max_bytes(max_bytes_), max_depth(max_depth_)
@@ -283,6 +284,7 @@ void cr_json_parser_destroy(cr_json_parser *p)
 cr_json_error cr_json_parse(cr_json_parser *p, const char *json, size_t len, cr_json_value *root)
 {
     *root = cr_json_value{};
+    p->last_error = simdjson::SUCCESS;
     if (len > p->max_bytes)
         return CR_JSON_ETOOBIG;
     try {
@@ -299,8 +301,10 @@ cr_json_error cr_json_parse(cr_json_parser *p, const char *json, size_t len, cr_
         p->doc.forget_cursors();
         element e;
         error_code err = p->parser.parse_into_document(p->doc, p->input, len, false).get(e);
-        if (err != simdjson::SUCCESS)
+        if (err != simdjson::SUCCESS) {
+            p->last_error = err;
             return from_simdjson(err);
+        }
         *root = value_of(e);
         return CR_JSON_OK;
     } catch (const std::bad_alloc &) {
@@ -308,6 +312,13 @@ cr_json_error cr_json_parse(cr_json_parser *p, const char *json, size_t len, cr_
     } catch (...) {
         return CR_JSON_EINVALID;
     }
+}
+
+const char *cr_json_parser_detail(const cr_json_parser *p)
+{
+    if (p->last_error == simdjson::SUCCESS)
+        return nullptr;
+    return simdjson::error_message(p->last_error);
 }
 
 const char *cr_json_error_message(cr_json_error err)

@@ -98,9 +98,7 @@ static void reject(http_conn *c, int status, const char *message)
 {
     struct http_ctx_internal in = {.out = &c->out, .close = true};
     cr_buf *b = http_scratch();
-    cr_buf_append_str(b, "{\"error\":");
-    cr_json_escape_string(b, message, strlen(message));
-    cr_buf_append(b, "}", 1);
+    http_error_body(b, message, strlen(message));
     http_write_response(&in, status, "application/json", b->data, b->len);
     c->error_close = true;
 }

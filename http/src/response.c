@@ -10,6 +10,8 @@
 #include "coring/core/json_writer.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -170,13 +172,35 @@ void http_respond_json(http_ctx *ctx, int status, const cr_buf *json)
     http_respond(ctx, status, "application/json", json->data, json->len);
 }
 
+void http_error_body(cr_buf *out, const char *message, size_t len)
+{
+    cr_buf_append(out, "{\"error\":", 9);
+    cr_json_escape_string(out, message, len);
+    cr_buf_append(out, "}", 1);
+}
+
 void http_respond_error(http_ctx *ctx, int status, const char *message)
 {
     cr_buf *b = http_scratch();
-    cr_buf_append(b, "{\"error\":", 9);
-    cr_json_escape_string(b, message, strlen(message));
-    cr_buf_append(b, "}", 1);
+    http_error_body(b, message, strlen(message));
     http_respond_json(ctx, status, b);
+}
+
+void http_respond_errorf(http_ctx *ctx, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *message = n < 0 ? NULL : cr_arena_alloc(ctx->arena, (size_t)n + 1);
+    if (!message) {
+        http_respond_error(ctx, 500, "out of memory");
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(message, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    http_respond_error(ctx, status, message);
 }
 
 int http_add_header(http_ctx *ctx, const char *name, const char *value)

@@ -265,10 +265,12 @@ class Checks(CoringTestCase):
 
     def test_invalid_json_message_does_not_repeat_itself(self):
         resp = self.post("/embed", b"{")
+        want = ("invalid JSON: the JSON document has an improper structure: missing or "
+                "superfluous commas, braces, missing keys, etc.")
         self.assertJsonError(resp, 400, "invalid JSON")
-        self.assertEqual(resp.json()["error"], "invalid JSON")
+        self.assertEqual(resp.json()["error"], want)
         err = self.assertOpenAiError(self.post("/v1/embeddings", b"{"), 400)
-        self.assertEqual(err["message"], "invalid JSON")
+        self.assertEqual(err["message"], want)
 
     def test_content_type_must_be_json(self):
         body = json.dumps({"text": "hello"}).encode()

@@ -156,6 +156,17 @@ class UsersTest(cs.CoringTestCase):
                   "limit=99999999999999999999"):
             self.assertJsonError(self.req("GET", "/users?" + q), 400, q)
 
+    def test_list_parameters_are_percent_decoded_and_given_once(self):
+        # RFC 3986 section 2.1: %33 is "3"; a name sent twice is refused
+        # rather than one of its values picked at random.
+        self.assertEqual(len(self.req("GET", "/users?limit=%33").json()), 3)
+        self.assertEqual(len(self.req("GET", "/users?%6cimit=2&after_id=0").json()), 2)
+        for q, word in (("limit=1&limit=2", "limit"), ("after_id=0&after_id=0", "after_id")):
+            resp = self.req("GET", "/users?" + q)
+            self.assertJsonError(resp, 400, q)
+            self.assertEqual(resp.json()["error"], word + " must be given once")
+        self.assertJsonError(self.req("GET", "/users?limit=1%"), 400, "malformed escape")
+
     def test_duplicate_email(self):
         email = self.unique_email("dup")
         self.create("First", email)
@@ -185,7 +196,17 @@ class UsersTest(cs.CoringTestCase):
             self.assertJsonError(resp, status, "body %r" % (body,))
         # Limits are in characters: 100 of them, 3 bytes each, are fine.
         self.create("é" * 100, ok)
-        self.assertEqual(self.req("POST", "/users", b"{").json()["error"], "invalid JSON")
+        self.assertEqual(self.req("POST", "/users", b"{").json()["error"],
+                         "invalid JSON: the JSON document has an improper structure: missing or "
+                         "superfluous commas, braces, missing keys, etc.")
+        ok2 = self.unique_email("w")
+        for body, message in (({"email": ok2}, "name is required"),
+                              ({"name": 5, "email": ok2}, "name must be a string"),
+                              ({"name": "A", "email": " "}, "email must not be empty"),
+                              ({"name": "A\u0000B", "email": ok2}, "name must not contain NUL"),
+                              (b"[]", "body must be a JSON object"),
+                              (b"", "request body must be a JSON object")):
+            self.assertEqual(self.req("POST", "/users", body).json()["error"], message, body)
         # The connection survived all of the above.
         self.assertEqual(self.req("GET", "/users?limit=1").status, 200)
 

@@ -626,3 +626,30 @@ Test(json, empty_input_on_a_fresh_parser)
     cr_expect_eq(cr_json_parse(p, "[1]", 3, &root), CR_JSON_OK);
     cr_json_parser_destroy(p);
 }
+
+/* cr_json_parser_detail: simdjson's reason for the last failure, which
+ * says more than "invalid JSON"; NULL after a success or our own refusal. */
+Test(json, parser_detail_names_simdjsons_error)
+{
+    cr_json_value root;
+    cr_expect_null(cr_json_parser_detail(parser), "no parse yet");
+    cr_assert_eq(cr_json_parse(parser, "{", 1, &root), CR_JSON_EINVALID);
+    const char *d = cr_json_parser_detail(parser);
+    cr_assert_not_null(d);
+    cr_expect(strstr(d, "improper structure") != NULL, "{: %s", d);
+    cr_assert_eq(cr_json_parse(parser, "\"abc", 4, &root), CR_JSON_EINVALID);
+    d = cr_json_parser_detail(parser);
+    cr_expect(d && strstr(d, "never closed") != NULL, "\"abc: %s", d ? d : "(null)");
+    cr_assert_eq(cr_json_parse(parser, "tru", 3, &root), CR_JSON_EINVALID);
+    d = cr_json_parser_detail(parser);
+    cr_expect(d && strstr(d, "atom") != NULL, "tru: %s", d ? d : "(null)");
+    cr_assert_eq(cr_json_parse(parser, "{}", 2, &root), CR_JSON_OK);
+    cr_expect_null(cr_json_parser_detail(parser), "after a success");
+
+    cr_json_parser *small = cr_json_parser_create(8, 0);
+    cr_assert_not_null(small);
+    cr_assert_eq(cr_json_parse(small, "{", 1, &root), CR_JSON_EINVALID);
+    cr_assert_eq(cr_json_parse(small, "[1,2,3,4,5]", 11, &root), CR_JSON_ETOOBIG);
+    cr_expect_null(cr_json_parser_detail(small), "too big: refused before simdjson ran");
+    cr_json_parser_destroy(small);
+}

@@ -84,6 +84,19 @@ cr_json_error cr_json_parse(cr_json_parser *p, const char *json, size_t len,
 /* cr_json_error_message - a short English message for @err, static. */
 const char *cr_json_error_message(cr_json_error err);
 
+/*
+ * cr_json_parser_detail - simdjson's own English message (static) for the
+ * failure of the last cr_json_parse on @p, which says what was wrong where
+ * cr_json_error_message only says "invalid JSON": "The JSON document has
+ * an improper structure: missing or superfluous commas, braces, missing
+ * keys, etc.", "A string is opened, but never closed.", "Problem while
+ * parsing a number"... (simdjson's error_message()). NULL when that parse
+ * succeeded, when no parse ran yet, and when it failed before simdjson
+ * read the input (CR_JSON_ETOOBIG, or CR_JSON_ENOMEM for the parser's own
+ * buffers). Same thread as the parse; the string is static.
+ */
+const char *cr_json_parser_detail(const cr_json_parser *p);
+
 /* cr_json_type_of - the type of @v. */
 cr_json_type cr_json_type_of(cr_json_value v);
 

@@ -80,9 +80,33 @@ void http_respond(http_ctx *ctx, int status, const char *content_type, const voi
 /* http_respond_json - http_respond with application/json and @json's bytes. */
 void http_respond_json(http_ctx *ctx, int status, const cr_buf *json);
 
-/* http_respond_error - @status with the body {"error":"<message>"} (escaped,
- * application/json). */
+/*
+ * http_respond_error - answer @status with application/json and the body
+ * every error of coring carries, {"error":"<message>"} (built by
+ * http_error_body). @message: NUL-terminated UTF-8, copied. Handler
+ * context; a second answer is ignored, like every http_respond*.
+ */
 void http_respond_error(http_ctx *ctx, int status, const char *message);
+
+/*
+ * http_respond_errorf - http_respond_error with the message formatted by
+ * printf(3) from @fmt (in the request arena: no length limit). Out of
+ * memory for the message answers 500 "out of memory". Handler context.
+ */
+void http_respond_errorf(http_ctx *ctx, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * http_error_body - append {"error":"<message>"} to @out: @len bytes at
+ * @message as one JSON string, escaped per RFC 8259 section 7 (quote,
+ * backslash and control characters; other bytes as they are, so @message
+ * should be UTF-8). The one place the error body is spelled: the
+ * http_respond_error* functions, the connection's own 4xx answers and
+ * bodies built ahead of a response (the cep app's shared upstream
+ * outcome) all use it. An allocation failure marks @out failed (see
+ * cr_buf). Any thread.
+ */
+void http_error_body(cr_buf *out, const char *message, size_t len);
 
 /*
  * http_add_header - add a response header before responding. @name and
@@ -116,6 +140,39 @@ bool http_request_is_json(const http_request *req);
 
 /* The 415 message for a body that http_request_is_json refuses. */
 #define HTTP_NOT_JSON_MESSAGE "the body must be JSON: send Content-Type: application/json"
+
+/*
+ * http_json_object_body - the preamble of a route that takes a JSON
+ * object: check the request's Content-Type, parse its body with this
+ * thread's parser (http_json_parser) and check that the root is an object.
+ * Returns true with *@obj the root object (valid until the next parse on
+ * this thread: copy what must outlive a yield that lets another request
+ * run). Returns false after answering the error itself, with
+ * http_respond_error:
+ *   415 HTTP_NOT_JSON_MESSAGE  a body whose Content-Type is not JSON
+ *                              (http_request_is_json);
+ *   400 "request body must be a JSON object"  no body or an empty one;
+ *   400 "invalid JSON: <simdjson's reason>"   a syntax error, with the
+ *                              reason from cr_json_parser_detail ("invalid
+ *                              JSON: the JSON document has an improper
+ *                              structure: ..."); other parse errors with
+ *                              cr_json_error_message: "invalid UTF-8 in
+ *                              JSON", "JSON nested too deep" (over 64
+ *                              levels), "JSON document too large";
+ *   500 "out of memory parsing JSON";
+ *   422 "body must be a JSON object"  valid JSON of another type.
+ * Handler context (the connection's coroutine).
+ */
+bool http_json_object_body(http_ctx *ctx, cr_json_value *obj);
+
+/*
+ * http_json_object_parse - the checks of http_json_object_body without the
+ * answer, for a route that answers errors in a shape of its own (the embed
+ * app's OpenAI error objects). Returns 0 with *@obj the root object, or
+ * the status above (415, 400, 500 or 422) with *@message the message above
+ * (static, or in the request arena). Handler context.
+ */
+int http_json_object_parse(http_ctx *ctx, cr_json_value *obj, const char **message);
 
 /* http_status_reason - "OK", "Not Found", ... for @status; "Unknown" otherwise. */
 const char *http_status_reason(int status);
