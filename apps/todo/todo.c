@@ -12,7 +12,12 @@
  * whole list until the next change. The store is bounded: --todo-max-items
  * split evenly over the shards (and 256 MiB of titles a shard); a POST
  * past its shard's share answers 507 and changes nothing.
+ *
+ * With --todo-store postgres the same handlers parse and validate each
+ * request and hand it to the PostgreSQL store (todo_pg.c) instead.
  */
+#include "todo.h"
+
 #include "coring/apps/apps.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
@@ -50,6 +55,9 @@ typedef struct todo_shard {
 } todo_shard;
 
 static _Thread_local todo_shard *shard;
+
+/* The store that answers, when not the in-memory one (todo_mount_routes). */
+static const todo_store *store;
 
 /* --- the shard (runs on its own thread only) ------------------------------ */
 
@@ -349,6 +357,10 @@ static int cmp_entry(const void *a, const void *b)
 static void list_todos(http_ctx *ctx, void *user)
 {
     (void)user;
+    if (store) {
+        store->list(ctx);
+        return;
+    }
     unsigned n = net_thread_count();
     if (n == 1) {
         http_respond_json(ctx, 200, shard_list_json());
@@ -432,6 +444,15 @@ static void by_id(http_ctx *ctx, enum todo_op op, const todo_input *in)
     uint64_t id;
     if (!id_param(ctx, &id))
         return;
+    if (store) {
+        if (op == TODO_GET)
+            store->get(ctx, id);
+        else if (op == TODO_DELETE)
+            store->remove(ctx, id);
+        else
+            store->patch(ctx, id, in->title, in->title_len, in->completed);
+        return;
+    }
     cr_buf out = CR_BUF_INIT;
     todo_msg msg = {.op = op, .id = id, .out = &out, .completed = -1};
     if (in) {
@@ -485,6 +506,10 @@ static void create_todo(http_ctx *ctx, void *user)
         http_respond_error(ctx, 422, "title is required");
         return;
     }
+    if (store) {
+        store->create(ctx, in.title, in.title_len, in.completed == 1);
+        return;
+    }
     int status;
     todo *t = shard_insert(in.title, in.title_len, in.completed == 1, &status);
     if (!t) {
@@ -501,8 +526,9 @@ static void create_todo(http_ctx *ctx, void *user)
 
 /* --- the app ------------------------------------------------------------- */
 
-static int mount(http_router *r)
+int todo_mount_routes(http_router *r, const todo_store *s)
 {
+    store = s;
     int err;
     if ((err = http_router_add(r, HTTP_GET, "/health", get_health, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_GET, "/todos", list_todos, NULL)) < 0 ||
@@ -512,6 +538,11 @@ static int mount(http_router *r)
         (err = http_router_add(r, HTTP_DELETE, "/todos/{id}", delete_todo, NULL)) < 0)
         return err;
     return 0;
+}
+
+static int mount(http_router *r)
+{
+    return todo_mount_routes(r, NULL);
 }
 
 static int start(const app_options *opts)
@@ -545,7 +576,7 @@ static void thread_fini(void)
 
 const app_def app_todo = {
     .name = "todo",
-    .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (in memory)",
+    .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (--todo-store)",
     .mount = mount,
     .start = start,
     .thread_init = thread_init,
