@@ -320,6 +320,11 @@ static bool parse_input(http_ctx *ctx, todo_input *in)
             http_respond_error(ctx, 422, "title must be at most 1000 bytes");
             return false;
         }
+        /* "\u0000": PostgreSQL's text cannot hold it; the stores agree. */
+        if (memchr(in->title, '\0', in->title_len)) {
+            http_respond_error(ctx, 422, "title must not contain NUL");
+            return false;
+        }
         /* The string lives in the thread's JSON parser, which the next
          * request on this thread reuses: a PATCH sent to another core
          * yields before the owner copies it. */

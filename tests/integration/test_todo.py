@@ -219,6 +219,14 @@ class TodoTest(cs.SharedServerTestCase):
         self.assertEqual(resp.status, 201, repr(resp))
         self.assertEqual(resp.json()["title"], "caf\u00e9 \U0001F600")
 
+    def test_title_with_nul_refused(self):
+        # PostgreSQL's text cannot hold U+0000: both stores refuse it alike.
+        doc = self.create("no nul here")
+        for title in ("a\u0000b", "\u0000"):
+            self.error("POST", "/todos", {"title": title}, 422)
+            self.error("PATCH", "/todos/%d" % doc["id"], {"title": title}, 422)
+        self.assertEqual(self.req("GET", "/todos/%d" % doc["id"]).json(), doc)
+
     def test_title_1000_bytes_ok(self):
         self.create("x" * 1000)
         self.create("é" * 500)  # 1,000 bytes of UTF-8
