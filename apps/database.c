@@ -19,6 +19,16 @@ static const char *users_of_db[8];
 static size_t num_users_of_db;
 static db_config config;
 
+/* Note @app among the apps on the database, once. */
+static void note_user(const char *app)
+{
+    for (size_t i = 0; i < num_users_of_db; i++)
+        if (strcmp(users_of_db[i], app) == 0)
+            return;
+    if (num_users_of_db < sizeof(users_of_db) / sizeof(users_of_db[0]))
+        users_of_db[num_users_of_db++] = app;
+}
+
 int app_db_register(const char *app, const db_statement *stmts, size_t count)
 {
     if (statement_count + count > MAX_STATEMENTS)
@@ -26,14 +36,25 @@ int app_db_register(const char *app, const db_statement *stmts, size_t count)
     int base = (int)statement_count;
     memcpy(statements + statement_count, stmts, count * sizeof(*stmts));
     statement_count += count;
-    if (num_users_of_db < sizeof(users_of_db) / sizeof(users_of_db[0]))
-        users_of_db[num_users_of_db++] = app;
+    note_user(app);
     return base;
+}
+
+static size_t typed_count;
+
+int app_db_statement(const char *app, const db_statement *def, const db_stmt **out)
+{
+    int err = db_register(def, out);
+    if (err < 0)
+        return err;
+    typed_count++;
+    note_user(app);
+    return 0;
 }
 
 bool app_db_used(void)
 {
-    return statement_count > 0;
+    return statement_count > 0 || typed_count > 0;
 }
 
 int app_db_start(const app_options *opts)

@@ -17,8 +17,10 @@
 #include "coring/core/metrics.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
+#include "codec.h"
 #include "queue.h"
 #include "resolve.h"
+#include "statement.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -259,7 +261,9 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
         if (!PQconsumeInput(pg))
             return -EIO;
     }
-    return ok == c->pool->cfg->statement_count ? 0 : -EIO;
+    size_t typed;
+    db_statements(&typed);
+    return ok == c->pool->cfg->statement_count + typed ? 0 : -EIO;
 }
 
 /* Note why @pg failed (its first line) in c->error. */
@@ -327,6 +331,16 @@ static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking
     for (size_t i = 0; i < cfg->statement_count; i++) {
         const db_statement *s = &cfg->statements[i];
         if (!PQsendPrepare(pg, c->pool->names[i], s->sql, s->params, NULL)) {
+            err = -EIO;
+            goto fail;
+        }
+    }
+    /* Typed statements: their parameter types declared (paramTypes). */
+    size_t typed;
+    const db_stmt *const *stmts = db_statements(&typed);
+    for (size_t i = 0; i < typed; i++) {
+        const db_stmt *s = stmts[i];
+        if (!PQsendPrepare(pg, s->name, s->def.sql, s->def.params, s->oids)) {
             err = -EIO;
             goto fail;
         }
@@ -660,15 +674,14 @@ static int read_results(db_conn *c)
 /* Send what is queued. 0 or -EIO. */
 static int send_queued(db_conn *c)
 {
-    const db_config *cfg = c->pool->cfg;
     bool unsynced = false;
     db_pending *p;
     for (unsigned n = 0; n < DB_MAX_BATCH && (p = db_queue_send_next(&c->q)); n++) {
-        if (!PQsendQueryPrepared(c->pg, c->pool->names[p->stmt], p->nparams, p->values, NULL, NULL,
-                                 0))
+        if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths, p->formats,
+                                 p->result_format))
             return -EIO;
         unsynced = true;
-        if (cfg->statements[p->stmt].writes) {
+        if (p->writes) {
             if (!PQpipelineSync(c->pg))
                 return -EIO;
             cr_metric_inc(&dbm.round_trips, 0);
@@ -786,6 +799,7 @@ int db_thread_init(const db_config *cfg)
 {
     if (!cfg || !cfg->conninfo || !cfg->connections || net_thread_index() < 0)
         return -EINVAL;
+    db_statements_close();
     db_pool *pool = calloc(1, sizeof(*pool));
     if (!pool)
         return -ENOMEM;
@@ -897,8 +911,19 @@ bool db_ready(char *why, size_t len)
     }
     return true;
 }
-static int query(db_pool *pool, net_task *self, unsigned stmt, int nparams,
-                 const char *const *values, db_result *out);
+static int query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out);
+
+/* Count, time and run @ask (its statement, parameters and formats). */
+static int measured_query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out)
+{
+    uint64_t start = cr_clock_now_ns();
+    cr_metric_inc(&dbm.queries, 0);
+    int err = query(pool, self, ask, out);
+    cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
+    if (err < 0)
+        cr_metric_inc(&dbm.errors, error_kind(err));
+    return err;
+}
 
 int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out)
 {
@@ -910,18 +935,40 @@ int db_query(unsigned stmt, int nparams, const char *const *values, db_result *o
     const db_config *cfg = pool->cfg;
     if (stmt >= cfg->statement_count || nparams != cfg->statements[stmt].params)
         return -EINVAL;
-    uint64_t start = cr_clock_now_ns();
-    cr_metric_inc(&dbm.queries, 0);
-    int err = query(pool, self, stmt, nparams, values, out);
-    cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
-    if (err < 0)
-        cr_metric_inc(&dbm.errors, error_kind(err));
-    return err;
+    db_pending ask = {.name = pool->names[stmt], .nparams = nparams, .values = values,
+                      .writes = cfg->statements[stmt].writes};
+    return measured_query(pool, self, &ask, out);
 }
 
-/* db_query once its arguments are checked. */
-static int query(db_pool *pool, net_task *self, unsigned stmt, int nparams,
-                 const char *const *values, db_result *out)
+int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
+{
+    out->pg = NULL;
+    db_pool *pool = tl_pool;
+    net_task *self = net_task_current();
+    if (!pool || !self)
+        return -EPERM;
+    if (!stmt || count != (size_t)stmt->def.params || (count && !params))
+        return -EINVAL;
+    /* The encoded values live in this frame, which outlives the query's
+     * sends: a query is (re-)sent only while its waiter waits here. */
+    char bytes[DB_MAX_PARAMS][8];
+    const char *values[DB_MAX_PARAMS];
+    int lengths[DB_MAX_PARAMS], formats[DB_MAX_PARAMS];
+    for (size_t i = 0; i < count; i++) {
+        int err = db_encode_param(&params[i], stmt->def.types[i], bytes[i], &values[i],
+                                  &lengths[i]);
+        if (err < 0)
+            return err;
+        formats[i] = 1;
+    }
+    db_pending ask = {.name = stmt->name, .nparams = (int)count, .values = values,
+                      .lengths = lengths, .formats = formats, .result_format = 1,
+                      .writes = stmt->def.writes};
+    return measured_query(pool, self, &ask, out);
+}
+
+/* db_query / db_run once their arguments are checked. */
+static int query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out)
 {
     const db_config *cfg = pool->cfg;
     db_conn *c = NULL;
@@ -936,10 +983,13 @@ static int query(db_pool *pool, net_task *self, unsigned stmt, int nparams,
     if (!p)
         return -ENOMEM;
     cr_metric_inc(&dbm.waiting, 0);
-    p->stmt = stmt;
-    p->nparams = nparams;
-    p->values = values;
-    p->writes = cfg->statements[stmt].writes;
+    p->name = ask->name;
+    p->nparams = ask->nparams;
+    p->values = ask->values;
+    p->lengths = ask->lengths;
+    p->formats = ask->formats;
+    p->result_format = ask->result_format;
+    p->writes = ask->writes;
     p->waiter = self;
     db_queue_push(&c->q, p);
     if (c->idle) {

@@ -32,9 +32,12 @@ enum db_pending_state { DB_PENDING_QUEUED = 1, DB_PENDING_SENT, DB_PENDING_DONE 
 
 typedef struct db_pending {
     struct db_pending *next;
-    unsigned stmt;               /* index in the pool's statements */
+    const char *name;            /* the prepared statement's name */
     int nparams;
-    const char *const *values;   /* text parameters; the waiter's memory */
+    const char *const *values;   /* parameters; the waiter's memory */
+    const int *lengths;          /* binary parameters' lengths, or NULL (all text) */
+    const int *formats;          /* per parameter 0 text / 1 binary, or NULL (all text) */
+    int result_format;           /* 0 text, 1 binary */
     bool writes;                 /* statement changes data: Sync right after it */
     bool sync_after;             /* a Sync was sent right after this query */
     bool aborted;                /* PGRES_PIPELINE_ABORTED: it did not run */

@@ -2,8 +2,8 @@
  * The apps' shared database: one pipelined pool per worker thread (db/),
  * whose prepared statements are those of every mounted app that uses it.
  *
- * An app registers its statements when it mounts and keeps the index of
- * its first one; main() then, once, checks DATABASE_URL, applies the
+ * An app registers each statement when it mounts (app_db_statement) and
+ * keeps its handle; main() then, once, checks DATABASE_URL, applies the
  * migrations and opens each worker's pool before the apps' own per-thread
  * set-up.
  */
@@ -24,6 +24,15 @@
  * Main thread, in an app's mount().
  */
 int app_db_register(const char *app, const db_statement *stmts, size_t count);
+
+/*
+ * app_db_statement - register typed statement @def (db_register: its
+ * parameter types in @def->types) for app @app (its name, for messages;
+ * static). *@out is the handle to run it with (db_run, DB_RUN).
+ * Returns 0 or db_register's error (-EINVAL, -EBUSY, -ENOMEM).
+ * Main thread, in an app's mount().
+ */
+int app_db_statement(const char *app, const db_statement *def, const db_stmt **out);
 
 /* app_db_used - whether any mounted app registered statements. */
 bool app_db_used(void);

@@ -27,8 +27,13 @@
  * query_timeout_ns fails with -ETIMEDOUT; when the server stays silent that
  * long the connection is dropped and re-opened.
  *
- * Results use the text format: db_result_text() gives the server's text
- * for a value, db_result_int64() parses an integer column.
+ * Typed statements (db_register, db_run) bind their parameters as C
+ * values (db_param_int64 ...) sent in binary format with the types
+ * declared at registration, and read results in binary format as C
+ * values (db_result_int64, db_result_bool, db_result_time,
+ * db_result_string), each checking the column's type. The older index
+ * API (db_config.statements, db_query with text parameters, results in
+ * text format) still works while apps move off it.
  *
  * Host names are resolved off the ring (a helper thread per lookup, its
  * end polled through the ring; see src/resolve.h) and handed to libpq as
@@ -45,12 +50,112 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A statement prepared on every connection of the pool. */
+/*
+ * The types a typed statement's parameters and results bind to C types.
+ * Each value is the PostgreSQL type's OID (src/include/catalog/pg_type.dat),
+ * sent as the statement's paramTypes to PQprepare. All go over the wire in
+ * binary format (libpq docs, "PQexecPrepared": paramFormats 1; the type's
+ * send/recv functions in src/backend/utils/adt/ say what the bytes are):
+ *
+ *   DB_INT8         int8send/int8recv: 8 bytes, two's complement, network
+ *                   byte order (int64_t)
+ *   DB_INT4         int4send/int4recv: 4 bytes, network byte order (int32_t)
+ *   DB_BOOL         boolsend/boolrecv: 1 byte, 0 or 1 (bool)
+ *   DB_TIMESTAMPTZ  timestamptz_send/recv: an int8 of microseconds since
+ *                   PostgreSQL's epoch, 2000-01-01 00:00:00 UTC (integer
+ *                   datetimes, the only kind since PostgreSQL 10); the C
+ *                   side counts microseconds since the Unix epoch
+ *   DB_TEXT         textsend/textrecv: the bytes of the string in the
+ *                   client encoding, no terminator ((ptr, len))
+ */
+typedef enum db_type {
+    DB_TYPE_NONE = 0,         /* end of a statement's type list */
+    DB_BOOL = 16,
+    DB_INT8 = 20,
+    DB_INT4 = 23,
+    DB_TEXT = 25,
+    DB_TIMESTAMPTZ = 1184,
+} db_type;
+
+#define DB_MAX_PARAMS 16  /* parameters of a typed statement */
+
+/* PostgreSQL's epoch (2000-01-01 00:00:00 UTC) in microseconds since the
+ * Unix epoch: timestamptz's binary value is the Unix time minus this
+ * (src/include/datatype/timestamp.h, POSTGRES_EPOCH_JDATE). */
+#define DB_PG_EPOCH_UNIX_US INT64_C(946684800000000)
+
+/*
+ * A statement prepared on every connection of the pool.
+ * Typed statements (db_register, db_run) list their parameters' types in
+ * @types, and @params is ignored (the count of leading non-zero types).
+ * Statements of the old index API (db_config.statements, db_query) leave
+ * @types empty and give @params; the server infers their types.
+ */
 typedef struct db_statement {
-    const char *sql;   /* with $1..$n placeholders; parameter types inferred */
-    int params;        /* number of parameters */
+    const char *sql;   /* with $1..$n placeholders */
+    int params;        /* number of parameters (old API: their types inferred) */
     bool writes;       /* changes data: gets its own Sync (own transaction) */
+    db_type types[DB_MAX_PARAMS]; /* typed: $1.. in order, then DB_TYPE_NONE */
 } db_statement;
+
+/* A registered statement (db_register): opaque, valid for the process's
+ * life, usable from every worker thread. */
+typedef struct db_stmt db_stmt;
+
+/*
+ * A parameter bound as a C value: make one with db_param_int64() and
+ * friends below. @type DB_TYPE_NONE with @null is SQL NULL, which fits a
+ * parameter of any type. Text is not copied: @text must stay valid until
+ * db_run returns.
+ */
+typedef struct db_param {
+    db_type type;
+    bool null;
+    size_t len;             /* DB_TEXT: bytes at @v.text */
+    union {
+        int64_t i64;        /* DB_INT8, DB_INT4 (range-checked), DB_TIMESTAMPTZ (Unix us) */
+        bool b;             /* DB_BOOL */
+        const char *text;   /* DB_TEXT */
+    } v;
+} db_param;
+
+/* db_param_int64 - @v for an int8 (or, when it fits, int4) parameter. */
+static inline db_param db_param_int64(int64_t v)
+{
+    return (db_param){.type = DB_INT8, .v.i64 = v};
+}
+
+/* db_param_int32 - @v for an int4 parameter. */
+static inline db_param db_param_int32(int32_t v)
+{
+    return (db_param){.type = DB_INT4, .v.i64 = v};
+}
+
+/* db_param_bool - @v for a bool parameter. */
+static inline db_param db_param_bool(bool v)
+{
+    return (db_param){.type = DB_BOOL, .v.b = v};
+}
+
+/* db_param_text - the @len bytes at @s (no terminator needed; not copied)
+ * for a text parameter. */
+static inline db_param db_param_text(const char *s, size_t len)
+{
+    return (db_param){.type = DB_TEXT, .len = len, .v.text = s};
+}
+
+/* db_param_time - @unix_us, microseconds since the Unix epoch (UTC), for
+ * a timestamptz parameter. */
+static inline db_param db_param_time(int64_t unix_us)
+{
+    return (db_param){.type = DB_TIMESTAMPTZ, .v.i64 = unix_us};
+}
+
+/* db_param_null - SQL NULL, for a parameter of any type. */
+static inline db_param db_param_null(void)
+{
+    return (db_param){.type = DB_TYPE_NONE, .null = true};
+}
 
 typedef struct db_config {
     const char *conninfo;          /* libpq URI or key=value string (DATABASE_URL) */
@@ -136,6 +241,44 @@ bool db_ready(char *why, size_t len);
  */
 int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out);
 
+/*
+ * db_register - register statement @def for every pool opened after this
+ * call: each connection prepares it when it opens (PQprepare with
+ * paramTypes from @def->types; libpq docs, "PQprepare"). @def is copied;
+ * its SQL must be static. Main thread, before any db_thread_init.
+ * On success *@out is the statement's handle for db_run.
+ * Returns 0, -EINVAL (no SQL, more than DB_MAX_PARAMS types, or a type
+ * this API does not know), -EBUSY (a pool is already open) or -ENOMEM.
+ */
+int db_register(const db_statement *def, const db_stmt **out);
+
+/*
+ * db_run - run registered statement @stmt with parameters @params (@count
+ * of them, one per declared type; see db_param_int64 and friends) and wait
+ * for its result, asked in binary format (libpq docs, "PQexecPrepared"
+ * with resultFormat 1): read it with db_result_int64, db_result_bool,
+ * db_result_time and db_result_string. Integers, booleans and timestamps
+ * are encoded in the caller's frame, not allocated; text is sent from the
+ * caller's memory, which must stay valid until db_run returns.
+ * Call from a coroutine on a worker thread (a request handler). On return
+ * *@out holds the result or the server's error (free it with
+ * db_result_clear in every case).
+ * Returns what db_query returns (0, -EREMOTEIO, -ENOTCONN, -ECONNRESET,
+ * -ETIMEDOUT, -ECANCELED, -EPERM, -ENOMEM), and before anything is sent:
+ *   -EINVAL  @count differs from the statement's parameters, or a
+ *            parameter's C type does not match its declared type
+ *   -ERANGE  an int64 bound to an int4 parameter does not fit
+ * Source: libpq docs, "Pipeline Mode", "PQexecPrepared"; PostgreSQL docs,
+ * "Binary format" (protocol message formats) and each type's send/recv.
+ */
+int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out);
+
+/* DB_RUN(stmt, out, params...) - db_run with the parameters listed in
+ * place: DB_RUN(get_user, &r, db_param_int64(id)). */
+#define DB_RUN(stmt, out, ...)                                                                     \
+    db_run((stmt), (const db_param[]){__VA_ARGS__},                                                \
+           sizeof((const db_param[]){__VA_ARGS__}) / sizeof(db_param), (out))
+
 /* db_result_rows - rows in @r (0 for no result or a command). */
 int db_result_rows(const db_result *r);
 
@@ -155,10 +298,42 @@ const char *db_result_text(const db_result *r, int row, int col, size_t *len);
 
 /*
  * db_result_int64 - the value at @row, @col as a signed 64-bit integer.
- * Returns 0, -ENODATA for SQL NULL or out of range, -EINVAL when the text
- * is not a decimal integer, -ERANGE when it does not fit.
+ * A binary result (db_run): the column must be int8, int4 or int2
+ * (PQftype), read in network byte order (int8recv and friends). A text
+ * result (db_query): the server's decimal text, parsed.
+ * Returns 0, -ENODATA for SQL NULL or out of range, -EPROTO when the
+ * column is of another type (or its length is wrong for it); text only:
+ * -EINVAL when the text is not a decimal integer, -ERANGE when it does not
+ * fit.
  */
 int db_result_int64(const db_result *r, int row, int col, int64_t *out);
+
+/*
+ * db_result_bool - the bool value at @row, @col of a binary result (one
+ * byte, boolrecv). Returns 0, -ENODATA for SQL NULL or out of range,
+ * -EPROTO when the column is not bool or the result is not binary.
+ */
+int db_result_bool(const db_result *r, int row, int col, bool *out);
+
+/*
+ * db_result_time - the timestamptz (or timestamp, read as UTC) value at
+ * @row, @col of a binary result, in microseconds since the Unix epoch:
+ * the server's microseconds since 2000-01-01 00:00:00 UTC plus
+ * DB_PG_EPOCH_UNIX_US (timestamptz_recv). Returns 0, -ENODATA for SQL NULL
+ * or out of range, -EPROTO when the column is of another type or the
+ * result is not binary, -ERANGE for 'infinity' and '-infinity'.
+ */
+int db_result_time(const db_result *r, int row, int col, int64_t *unix_us);
+
+/*
+ * db_result_string - the text-like value (text, varchar, char(n), name,
+ * json) at @row, @col: *@s points at its *@len bytes, owned by @r (valid
+ * until db_result_clear; libpq adds a NUL after them). Text results give
+ * any column's text. Returns 0, -ENODATA for SQL NULL or out of range,
+ * -EPROTO when a binary result's column is of another type (its bytes are
+ * not text).
+ */
+int db_result_string(const db_result *r, int row, int col, const char **s, size_t *len);
 
 /* db_result_sqlstate - the five-character SQLSTATE of an error result
  * ("23505"...), or "" (libpq: PG_DIAG_SQLSTATE). Owned by @r. */

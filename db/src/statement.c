@@ -1,0 +1,63 @@
+/*
+ * The typed statements' registry: see statement.h and db_register in
+ * coring/db/db.h.
+ */
+#include "statement.h"
+
+#include "codec.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static db_stmt **list;
+static size_t count, capacity;
+static atomic_bool closed;
+
+int db_register(const db_statement *def, const db_stmt **out)
+{
+    if (!def || !def->sql || !out)
+        return -EINVAL;
+    if (atomic_load_explicit(&closed, memory_order_relaxed))
+        return -EBUSY;
+    int n = 0;
+    while (n < DB_MAX_PARAMS && def->types[n] != DB_TYPE_NONE) {
+        if (!db_type_known(def->types[n]))
+            return -EINVAL;
+        n++;
+    }
+    for (int i = n; i < DB_MAX_PARAMS; i++)
+        if (def->types[i] != DB_TYPE_NONE)
+            return -EINVAL; /* a gap in the list */
+    if (count == capacity) {
+        size_t cap = capacity ? 2 * capacity : 16;
+        db_stmt **grown = realloc(list, cap * sizeof(*list));
+        if (!grown)
+            return -ENOMEM;
+        list = grown;
+        capacity = cap;
+    }
+    db_stmt *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->def = *def;
+    s->def.params = n;
+    for (int i = 0; i < n; i++)
+        s->oids[i] = (unsigned)def->types[i];
+    snprintf(s->name, sizeof(s->name), "coring_t%zu", count);
+    list[count++] = s;
+    *out = s;
+    return 0;
+}
+
+const db_stmt *const *db_statements(size_t *n)
+{
+    *n = count;
+    return (const db_stmt *const *)list;
+}
+
+void db_statements_close(void)
+{
+    atomic_store_explicit(&closed, true, memory_order_relaxed);
+}
