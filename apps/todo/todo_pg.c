@@ -3,11 +3,11 @@
  * answered from the table todos (db/migrations/0003_todos.sql) through the
  * pipelined db layer, so that every process on the database sees one list.
  *
- * todo.c parses and validates each request; this file runs one prepared
- * statement for it and writes the same JSON as the in-memory store. Ids
- * come from the table's identity column: unique across processes,
- * increasing, never above INT64_MAX (a larger id is answered 404 without a
- * query). --todo-max-items bounds the table as it bounds the memory store:
+ * todo.c parses and validates each request; this file runs one typed
+ * prepared statement for it (db_run: parameters and results in binary
+ * format) and writes the same JSON as the in-memory store. Ids come from
+ * the table's identity column: unique across processes, increasing, never
+ * above INT64_MAX (a larger id is answered 404 without a query). --todo-max-items bounds the table as it bounds the memory store:
  * a POST inserts only while the row count that the table's triggers keep
  * in todo_count is below it, holding that row's lock until it commits.
  *
@@ -24,51 +24,65 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <string.h>
 
 #define TODO_COLUMNS "id, title, completed"
 
-enum { STMT_LIST, STMT_GET, STMT_INSERT, STMT_UPDATE, STMT_DELETE };
-
-static const db_statement statements[] = {
-    [STMT_LIST] = {"SELECT " TODO_COLUMNS " FROM todos ORDER BY id", 0, false},
-    [STMT_GET] = {"SELECT " TODO_COLUMNS " FROM todos WHERE id = $1::bigint", 1, false},
-    /* No row from todo_count, hence none inserted, once the table holds
-     * $3 todos; FOR UPDATE makes a concurrent POST wait for this one's
-     * commit and see its count. */
-    [STMT_INSERT] = {"INSERT INTO todos (title, completed) SELECT $1::text, $2::boolean "
-                     "FROM todo_count WHERE n < $3::bigint FOR UPDATE RETURNING " TODO_COLUMNS,
-                     3, true},
-    [STMT_UPDATE] = {"UPDATE todos SET title = COALESCE($2::text, title), "
-                     "completed = COALESCE($3::boolean, completed) "
-                     "WHERE id = $1::bigint RETURNING " TODO_COLUMNS,
-                     3, true},
-    [STMT_DELETE] = {"DELETE FROM todos WHERE id = $1::bigint RETURNING id", 1, true},
+static const db_statement list_def = {
+    .sql = "SELECT " TODO_COLUMNS " FROM todos ORDER BY id",
+};
+static const db_statement get_def = {
+    .sql = "SELECT " TODO_COLUMNS " FROM todos WHERE id = $1",
+    .types = {DB_INT8},
+};
+/* No row from todo_count, hence none inserted, once the table holds $3
+ * todos; FOR UPDATE makes a concurrent POST wait for this one's commit
+ * and then see its count. */
+static const db_statement insert_def = {
+    .sql = "INSERT INTO todos (title, completed) SELECT $1, $2 FROM todo_count "
+           "WHERE n < $3 FOR UPDATE RETURNING " TODO_COLUMNS,
+    .writes = true,
+    .types = {DB_TEXT, DB_BOOL, DB_INT8},
+};
+/* $2 and $3 NULL keep the title and completed. */
+static const db_statement update_def = {
+    .sql = "UPDATE todos SET title = COALESCE($2, title), completed = COALESCE($3, completed) "
+           "WHERE id = $1 RETURNING " TODO_COLUMNS,
+    .writes = true,
+    .types = {DB_INT8, DB_TEXT, DB_BOOL},
+};
+static const db_statement delete_def = {
+    .sql = "DELETE FROM todos WHERE id = $1 RETURNING id",
+    .writes = true,
+    .types = {DB_INT8},
 };
 
-/* Index of STMT_LIST in the process-wide statement list (app_db_register). */
-static int stmt_base;
+/* Their handles (mount). */
+static const db_stmt *list_stmt, *get_stmt, *insert_stmt, *update_stmt, *delete_stmt;
 
-/* --todo-max-items, as the text of STMT_INSERT's $3. */
-static char max_items[24];
+/* --todo-max-items (start). */
+static int64_t max_items = APP_TODO_DEFAULT_MAX_ITEMS;
 
 /* --- answers ------------------------------------------------------------- */
 
 /* Row @row of @r (id, title, completed) as the memory store writes a todo. */
 static void write_todo(cr_json_writer *w, const db_result *r, int row)
 {
+    /* The columns are NOT NULL and of these types (the migration): the
+     * readers cannot fail on a row of this table. */
     int64_t id = 0;
+    const char *title = "";
     size_t len = 0;
+    bool completed = false;
     db_result_int64(r, row, 0, &id);
-    const char *title = db_result_text(r, row, 1, &len);
-    const char *completed = db_result_text(r, row, 2, NULL);
+    db_result_string(r, row, 1, &title, &len);
+    db_result_bool(r, row, 2, &completed);
     cr_json_object_begin(w);
     cr_json_key(w, "id", 2);
     cr_json_uint64(w, (uint64_t)id);
     cr_json_key(w, "title", 5);
-    cr_json_string(w, title ? title : "", title ? len : 0);
+    cr_json_string(w, title, len);
     cr_json_key(w, "completed", 9);
-    cr_json_bool(w, completed && completed[0] == 't');
+    cr_json_bool(w, completed);
     cr_json_object_end(w);
 }
 
@@ -81,7 +95,7 @@ static void respond_todo(http_ctx *ctx, int status, const db_result *r)
     http_respond_json(ctx, status, b);
 }
 
-/* Answer a failed query @err (db_query's) with result @r. */
+/* Answer a failed query @err (db_run's) with result @r. */
 static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
 {
     if (err == -EREMOTEIO) {
@@ -98,11 +112,10 @@ static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
     http_respond_error(ctx, 503, "database unavailable");
 }
 
-/* Run statement @stmt with @n parameters into *@r; false after answering
- * the error (and clearing *@r). */
-static bool query(http_ctx *ctx, unsigned stmt, int n, const char *const *params, db_result *r)
+/* The outcome @err of a db_run into *@r: true on success, else false
+ * after answering the error and clearing *@r. */
+static bool ran(http_ctx *ctx, int err, db_result *r)
 {
-    int err = db_query((unsigned)stmt_base + stmt, n, params, r);
     if (err < 0) {
         answer_db_error(ctx, err, r);
         db_result_clear(r);
@@ -111,16 +124,26 @@ static bool query(http_ctx *ctx, unsigned stmt, int n, const char *const *params
     return true;
 }
 
-/* @id as the text of a bigint parameter; false (after answering 404) when
- * it is above INT64_MAX, which no row can have. */
-static bool id_text(http_ctx *ctx, uint64_t id, char (*out)[24])
+/* The row with @id, for a statement of @stmt's kind: the answer
+ * (204 for DELETE, else the row) or 404. No row can have an id above
+ * INT64_MAX: such an id is answered 404 without a query. */
+static void by_id(http_ctx *ctx, const db_stmt *stmt, uint64_t id, const db_param *params,
+                  size_t count)
 {
     if (id > INT64_MAX) {
         http_respond_error(ctx, 404, "todo not found");
-        return false;
+        return;
     }
-    snprintf(*out, sizeof(*out), "%llu", (unsigned long long)id);
-    return true;
+    db_result r;
+    if (!ran(ctx, db_run(stmt, params, count, &r), &r))
+        return;
+    if (db_result_rows(&r) == 0)
+        http_respond_error(ctx, 404, "todo not found");
+    else if (stmt == delete_stmt)
+        http_respond(ctx, 204, NULL, NULL, 0);
+    else
+        respond_todo(ctx, 200, &r);
+    db_result_clear(&r);
 }
 
 /* --- the store ----------------------------------------------------------- */
@@ -128,7 +151,7 @@ static bool id_text(http_ctx *ctx, uint64_t id, char (*out)[24])
 static void pg_list(http_ctx *ctx)
 {
     db_result r;
-    if (!query(ctx, STMT_LIST, 0, NULL, &r))
+    if (!ran(ctx, db_run(list_stmt, NULL, 0, &r), &r))
         return;
     cr_buf *b = http_scratch();
     cr_json_writer w;
@@ -146,57 +169,45 @@ static void pg_list(http_ctx *ctx)
 
 static void pg_create(http_ctx *ctx, const char *title, size_t title_len, bool completed)
 {
-    (void)title_len; /* @title is NUL-terminated and holds no NUL */
-    const char *params[] = {title, completed ? "true" : "false", max_items};
     db_result r;
-    if (!query(ctx, STMT_INSERT, 3, params, &r))
+    int err = DB_RUN(insert_stmt, &r, db_param_text(title, title_len), db_param_bool(completed),
+                     db_param_int64(max_items));
+    if (!ran(ctx, err, &r))
         return;
     if (db_result_rows(&r) == 0) {
         http_respond_error(ctx, 507, "todo store is full");
     } else {
+        int64_t id = 0;
+        db_result_int64(&r, 0, 0, &id);
         char location[40];
-        snprintf(location, sizeof(location), "/todos/%s", db_result_text(&r, 0, 0, NULL));
+        snprintf(location, sizeof(location), "/todos/%lld", (long long)id);
         http_add_header(ctx, "Location", location);
         respond_todo(ctx, 201, &r);
     }
     db_result_clear(&r);
 }
 
-/* GET, PATCH (@title, @completed) and DELETE: statement @stmt on @id;
- * 404 when it found no row, else 204 (DELETE) or the row. */
-static void by_id(http_ctx *ctx, unsigned stmt, uint64_t id, const char *title, int completed)
-{
-    char id_s[24];
-    if (!id_text(ctx, id, &id_s))
-        return;
-    const char *params[] = {id_s, title, completed < 0 ? NULL : completed ? "true" : "false"};
-    db_result r;
-    if (!query(ctx, stmt, statements[stmt].params, params, &r))
-        return;
-    if (db_result_rows(&r) == 0)
-        http_respond_error(ctx, 404, "todo not found");
-    else if (stmt == STMT_DELETE)
-        http_respond(ctx, 204, NULL, NULL, 0);
-    else
-        respond_todo(ctx, 200, &r);
-    db_result_clear(&r);
-}
-
 static void pg_get(http_ctx *ctx, uint64_t id)
 {
-    by_id(ctx, STMT_GET, id, NULL, -1);
+    db_param p[] = {db_param_int64((int64_t)id)};
+    by_id(ctx, get_stmt, id, p, 1);
 }
 
 static void pg_patch(http_ctx *ctx, uint64_t id, const char *title, size_t title_len,
                      int completed)
 {
-    (void)title_len;
-    by_id(ctx, STMT_UPDATE, id, title, completed);
+    db_param p[] = {
+        db_param_int64((int64_t)id),
+        title ? db_param_text(title, title_len) : db_param_null(),
+        completed < 0 ? db_param_null() : db_param_bool(completed == 1),
+    };
+    by_id(ctx, update_stmt, id, p, 3);
 }
 
 static void pg_remove(http_ctx *ctx, uint64_t id)
 {
-    by_id(ctx, STMT_DELETE, id, NULL, -1);
+    db_param p[] = {db_param_int64((int64_t)id)};
+    by_id(ctx, delete_stmt, id, p, 1);
 }
 
 static const todo_store pg_store = {
@@ -211,19 +222,23 @@ static const todo_store pg_store = {
 
 static int mount(http_router *r)
 {
-    int err = todo_mount_routes(r, &pg_store);
-    if (err < 0)
-        return err;
     /* The name is what app_db_start's message says needs DATABASE_URL. */
-    stmt_base = app_db_register("todo (--todo-store postgres)", statements,
-                                sizeof(statements) / sizeof(statements[0]));
-    return stmt_base < 0 ? stmt_base : 0;
+    static const char app[] = "todo (--todo-store postgres)";
+    int err;
+    if ((err = todo_mount_routes(r, &pg_store)) < 0 ||
+        (err = app_db_statement(app, &list_def, &list_stmt)) < 0 ||
+        (err = app_db_statement(app, &get_def, &get_stmt)) < 0 ||
+        (err = app_db_statement(app, &insert_def, &insert_stmt)) < 0 ||
+        (err = app_db_statement(app, &update_def, &update_stmt)) < 0 ||
+        (err = app_db_statement(app, &delete_def, &delete_stmt)) < 0)
+        return err;
+    return 0;
 }
 
 static int start(const app_options *opts)
 {
-    snprintf(max_items, sizeof(max_items), "%llu",
-             opts->todo_max_items ? opts->todo_max_items : APP_TODO_DEFAULT_MAX_ITEMS);
+    if (opts->todo_max_items)
+        max_items = (int64_t)opts->todo_max_items;
     return 0;
 }
 
