@@ -562,6 +562,39 @@ class StoreBoundTest(cs.CoringTestCase):
             self.assertGreater(full, 0)
             srv.stop(expect_status=0)
 
+    def test_concurrent_posts_stay_within_the_bound(self):
+        # 16 clients POST at once until full. memory: each shard's share is
+        # exact; postgres: concurrent inserts may pass the count together,
+        # by at most the inserts in flight (one per database connection:
+        # 2 threads x --db-pool 2 here).
+        limit, slack = 40, (4 if STORE == "postgres" else 0)
+        empty_store()
+        with todo_server(threads=2, args=["--todo-max-items", str(limit), "--db-pool", "2"]) as srv:
+            answers = []
+
+            def client(k):
+                with srv.connect() as c:
+                    for i in range(12):
+                        resp = self.post(c, "c%d-%d" % (k, i))
+                        answers.append(resp.status)
+                        if resp.status != 201:
+                            break
+
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            with srv.connect() as c:
+                listed = c.request("GET", "/todos").json()
+            created = answers.count(201)
+            print("%s: %d created of --todo-max-items %d, %d answered 507"
+                  % (STORE, created, limit, answers.count(507)))
+            self.assertEqual(set(answers), {201, 507}, "answers: %r" % sorted(set(answers)))
+            self.assertEqual(len(listed), created)
+            self.assertLessEqual(created, limit + slack)
+            srv.stop(expect_status=0)
+
     def test_flag_is_checked(self):
         for bad in ("0", "-1", "x", ""):
             with self.assertRaises(AssertionError):
