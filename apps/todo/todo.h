@@ -28,8 +28,7 @@ typedef struct todo_store {
     void (*create)(http_ctx *ctx, const char *title, size_t title_len, bool completed);
     void (*get)(http_ctx *ctx, uint64_t id);
     /* @title NULL to keep it; @completed 0, 1, or -1 to keep it. */
-    void (*patch)(http_ctx *ctx, uint64_t id, const char *title, size_t title_len,
-                  int completed);
+    void (*patch)(http_ctx *ctx, uint64_t id, const char *title, size_t title_len, int completed);
     void (*remove)(http_ctx *ctx, uint64_t id);
 } todo_store;
 

@@ -194,8 +194,7 @@ static void pg_get(http_ctx *ctx, uint64_t id)
     by_id(ctx, get_stmt, id, p, 1);
 }
 
-static void pg_patch(http_ctx *ctx, uint64_t id, const char *title, size_t title_len,
-                     int completed)
+static void pg_patch(http_ctx *ctx, uint64_t id, const char *title, size_t title_len, int completed)
 {
     db_param p[] = {
         db_param_int64((int64_t)id),
