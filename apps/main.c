@@ -85,8 +85,9 @@ static void usage(FILE *f)
             "                           thread's shard holding N/threads; postgres: the table\n"
             "  --todo-store STORE       where todos live: memory (default, the fastest; per\n"
             "                           process: two processes or hosts hold two lists) or\n"
-            "                           postgres (the table todos on DATABASE_URL: one list\n"
-            "                           for every process on the database; docs/todo.md)\n"
+            "                           postgres (the table todos on DATABASE_URL, required\n"
+            "                           then: one list for every process on the database;\n"
+            "                           docs/todo.md)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -103,8 +104,8 @@ static void usage(FILE *f)
             "  --version                show the version and exit\n"
             "\n"
             "Environment:\n"
-            "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users and cep apps,\n"
-            "                           todo on --todo-store postgres; required when one is mounted)\n"
+            "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users and cep apps;\n"
+            "                           required when either is mounted)\n"
             "  VIACEP_URL               the cep app's upstream (default https://viacep.com.br/ws)\n"
             "  OPENBLAS_CORETYPE        read by OpenBLAS: forces its kernels for the embed app\n"
             "                           (Haswell, SkylakeX, ...); unset, it picks them for the CPU\n"
@@ -336,8 +337,8 @@ int main(int argc, char **argv)
         OPT_LIST_ROUTES,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
         OPT_CORS_ORIGINS,
-        OPT_LOG_FORMAT,
         OPT_TODO_STORE,
+        OPT_LOG_FORMAT,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
