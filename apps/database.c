@@ -11,12 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_STATEMENTS 64
-
-static db_statement statements[MAX_STATEMENTS];
-static size_t statement_count;
 static const char *users_of_db[8];
 static size_t num_users_of_db;
+static size_t statement_count; /* registered by the apps */
 static db_config config;
 
 /* Note @app among the apps on the database, once. */
@@ -29,32 +26,19 @@ static void note_user(const char *app)
         users_of_db[num_users_of_db++] = app;
 }
 
-int app_db_register(const char *app, const db_statement *stmts, size_t count)
-{
-    if (statement_count + count > MAX_STATEMENTS)
-        return -ENOSPC;
-    int base = (int)statement_count;
-    memcpy(statements + statement_count, stmts, count * sizeof(*stmts));
-    statement_count += count;
-    note_user(app);
-    return base;
-}
-
-static size_t typed_count;
-
 int app_db_statement(const char *app, const db_statement *def, const db_stmt **out)
 {
     int err = db_register(def, out);
     if (err < 0)
         return err;
-    typed_count++;
+    statement_count++;
     note_user(app);
     return 0;
 }
 
 bool app_db_used(void)
 {
-    return statement_count > 0 || typed_count > 0;
+    return statement_count > 0;
 }
 
 int app_db_start(const app_options *opts)
@@ -81,8 +65,6 @@ int app_db_start(const app_options *opts)
         config.connections = opts->db_pool;
     if (opts->db_timeout_ns)
         config.query_timeout_ns = opts->db_timeout_ns;
-    config.statements = statements;
-    config.statement_count = statement_count;
 
     char err[512];
     int applied = 0;

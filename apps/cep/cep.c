@@ -40,17 +40,24 @@ static const char *const viacep_fields[] = {
 };
 #define NUM_FIELDS (sizeof(viacep_fields) / sizeof(viacep_fields[0]))
 
-enum { STMT_GET, STMT_INSERT };
-static const db_statement statements[] = {
-    [STMT_GET] = {"SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd "
-                  "FROM cep_addresses WHERE cep = $1",
-                  1, false},
-    [STMT_INSERT] = {"INSERT INTO cep_addresses (cep, logradouro, complemento, unidade, bairro, "
-                     "localidade, uf, estado, regiao, ibge, gia, ddd, siafi) VALUES ($1, $2, $3, "
-                     "$4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (cep) DO NOTHING",
-                     13, true},
+/* cep is char(8): the text parameter is cast to it, so that the primary
+ * key's index serves the lookup (cep = $1 with $1 text would compare as
+ * text, casting every row's cep instead). */
+static const db_statement get_def = {
+    .sql = "SELECT logradouro, complemento, bairro, localidade, uf, ibge, ddd "
+           "FROM cep_addresses WHERE cep = $1::bpchar",
+    .types = {DB_TEXT},
 };
-static int stmt_base;
+static const db_statement insert_def = {
+    .sql = "INSERT INTO cep_addresses (cep, logradouro, complemento, unidade, bairro, "
+           "localidade, uf, estado, regiao, ibge, gia, ddd, siafi) VALUES ($1, $2, $3, "
+           "$4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (cep) DO NOTHING",
+    .types = {DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT,
+              DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT},
+    .writes = true,
+};
+/* The statements' handles (app_db_statement), set in mount(). */
+static const db_stmt *get_stmt, *insert_stmt;
 
 /* Settings, fixed before the workers start. */
 static char upstream[512] = DEFAULT_UPSTREAM;
@@ -272,11 +279,11 @@ static void fetch_from_upstream(flight *f, const char digits[9], cr_arena *arena
         return;
     }
 
-    const char *params[1 + NUM_FIELDS] = {digits};
+    db_param params[1 + NUM_FIELDS] = {db_param_text(digits, 8)};
     for (size_t i = 0; i < NUM_FIELDS; i++)
-        params[1 + i] = values[i];
+        params[1 + i] = db_param_text(values[i], lens[i]);
     db_result r = {0};
-    err = db_query((unsigned)stmt_base + STMT_INSERT, 1 + NUM_FIELDS, params, &r);
+    err = db_run(insert_stmt, params, 1 + NUM_FIELDS, &r);
     if (err < 0)
         cr_log_warn("cep: could not store %s (%s%s%s): answering from the upstream", digits,
                     cr_strerror(err), err == -EREMOTEIO ? ": " : "",
@@ -390,9 +397,8 @@ static void get_cep(http_ctx *ctx, void *user)
         return;
     }
 
-    const char *params[1] = {digits};
     db_result r = {0};
-    int err = db_query((unsigned)stmt_base + STMT_GET, 1, params, &r);
+    int err = DB_RUN(get_stmt, &r, db_param_text(digits, 8));
     if (err < 0) {
         if (err == -EREMOTEIO)
             cr_log_warn("cep: lookup failed: %s", db_result_message(&r));
@@ -405,8 +411,15 @@ static void get_cep(http_ctx *ctx, void *user)
     if (db_result_rows(&r) > 0) {
         const char *values[7];
         size_t lens[7];
-        for (int i = 0; i < 7; i++)
-            values[i] = db_result_text(&r, 0, i, &lens[i]);
+        for (int i = 0; i < 7 && err == 0; i++)
+            err = db_result_string(&r, 0, i, &values[i], &lens[i]);
+        if (err < 0) {
+            /* The columns are text NOT NULL: the schema and the statement disagree. */
+            cr_log_error("cep: unexpected row from the database: %s", cr_strerror(err));
+            db_result_clear(&r);
+            http_respond_error(ctx, 500, "database error");
+            return;
+        }
         cr_buf *b = http_scratch();
         write_address(b, digits, values, lens, "database");
         db_result_clear(&r);
@@ -437,8 +450,10 @@ static int mount(http_router *r)
     int err = http_router_add(r, HTTP_GET, "/api/v1/cep/{cep}", get_cep, NULL);
     if (err < 0)
         return err;
-    stmt_base = app_db_register("cep", statements, sizeof(statements) / sizeof(statements[0]));
-    return stmt_base < 0 ? stmt_base : 0;
+    if ((err = app_db_statement("cep", &get_def, &get_stmt)) < 0 ||
+        (err = app_db_statement("cep", &insert_def, &insert_stmt)) < 0)
+        return err;
+    return 0;
 }
 
 static int start(const app_options *opts)

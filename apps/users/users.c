@@ -24,63 +24,108 @@
 #include "coring/http/server.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define USERS_NAME_MAX 100   /* characters */
 #define USERS_EMAIL_MAX 254  /* characters (RFC 5321 path limit) */
 #define USERS_LIMIT_DEFAULT 50
 #define USERS_LIMIT_MAX 100
 
-/* The columns every statement returns, created_at already in RFC 3339. */
-#define USER_COLUMNS                                                                               \
-    "id, name, email, "                                                                            \
-    "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+/* The columns every statement returns: id bigint, name text, email text,
+ * created_at timestamptz (db/migrations/0001_users.sql). */
+#define USER_COLUMNS "id, name, email, created_at"
 
-enum { STMT_LIST, STMT_GET, STMT_INSERT };
-
-static const db_statement statements[] = {
-    [STMT_LIST] = {"SELECT " USER_COLUMNS " FROM users WHERE id > $1 ORDER BY id LIMIT $2", 2,
-                   false},
-    [STMT_GET] = {"SELECT " USER_COLUMNS " FROM users WHERE id = $1", 1, false},
-    [STMT_INSERT] = {"INSERT INTO users (name, email) VALUES ($1, $2) RETURNING " USER_COLUMNS, 2,
-                     true},
+static const db_statement list_def = {
+    .sql = "SELECT " USER_COLUMNS " FROM users WHERE id > $1 ORDER BY id LIMIT $2",
+    .types = {DB_INT8, DB_INT8}, /* after_id, limit */
+};
+static const db_statement get_def = {
+    .sql = "SELECT " USER_COLUMNS " FROM users WHERE id = $1",
+    .types = {DB_INT8},
+};
+static const db_statement insert_def = {
+    .sql = "INSERT INTO users (name, email) VALUES ($1, $2) RETURNING " USER_COLUMNS,
+    .types = {DB_TEXT, DB_TEXT},
+    .writes = true,
 };
 
-/* Index of STMT_LIST in the process-wide statement list (app_db_register). */
-static int stmt_base;
+/* The statements' handles (app_db_statement), set in mount(). */
+static const db_stmt *list_stmt, *get_stmt, *insert_stmt;
 
 /* --- answers ------------------------------------------------------------- */
 
-static void write_user(cr_json_writer *w, const db_result *r, int row)
+/* A user as the statements return it (USER_COLUMNS); the strings are the
+ * result's. */
+typedef struct user_row {
+    int64_t id;
+    const char *name, *email;
+    size_t name_len, email_len;
+    int64_t created_at; /* us since the Unix epoch */
+} user_row;
+
+/* Row @row of @r as a user. 0 or the db_result_* error (-EPROTO for a
+ * column of an unexpected type: the schema and the statements disagree). */
+static int read_user(const db_result *r, int row, user_row *u)
 {
-    int64_t id = 0;
-    size_t len = 0;
-    const char *s;
-    db_result_int64(r, row, 0, &id);
+    int err;
+    if ((err = db_result_int64(r, row, 0, &u->id)) < 0 ||
+        (err = db_result_string(r, row, 1, &u->name, &u->name_len)) < 0 ||
+        (err = db_result_string(r, row, 2, &u->email, &u->email_len)) < 0 ||
+        (err = db_result_time(r, row, 3, &u->created_at)) < 0)
+        return err;
+    return 0;
+}
+
+/* @unix_us as RFC 3339 UTC with microseconds ("2026-01-02T03:04:05.000006Z"
+ * RFC 3339 section 5.6) into @out (32 bytes). */
+static void format_time(int64_t unix_us, char out[32])
+{
+    int64_t secs = unix_us / 1000000, us = unix_us % 1000000;
+    if (us < 0) {
+        us += 1000000;
+        secs--;
+    }
+    time_t t = (time_t)secs;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%06dZ", (int)us);
+}
+
+static void write_user(cr_json_writer *w, const user_row *u)
+{
+    char created[32];
+    format_time(u->created_at, created);
     cr_json_object_begin(w);
     cr_json_key(w, "id", 2);
-    cr_json_int64(w, id);
+    cr_json_int64(w, u->id);
     cr_json_key(w, "name", 4);
-    s = db_result_text(r, row, 1, &len);
-    cr_json_string(w, s ? s : "", s ? len : 0);
+    cr_json_string(w, u->name, u->name_len);
     cr_json_key(w, "email", 5);
-    s = db_result_text(r, row, 2, &len);
-    cr_json_string(w, s ? s : "", s ? len : 0);
+    cr_json_string(w, u->email, u->email_len);
     cr_json_key(w, "created_at", 10);
-    s = db_result_text(r, row, 3, &len);
-    cr_json_string(w, s ? s : "", s ? len : 0);
+    cr_json_string(w, created, strlen(created));
     cr_json_object_end(w);
 }
 
-/* Answer @status with the user in row @row of @r. */
-static void respond_user(http_ctx *ctx, int status, const db_result *r, int row)
+/* A row the schema cannot produce: log it once per request, answer 500. */
+static void answer_bad_row(http_ctx *ctx, int err)
+{
+    cr_log_error("users: unexpected row from the database: %s", cr_strerror(err));
+    http_respond_error(ctx, 500, "database error");
+}
+
+/* Answer @status with user @u. */
+static void respond_user(http_ctx *ctx, int status, const user_row *u)
 {
     cr_buf *b = http_scratch();
     cr_json_writer w;
     cr_json_writer_init(&w, b);
-    write_user(&w, r, row);
+    write_user(&w, u);
     http_respond_json(ctx, status, b);
 }
 
@@ -146,7 +191,9 @@ static bool all_space(const char *s, size_t len)
 }
 
 /* A string field of the body: present, a string, no NUL. NULL after
- * answering the error. The copy is NUL-terminated, in the request arena. */
+ * answering the error. A copy in the request arena: the parser's strings
+ * last only until the thread's next parse, which another request may run
+ * while this one waits for the database. */
 static const char *string_field(http_ctx *ctx, cr_json_value root, const char *key, size_t *len)
 {
     char msg[64];
@@ -172,13 +219,12 @@ static const char *string_field(http_ctx *ctx, cr_json_value root, const char *k
         http_respond_error(ctx, 422, msg);
         return NULL;
     }
-    char *copy = cr_arena_alloc(ctx->arena, *len + 1);
+    char *copy = cr_arena_alloc(ctx->arena, *len);
     if (!copy) {
         http_respond_error(ctx, 500, "out of memory");
         return NULL;
     }
     memcpy(copy, s, *len);
-    copy[*len] = '\0';
     return copy;
 }
 
@@ -227,24 +273,28 @@ static void list_users(http_ctx *ctx, void *user)
         }
         q = amp ? amp + 1 : end;
     }
-    char after_s[24], limit_s[24];
-    snprintf(after_s, sizeof(after_s), "%lld", (long long)after);
-    snprintf(limit_s, sizeof(limit_s), "%lld", (long long)limit);
-    const char *params[] = {after_s, limit_s};
     db_result r;
-    int err = db_query((unsigned)stmt_base + STMT_LIST, 2, params, &r);
+    int err = DB_RUN(list_stmt, &r, db_param_int64(after), db_param_int64(limit));
     if (err < 0) {
         answer_db_error(ctx, err, &r);
-    } else {
-        cr_buf *b = http_scratch();
-        cr_json_writer w;
-        cr_json_writer_init(&w, b);
-        cr_json_array_begin(&w);
-        for (int i = 0, n = db_result_rows(&r); i < n; i++)
-            write_user(&w, &r, i);
-        cr_json_array_end(&w);
-        http_respond_json(ctx, 200, b);
+        db_result_clear(&r);
+        return;
     }
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    cr_json_array_begin(&w);
+    for (int i = 0, n = db_result_rows(&r); i < n; i++) {
+        user_row u;
+        if ((err = read_user(&r, i, &u)) < 0)
+            break;
+        write_user(&w, &u);
+    }
+    cr_json_array_end(&w);
+    if (err < 0)
+        answer_bad_row(ctx, err);
+    else
+        http_respond_json(ctx, 200, b);
     db_result_clear(&r);
 }
 
@@ -261,18 +311,17 @@ static void get_user(http_ctx *ctx, void *user)
             http_respond_error(ctx, 400, "id must be a positive integer");
         return;
     }
-    char id_s[24];
-    snprintf(id_s, sizeof(id_s), "%lld", (long long)id);
-    const char *params[] = {id_s};
     db_result r;
-    int err = db_query((unsigned)stmt_base + STMT_GET, 1, params, &r);
-    if (err < 0) {
+    user_row u;
+    int err = DB_RUN(get_stmt, &r, db_param_int64(id));
+    if (err < 0)
         answer_db_error(ctx, err, &r);
-    } else if (db_result_rows(&r) == 0) {
+    else if (db_result_rows(&r) == 0)
         http_respond_error(ctx, 404, "user not found");
-    } else {
-        respond_user(ctx, 200, &r, 0);
-    }
+    else if ((err = read_user(&r, 0, &u)) < 0)
+        answer_bad_row(ctx, err);
+    else
+        respond_user(ctx, 200, &u);
     db_result_clear(&r);
 }
 
@@ -317,16 +366,18 @@ static void create_user(http_ctx *ctx, void *user)
                                      "domain, and no spaces nor control characters");
         return;
     }
-    const char *params[] = {name, email};
     db_result r;
-    int err = db_query((unsigned)stmt_base + STMT_INSERT, 2, params, &r);
+    user_row u;
+    int err = DB_RUN(insert_stmt, &r, db_param_text(name, name_len), db_param_text(email, email_len));
     if (err < 0 || db_result_rows(&r) != 1) {
         answer_db_error(ctx, err < 0 ? err : -EIO, &r);
+    } else if ((err = read_user(&r, 0, &u)) < 0) {
+        answer_bad_row(ctx, err);
     } else {
         char location[40];
-        snprintf(location, sizeof(location), "/users/%s", db_result_text(&r, 0, 0, NULL));
+        snprintf(location, sizeof(location), "/users/%" PRId64, u.id);
         http_add_header(ctx, "Location", location);
-        respond_user(ctx, 201, &r, 0);
+        respond_user(ctx, 201, &u);
     }
     db_result_clear(&r);
 }
@@ -340,23 +391,29 @@ static int mount(http_router *r)
         (err = http_router_add(r, HTTP_POST, "/users", create_user, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_GET, "/users/{id}", get_user, NULL)) < 0)
         return err;
-    stmt_base = app_db_register("users", statements, sizeof(statements) / sizeof(statements[0]));
-    return stmt_base < 0 ? stmt_base : 0;
+    if ((err = app_db_statement("users", &list_def, &list_stmt)) < 0 ||
+        (err = app_db_statement("users", &get_def, &get_stmt)) < 0 ||
+        (err = app_db_statement("users", &insert_def, &insert_stmt)) < 0)
+        return err;
+    return 0;
 }
 
 static int start(const app_options *opts)
 {
     if (!opts->seed_users)
         return 0;
-    char n[24], err[512];
-    snprintf(n, sizeof(n), "%llu", opts->seed_users);
-    const char *params[] = {n};
+    if (opts->seed_users > INT64_MAX) {
+        cr_log_error("users: cannot seed %llu users", opts->seed_users);
+        return -ERANGE;
+    }
+    char err[512];
+    db_param count = db_param_int64((int64_t)opts->seed_users);
     long long rows = 0;
     /* Emails carry the transaction id: seeding twice adds new users. */
     int ret = db_exec(app_db_url(),
                       "INSERT INTO users (name, email) SELECT 'User ' || g, 'user' || g || '.' || "
-                      "txid_current() || '@seed.example.com' FROM generate_series(1, $1::bigint) g",
-                      1, params, &rows, err, sizeof(err));
+                      "txid_current() || '@seed.example.com' FROM generate_series(1, $1) g",
+                      &count, 1, &rows, err, sizeof(err));
     if (ret < 0) {
         cr_log_error("users: seeding failed: %s", err);
         return ret;

@@ -4,6 +4,8 @@
  */
 #include "coring/db/admin.h"
 
+#include "codec.h"
+#include "coring/core/error.h"
 #include "coring/core/log.h"
 
 #include <ctype.h>
@@ -53,11 +55,14 @@ static PGconn *connect_blocking(const char *conninfo, char *err, size_t err_len)
     return pg;
 }
 
-/* Run @sql; true when it succeeded. @what names it in the error. */
-static bool run(PGconn *pg, const char *what, const char *sql, int nparams,
-                const char *const *values, PGresult **keep, char *err, size_t err_len)
+/* Run @sql with parameters as PQexecParams takes them (NULL @types,
+ * @lengths, @formats: text, types inferred); true when it succeeded.
+ * @what names it in the error. */
+static bool run_params(PGconn *pg, const char *what, const char *sql, int nparams,
+                       const Oid *types, const char *const *values, const int *lengths,
+                       const int *formats, PGresult **keep, char *err, size_t err_len)
 {
-    PGresult *r = PQexecParams(pg, sql, nparams, NULL, values, NULL, NULL, 0);
+    PGresult *r = PQexecParams(pg, sql, nparams, types, values, lengths, formats, 0);
     ExecStatusType st = PQresultStatus(r);
     bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
     if (!ok)
@@ -69,14 +74,43 @@ static bool run(PGconn *pg, const char *what, const char *sql, int nparams,
     return ok;
 }
 
-int db_exec(const char *conninfo, const char *sql, int nparams, const char *const *values,
+/* run_params with text parameters. */
+static bool run(PGconn *pg, const char *what, const char *sql, int nparams,
+                const char *const *values, PGresult **keep, char *err, size_t err_len)
+{
+    return run_params(pg, what, sql, nparams, NULL, values, NULL, NULL, keep, err, err_len);
+}
+
+int db_exec(const char *conninfo, const char *sql, const db_param *params, size_t count,
             long long *affected, char *err, size_t err_len)
 {
+    if (count > DB_MAX_PARAMS || (count && !params)) {
+        set_err(err, err_len, "statement: more than %d parameters", DB_MAX_PARAMS);
+        return -EINVAL;
+    }
+    /* Each parameter is sent as its own C type says (binary format),
+     * like db_run's; SQL NULL leaves the type to the server. */
+    char bytes[DB_MAX_PARAMS][8];
+    const char *values[DB_MAX_PARAMS];
+    int lengths[DB_MAX_PARAMS], formats[DB_MAX_PARAMS];
+    Oid types[DB_MAX_PARAMS];
+    for (size_t i = 0; i < count; i++) {
+        types[i] = params[i].null ? 0 : (Oid)params[i].type;
+        formats[i] = 1;
+        int e = db_encode_param(&params[i], params[i].type, bytes[i], &values[i], &lengths[i]);
+        if (e < 0) {
+            set_err(err, err_len, "statement: parameter $%zu: %s", i + 1, cr_strerror(e));
+            return e;
+        }
+    }
     PGconn *pg = connect_blocking(conninfo, err, err_len);
     if (!pg)
         return -ECONNREFUSED;
     PGresult *r = NULL;
-    int ret = run(pg, "statement", sql, nparams, values, &r, err, err_len) ? 0 : -EIO;
+    int ret = run_params(pg, "statement", sql, (int)count, types, values, lengths, formats, &r, err,
+                         err_len)
+                  ? 0
+                  : -EIO;
     if (r && affected)
         *affected = atoll(PQcmdTuples(r));
     PQclear(r);

@@ -66,7 +66,6 @@ struct db_pool {
     db_conn *conns;
     unsigned up;
     db_pending *free_list;
-    char (*names)[32];  /* prepared statement names */
     /* Set when the conninfo names a host to resolve: the other options
      * (keywords/values, with 3 free slots before the NULL for host,
      * hostaddr and port) and the host list. NULL: libpq gets the conninfo
@@ -144,7 +143,7 @@ int db_metrics_register(void)
     return 0;
 }
 
-/* The kind label of a db_query error. */
+/* The kind label of a db_run error. */
 static unsigned error_kind(int err)
 {
     switch (err) {
@@ -261,9 +260,9 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
         if (!PQconsumeInput(pg))
             return -EIO;
     }
-    size_t typed;
-    db_statements(&typed);
-    return ok == c->pool->cfg->statement_count + typed ? 0 : -EIO;
+    size_t registered;
+    db_statements(&registered);
+    return ok == registered ? 0 : -EIO;
 }
 
 /* Note why @pg failed (its first line) in c->error. */
@@ -285,7 +284,6 @@ static void note_error(db_conn *c, PGconn *pg, int err)
  */
 static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking)
 {
-    const db_config *cfg = c->pool->cfg;
     if (!pg) {
         snprintf(c->error, sizeof(c->error), "out of memory");
         return -ENOMEM;
@@ -328,19 +326,12 @@ static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking
         err = -EIO;
         goto fail;
     }
-    for (size_t i = 0; i < cfg->statement_count; i++) {
-        const db_statement *s = &cfg->statements[i];
-        if (!PQsendPrepare(pg, c->pool->names[i], s->sql, s->params, NULL)) {
-            err = -EIO;
-            goto fail;
-        }
-    }
-    /* Typed statements: their parameter types declared (paramTypes). */
-    size_t typed;
-    const db_stmt *const *stmts = db_statements(&typed);
-    for (size_t i = 0; i < typed; i++) {
+    /* Every registered statement, its parameters' types declared. */
+    size_t registered;
+    const db_stmt *const *stmts = db_statements(&registered);
+    for (size_t i = 0; i < registered; i++) {
         const db_stmt *s = stmts[i];
-        if (!PQsendPrepare(pg, s->name, s->def.sql, s->def.params, s->oids)) {
+        if (!PQsendPrepare(pg, s->name, s->def.sql, s->nparams, s->oids)) {
             err = -EIO;
             goto fail;
         }
@@ -805,18 +796,12 @@ int db_thread_init(const db_config *cfg)
         return -ENOMEM;
     pool->cfg = cfg;
     pool->conns = calloc(cfg->connections, sizeof(db_conn));
-    pool->names = calloc(cfg->statement_count ? cfg->statement_count : 1, sizeof(*pool->names));
-    if (!pool->conns || !pool->names) {
-        free(pool->conns);
-        free(pool->names);
+    if (!pool->conns) {
         free(pool);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < cfg->statement_count; i++)
-        snprintf(pool->names[i], sizeof(pool->names[i]), "coring_%zu", i);
     if (plan_hosts(pool) < 0) {
         free(pool->conns);
-        free(pool->names);
         free(pool);
         return -ENOMEM;
     }
@@ -863,7 +848,6 @@ void db_thread_fini(void)
         free(p);
     }
     free(pool->conns);
-    free(pool->names);
     free(pool->keywords);
     free(pool->values);
     free(pool->targets);
@@ -913,33 +897,6 @@ bool db_ready(char *why, size_t len)
 }
 static int query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out);
 
-/* Count, time and run @ask (its statement, parameters and formats). */
-static int measured_query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out)
-{
-    uint64_t start = cr_clock_now_ns();
-    cr_metric_inc(&dbm.queries, 0);
-    int err = query(pool, self, ask, out);
-    cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
-    if (err < 0)
-        cr_metric_inc(&dbm.errors, error_kind(err));
-    return err;
-}
-
-int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out)
-{
-    out->pg = NULL;
-    db_pool *pool = tl_pool;
-    net_task *self = net_task_current();
-    if (!pool || !self)
-        return -EPERM;
-    const db_config *cfg = pool->cfg;
-    if (stmt >= cfg->statement_count || nparams != cfg->statements[stmt].params)
-        return -EINVAL;
-    db_pending ask = {.name = pool->names[stmt], .nparams = nparams, .values = values,
-                      .writes = cfg->statements[stmt].writes};
-    return measured_query(pool, self, &ask, out);
-}
-
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
 {
     out->pg = NULL;
@@ -947,7 +904,7 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     net_task *self = net_task_current();
     if (!pool || !self)
         return -EPERM;
-    if (!stmt || count != (size_t)stmt->def.params || (count && !params))
+    if (!stmt || count != (size_t)stmt->nparams || (count && !params))
         return -EINVAL;
     /* The encoded values live in this frame, which outlives the query's
      * sends: a query is (re-)sent only while its waiter waits here. */
@@ -964,10 +921,16 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     db_pending ask = {.name = stmt->name, .nparams = (int)count, .values = values,
                       .lengths = lengths, .formats = formats, .result_format = 1,
                       .writes = stmt->def.writes};
-    return measured_query(pool, self, &ask, out);
+    uint64_t start = cr_clock_now_ns();
+    cr_metric_inc(&dbm.queries, 0);
+    int err = query(pool, self, &ask, out);
+    cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
+    if (err < 0)
+        cr_metric_inc(&dbm.errors, error_kind(err));
+    return err;
 }
 
-/* db_query / db_run once their arguments are checked. */
+/* db_run once its parameters are encoded. */
 static int query(db_pool *pool, net_task *self, const db_pending *ask, db_result *out)
 {
     const db_config *cfg = pool->cfg;

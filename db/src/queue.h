@@ -34,9 +34,9 @@ typedef struct db_pending {
     struct db_pending *next;
     const char *name;            /* the prepared statement's name */
     int nparams;
-    const char *const *values;   /* parameters; the waiter's memory */
-    const int *lengths;          /* binary parameters' lengths, or NULL (all text) */
-    const int *formats;          /* per parameter 0 text / 1 binary, or NULL (all text) */
+    const char *const *values;   /* parameters (NULL: SQL NULL); the waiter's memory */
+    const int *lengths;          /* their lengths in bytes; the waiter's memory */
+    const int *formats;          /* per parameter 0 text / 1 binary; the waiter's memory */
     int result_format;           /* 0 text, 1 binary */
     bool writes;                 /* statement changes data: Sync right after it */
     bool sync_after;             /* a Sync was sent right after this query */

@@ -1,6 +1,6 @@
 /*
- * Typed access to a query's result, binary (db_run) or text (db_query)
- * format: see coring/db/db.h; the binary values' decoding is codec.c's.
+ * Typed access to a query's result (binary format): see coring/db/db.h;
+ * the values' decoding is codec.c's.
  */
 #include "coring/db/db.h"
 
@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <libpq-fe.h>
-#include <stdlib.h>
 
 int db_result_rows(const db_result *r)
 {
@@ -30,18 +29,9 @@ bool db_result_is_null(const db_result *r, int row, int col)
     return !in_range(r, row, col) || PQgetisnull(r->pg, row, col);
 }
 
-const char *db_result_text(const db_result *r, int row, int col, size_t *len)
-{
-    if (db_result_is_null(r, row, col))
-        return NULL;
-    if (len)
-        *len = (size_t)PQgetlength(r->pg, row, col);
-    return PQgetvalue(r->pg, row, col);
-}
-
 /* The value at @row, @col of a binary-format column: its bytes in *@v,
  * *@len, and its type. -ENODATA for NULL or out of range, -EPROTO for a
- * text-format column. */
+ * text-format column (every result is binary: a text one is not ours). */
 static int binary_value(const db_result *r, int row, int col, const char **v, int *len,
                         unsigned *oid)
 {
@@ -55,28 +45,8 @@ static int binary_value(const db_result *r, int row, int col, const char **v, in
     return 0;
 }
 
-/* The decimal text of a text-format column (db_query's results). */
-static int parse_int64(const char *s, int64_t *out)
-{
-    if (!*s)
-        return -EINVAL;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end)
-        return -EINVAL;
-    if (errno == ERANGE)
-        return -ERANGE;
-    *out = v;
-    return 0;
-}
-
 int db_result_int64(const db_result *r, int row, int col, int64_t *out)
 {
-    if (db_result_is_null(r, row, col))
-        return -ENODATA;
-    if (PQfformat(r->pg, col) == 0)
-        return parse_int64(PQgetvalue(r->pg, row, col), out);
     const char *v;
     int len;
     unsigned oid;
@@ -104,13 +74,6 @@ int db_result_time(const db_result *r, int row, int col, int64_t *unix_us)
 
 int db_result_string(const db_result *r, int row, int col, const char **s, size_t *len)
 {
-    if (db_result_is_null(r, row, col))
-        return -ENODATA;
-    if (PQfformat(r->pg, col) == 0) {
-        *s = PQgetvalue(r->pg, row, col);
-        *len = (size_t)PQgetlength(r->pg, row, col);
-        return 0;
-    }
     const char *v;
     int n;
     unsigned oid;

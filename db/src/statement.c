@@ -42,7 +42,7 @@ int db_register(const db_statement *def, const db_stmt **out)
     if (!s)
         return -ENOMEM;
     s->def = *def;
-    s->def.params = n;
+    s->nparams = n;
     for (int i = 0; i < n; i++)
         s->oids[i] = (unsigned)def->types[i];
     snprintf(s->name, sizeof(s->name), "coring_t%zu", count);

@@ -14,7 +14,8 @@
 #include <stddef.h>
 
 struct db_stmt {
-    db_statement def;               /* as registered (@def.params: the count) */
+    db_statement def;               /* as registered */
+    int nparams;                    /* leading types of @def.types */
     unsigned oids[DB_MAX_PARAMS];   /* paramTypes for PQprepare */
     char name[24];                  /* the prepared statement's name: "coring_t<n>" */
 };

@@ -104,6 +104,25 @@ class UsersTest(cs.CoringTestCase):
         self.assertTrue(resp.header("Content-Type").startswith("application/json"))
         self.assertEqual(resp.json(), doc)
 
+    def test_created_at_is_the_database_time(self):
+        # created_at comes back as a binary timestamptz (microseconds since
+        # 2000-01-01) and is written as RFC 3339 by the app: it must be the
+        # instant the database holds, to the microsecond, also before 2000
+        # and before 1970 (negative values on either epoch).
+        doc = self.create("Time", self.unique_email("time"))
+        sql_rfc3339 = ("to_char(created_at AT TIME ZONE 'UTC', "
+                       "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
+        out = pg("psql", "-tAc", "SELECT %s FROM users WHERE id = %d" % (sql_rfc3339, doc["id"]))
+        self.assertEqual(doc["created_at"], out.strip())
+        for stored, shown in (("1999-12-31 23:59:59.999999+00", "1999-12-31T23:59:59.999999Z"),
+                              ("1969-12-31 23:59:59.5+00", "1969-12-31T23:59:59.500000Z"),
+                              ("2000-01-01 00:00:00+00", "2000-01-01T00:00:00.000000Z"),
+                              ("2038-01-19 03:14:08.000001+00", "2038-01-19T03:14:08.000001Z")):
+            pg("psql", "-tAc", "UPDATE users SET created_at = '%s' WHERE id = %d" % (stored, doc["id"]))
+            resp = self.req("GET", "/users/%d" % doc["id"])
+            self.assertEqual(resp.status, 200, repr(resp))
+            self.assertEqual(resp.json()["created_at"], shown, stored)
+
     def test_get_missing_and_bad_ids(self):
         self.assertJsonError(self.req("GET", "/users/987654321"), 404, "missing user")
         self.assertJsonError(self.req("GET", "/users/99999999999999999999999"), 404, "huge id")

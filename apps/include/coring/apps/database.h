@@ -17,15 +17,6 @@
 #include "coring/db/db.h"
 
 /*
- * app_db_register - add @count statements to the process-wide list.
- * @stmts: static data, not copied. @app: the app's name, for messages.
- * Returns the index of the first one (an app adds it to its own statement
- * numbers for db_query), or -ENOSPC past 64 statements in all.
- * Main thread, in an app's mount().
- */
-int app_db_register(const char *app, const db_statement *stmts, size_t count);
-
-/*
  * app_db_statement - register typed statement @def (db_register: its
  * parameter types in @def->types) for app @app (its name, for messages;
  * static). *@out is the handle to run it with (db_run, DB_RUN).

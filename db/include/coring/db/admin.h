@@ -13,6 +13,8 @@
 #ifndef CORING_DB_ADMIN_H
 #define CORING_DB_ADMIN_H
 
+#include "coring/db/db.h"
+
 #include <stddef.h>
 
 /* One migration built into the binary. */
@@ -37,12 +39,16 @@ const db_migration *db_migrations(size_t *count);
 int db_migrate(const char *conninfo, int *applied, char *err, size_t err_len);
 
 /*
- * db_exec - run @sql once with @nparams text parameters on a new
- * connection to @conninfo (blocking). *@affected gets the row count of the
- * command (PQcmdTuples) when not NULL.
- * Returns 0, -ECONNREFUSED or -EIO, with @err as for db_migrate.
+ * db_exec - run @sql once with the @count parameters @params (C values as
+ * for db_run, each sent in binary format as its own type: db_param_int64
+ * is a bigint) on a new connection to @conninfo (blocking; PQexecParams).
+ * *@affected gets the row count of the command (PQcmdTuples) when not
+ * NULL.
+ * Returns 0, -ECONNREFUSED, -EIO, or -EINVAL / -ERANGE for a parameter
+ * db_run would refuse (more than DB_MAX_PARAMS, text over INT_MAX bytes),
+ * with @err as for db_migrate. Main thread, before serving.
  */
-int db_exec(const char *conninfo, const char *sql, int nparams, const char *const *values,
+int db_exec(const char *conninfo, const char *sql, const db_param *params, size_t count,
             long long *affected, char *err, size_t err_len);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Each worker thread owns a small pool of libpq connections in
  * non-blocking pipeline mode (libpq docs, "Pipeline Mode"). A request's
- * coroutine calls db_query(): the query (a prepared statement and its text
+ * coroutine calls db_run(): the query (a registered statement and its
  * parameters) is queued on the least-loaded live connection of the thread
  * and the coroutine parks. The connection's driver, a coroutine of its own,
  * sends everything queued in one go (PQsendQueryPrepared each, then
@@ -22,18 +22,17 @@
  *
  * Failures: a connection that breaks fails its queries with -ECONNRESET and
  * is re-opened with exponential backoff (backoff_min_ns doubling up to
- * backoff_max_ns). While no connection of the thread is up, db_query fails
+ * backoff_max_ns). While no connection of the thread is up, db_run fails
  * at once with -ENOTCONN instead of queueing. A query not answered within
  * query_timeout_ns fails with -ETIMEDOUT; when the server stays silent that
  * long the connection is dropped and re-opened.
  *
- * Typed statements (db_register, db_run) bind their parameters as C
- * values (db_param_int64 ...) sent in binary format with the types
- * declared at registration, and read results in binary format as C
- * values (db_result_int64, db_result_bool, db_result_time,
- * db_result_string), each checking the column's type. The older index
- * API (db_config.statements, db_query with text parameters, results in
- * text format) still works while apps move off it.
+ * Statements are registered once, at start-up, with their parameters'
+ * types (db_register returns a handle); a query binds its parameters as C
+ * values (db_param_int64 ...), sent in binary format, and reads its
+ * results, in binary format too, as C values (db_result_int64,
+ * db_result_bool, db_result_time, db_result_string), each checking the
+ * column's type (PQftype). docs/database.md is the guide for app authors.
  *
  * Host names are resolved off the ring (a helper thread per lookup, its
  * end polled through the ring; see src/resolve.h) and handed to libpq as
@@ -84,18 +83,11 @@ typedef enum db_type {
  * (src/include/datatype/timestamp.h, POSTGRES_EPOCH_JDATE). */
 #define DB_PG_EPOCH_UNIX_US INT64_C(946684800000000)
 
-/*
- * A statement prepared on every connection of the pool.
- * Typed statements (db_register, db_run) list their parameters' types in
- * @types, and @params is ignored (the count of leading non-zero types).
- * Statements of the old index API (db_config.statements, db_query) leave
- * @types empty and give @params; the server infers their types.
- */
+/* A statement to prepare on every connection of the pool (db_register). */
 typedef struct db_statement {
     const char *sql;   /* with $1..$n placeholders */
-    int params;        /* number of parameters (old API: their types inferred) */
     bool writes;       /* changes data: gets its own Sync (own transaction) */
-    db_type types[DB_MAX_PARAMS]; /* typed: $1.. in order, then DB_TYPE_NONE */
+    db_type types[DB_MAX_PARAMS]; /* of $1.. in order, then DB_TYPE_NONE: their count */
 } db_statement;
 
 /* A registered statement (db_register): opaque, valid for the process's
@@ -164,22 +156,20 @@ typedef struct db_config {
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
     uint64_t backoff_max_ns;       /* cap of the doubling delay (2 s) */
-    const db_statement *statements;/* prepared on each connection, by index */
-    size_t statement_count;
 } db_config;
 
-/* The outcome of a query. Fill with db_query; free with db_result_clear. */
+/* The outcome of a query. Fill with db_run; free with db_result_clear. */
 typedef struct db_result {
     struct pg_result *pg;  /* libpq's result, or NULL */
 } db_result;
 
-/* db_config_default - the defaults listed in the struct; no conninfo and
- * no statements. */
+/* db_config_default - the defaults listed in the struct; no conninfo. */
 db_config db_config_default(void);
 
 /*
  * db_thread_init - open this worker thread's pool: @cfg->connections
- * connections, each opened, statements prepared, and its driver coroutine
+ * connections, each opened, the registered statements prepared (no more
+ * can be registered after the first call), and its driver coroutine
  * started. Call on a worker thread before it serves (net_hooks.thread_init
  * or an app's thread_init); the first connection attempts block this
  * thread (at most connect_timeout_ns each, name resolution included),
@@ -220,28 +210,6 @@ bool db_available(void);
 bool db_ready(char *why, size_t len);
 
 /*
- * db_query - run prepared statement @stmt (index in cfg->statements) with
- * @nparams text parameters @values (NUL-terminated strings, NULL for SQL
- * NULL; they must stay valid until db_query returns) and wait for its
- * result. Call from a coroutine on a worker thread (a request handler).
- * On return *@out holds the result or the server's error (free it with
- * db_result_clear in every case).
- * Returns:
- *   0            success; rows in *@out
- *   -EREMOTEIO   the server answered with an error: db_result_sqlstate and
- *                db_result_message say which
- *   -ENOTCONN    no connection of this thread is up (answered at once)
- *   -ECONNRESET  the connection broke while the query was in flight (the
- *                query may or may not have run)
- *   -ETIMEDOUT   no answer within query_timeout_ns
- *   -ECANCELED   shutdown cancelled the wait
- *   -EINVAL      bad @stmt or @nparams; -EPERM off a worker coroutine;
- *   -ENOMEM
- * Source: libpq docs, "Pipeline Mode" and "Asynchronous Command Processing".
- */
-int db_query(unsigned stmt, int nparams, const char *const *values, db_result *out);
-
-/*
  * db_register - register statement @def for every pool opened after this
  * call: each connection prepares it when it opens (PQprepare with
  * paramTypes from @def->types; libpq docs, "PQprepare"). @def is copied;
@@ -256,20 +224,32 @@ int db_register(const db_statement *def, const db_stmt **out);
  * db_run - run registered statement @stmt with parameters @params (@count
  * of them, one per declared type; see db_param_int64 and friends) and wait
  * for its result, asked in binary format (libpq docs, "PQexecPrepared"
- * with resultFormat 1): read it with db_result_int64, db_result_bool,
+ * with resultFormat 1) and read with db_result_int64, db_result_bool,
  * db_result_time and db_result_string. Integers, booleans and timestamps
  * are encoded in the caller's frame, not allocated; text is sent from the
  * caller's memory, which must stay valid until db_run returns.
  * Call from a coroutine on a worker thread (a request handler). On return
  * *@out holds the result or the server's error (free it with
  * db_result_clear in every case).
- * Returns what db_query returns (0, -EREMOTEIO, -ENOTCONN, -ECONNRESET,
- * -ETIMEDOUT, -ECANCELED, -EPERM, -ENOMEM), and before anything is sent:
- *   -EINVAL  @count differs from the statement's parameters, or a
- *            parameter's C type does not match its declared type
- *   -ERANGE  an int64 bound to an int4 parameter does not fit
- * Source: libpq docs, "Pipeline Mode", "PQexecPrepared"; PostgreSQL docs,
- * "Binary format" (protocol message formats) and each type's send/recv.
+ * Returns:
+ *   0            success; rows in *@out
+ *   -EREMOTEIO   the server answered with an error: db_result_sqlstate and
+ *                db_result_message say which
+ *   -ENOTCONN    no connection of this thread is up (answered at once)
+ *   -ECONNRESET  the connection broke while the query was in flight (the
+ *                query may or may not have run)
+ *   -ETIMEDOUT   no answer within query_timeout_ns
+ *   -ECANCELED   shutdown cancelled the wait
+ *   -EINVAL      no @stmt, @count differs from its parameters, or a
+ *                parameter's C type does not match its declared type
+ *                (nothing sent)
+ *   -ERANGE      an int64 bound to an int4 parameter does not fit, or text
+ *                longer than INT_MAX bytes (nothing sent)
+ *   -EPERM       off a worker coroutine
+ *   -ENOMEM
+ * Source: libpq docs, "Pipeline Mode", "Asynchronous Command Processing"
+ * and "PQexecPrepared"; PostgreSQL docs, "Binary format" (protocol message
+ * formats) and each type's send/recv functions.
  */
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out);
 
@@ -290,28 +270,17 @@ int db_result_columns(const db_result *r);
 bool db_result_is_null(const db_result *r, int row, int col);
 
 /*
- * db_result_text - the text of the value at @row, @col, NUL-terminated,
- * owned by @r (valid until db_result_clear); its length in bytes in *@len
- * when @len is not NULL. NULL for SQL NULL or out of range.
- */
-const char *db_result_text(const db_result *r, int row, int col, size_t *len);
-
-/*
- * db_result_int64 - the value at @row, @col as a signed 64-bit integer.
- * A binary result (db_run): the column must be int8, int4 or int2
- * (PQftype), read in network byte order (int8recv and friends). A text
- * result (db_query): the server's decimal text, parsed.
+ * db_result_int64 - the int8, int4 or int2 value (PQftype) at @row, @col,
+ * read in network byte order (int8recv and friends), as an int64.
  * Returns 0, -ENODATA for SQL NULL or out of range, -EPROTO when the
- * column is of another type (or its length is wrong for it); text only:
- * -EINVAL when the text is not a decimal integer, -ERANGE when it does not
- * fit.
+ * column is of another type or its length is wrong for it.
  */
 int db_result_int64(const db_result *r, int row, int col, int64_t *out);
 
 /*
  * db_result_bool - the bool value at @row, @col of a binary result (one
  * byte, boolrecv). Returns 0, -ENODATA for SQL NULL or out of range,
- * -EPROTO when the column is not bool or the result is not binary.
+ * -EPROTO when the column is not bool.
  */
 int db_result_bool(const db_result *r, int row, int col, bool *out);
 
@@ -320,18 +289,17 @@ int db_result_bool(const db_result *r, int row, int col, bool *out);
  * @row, @col of a binary result, in microseconds since the Unix epoch:
  * the server's microseconds since 2000-01-01 00:00:00 UTC plus
  * DB_PG_EPOCH_UNIX_US (timestamptz_recv). Returns 0, -ENODATA for SQL NULL
- * or out of range, -EPROTO when the column is of another type or the
- * result is not binary, -ERANGE for 'infinity' and '-infinity'.
+ * or out of range, -EPROTO when the column is of another type, -ERANGE for
+ * 'infinity' and '-infinity'.
  */
 int db_result_time(const db_result *r, int row, int col, int64_t *unix_us);
 
 /*
  * db_result_string - the text-like value (text, varchar, char(n), name,
  * json) at @row, @col: *@s points at its *@len bytes, owned by @r (valid
- * until db_result_clear; libpq adds a NUL after them). Text results give
- * any column's text. Returns 0, -ENODATA for SQL NULL or out of range,
- * -EPROTO when a binary result's column is of another type (its bytes are
- * not text).
+ * until db_result_clear; libpq adds a NUL after them). Returns 0,
+ * -ENODATA for SQL NULL or out of range, -EPROTO when the column is of
+ * another type (its binary bytes are not text: cast it to text in SQL).
  */
 int db_result_string(const db_result *r, int row, int col, const char **s, size_t *len);
 
