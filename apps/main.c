@@ -80,9 +80,14 @@ static void usage(FILE *f)
             "  --cep-timeout-ms N       upstream request timeout (default 5000)\n"
             "  --cep-max-connections N  upstream connections per worker thread (default 8);\n"
             "                           up to 32 per connection wait, more get 503 at once\n"
-            "  --todo-max-items N       todos in the in-memory store, all threads together,\n"
-            "                           each thread's shard holding N/threads (default 25000);\n"
-            "                           past it POST /todos answers 507\n"
+            "  --todo-max-items N       todos in the store (default 25000); past it POST /todos\n"
+            "                           answers 507. memory: all threads together, each\n"
+            "                           thread's shard holding N/threads; postgres: the table\n"
+            "  --todo-store STORE       where todos live: memory (default, the fastest; per\n"
+            "                           process: two processes or hosts hold two lists) or\n"
+            "                           postgres (the table todos on DATABASE_URL, required\n"
+            "                           then: one list for every process on the database;\n"
+            "                           docs/todo.md)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -336,6 +341,7 @@ int main(int argc, char **argv)
         OPT_LIST_ROUTES,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
         OPT_CORS_ORIGINS,
+        OPT_TODO_STORE,
         OPT_LOG_FORMAT,
     };
     static const struct option options[] = {
@@ -377,6 +383,7 @@ int main(int argc, char **argv)
         {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
         {"list-routes", no_argument, NULL, OPT_LIST_ROUTES},
         {"todo-max-items", required_argument, NULL, OPT_TODO_MAX_ITEMS},
+        {"todo-store", required_argument, NULL, OPT_TODO_STORE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -388,6 +395,7 @@ int main(int argc, char **argv)
         return env_err == -EINVAL ? 2 : 1;
     bool check_only = false;
     bool list_routes = false;
+    bool todo_postgres = false;
     int opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -520,6 +528,14 @@ int main(int argc, char **argv)
         case OPT_TODO_MAX_ITEMS:
             app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
             break;
+        case OPT_TODO_STORE:
+            if (strcmp(optarg, "memory") != 0 && strcmp(optarg, "postgres") != 0) {
+                fprintf(stderr, "coring: %s: expected memory or postgres\n",
+                        env_config_name("--todo-store"));
+                return 2;
+            }
+            todo_postgres = strcmp(optarg, "postgres") == 0;
+            break;
         case OPT_HELP: help(options, env_skip); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
@@ -538,6 +554,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < NUM_APPS; i++)
             mounted[num_mounted++] = all_apps[i];
     }
+    for (size_t i = 0; i < num_mounted && todo_postgres; i++)
+        if (mounted[i] == &app_todo)
+            mounted[i] = &app_todo_postgres;
     if (!net_host_valid(net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 env_config_name("--host"), net.host);

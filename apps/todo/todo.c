@@ -12,7 +12,12 @@
  * whole list until the next change. The store is bounded: --todo-max-items
  * split evenly over the shards (and 256 MiB of titles a shard); a POST
  * past its shard's share answers 507 and changes nothing.
+ *
+ * With --todo-store postgres the same handlers parse and validate each
+ * request and hand it to the PostgreSQL store (todo_pg.c) instead.
  */
+#include "todo.h"
+
 #include "coring/apps/apps.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
@@ -50,6 +55,9 @@ typedef struct todo_shard {
 } todo_shard;
 
 static _Thread_local todo_shard *shard;
+
+/* The store that answers, when not the in-memory one (todo_mount_routes). */
+static const todo_store *store;
 
 /* --- the shard (runs on its own thread only) ------------------------------ */
 
@@ -297,6 +305,11 @@ static bool parse_input(http_ctx *ctx, todo_input *in)
             http_respond_error(ctx, 422, "title must be at most 1000 bytes");
             return false;
         }
+        /* "\u0000": PostgreSQL's text cannot hold it; the stores agree. */
+        if (memchr(in->title, '\0', in->title_len)) {
+            http_respond_error(ctx, 422, "title must not contain NUL");
+            return false;
+        }
         /* The string lives in the thread's JSON parser, which the next
          * request on this thread reuses: a PATCH sent to another core
          * yields before the owner copies it. */
@@ -334,6 +347,10 @@ static int cmp_entry(const void *a, const void *b)
 static void list_todos(http_ctx *ctx, void *user)
 {
     (void)user;
+    if (store) {
+        store->list(ctx);
+        return;
+    }
     unsigned n = net_thread_count();
     if (n == 1) {
         http_respond_json(ctx, 200, shard_list_json());
@@ -417,6 +434,15 @@ static void by_id(http_ctx *ctx, enum todo_op op, const todo_input *in)
     uint64_t id;
     if (!id_param(ctx, &id))
         return;
+    if (store) {
+        if (op == TODO_GET)
+            store->get(ctx, id);
+        else if (op == TODO_DELETE)
+            store->remove(ctx, id);
+        else
+            store->patch(ctx, id, in->title, in->title_len, in->completed);
+        return;
+    }
     cr_buf out = CR_BUF_INIT;
     todo_msg msg = {.op = op, .id = id, .out = &out, .completed = -1};
     if (in) {
@@ -470,6 +496,10 @@ static void create_todo(http_ctx *ctx, void *user)
         http_respond_error(ctx, 422, "title is required");
         return;
     }
+    if (store) {
+        store->create(ctx, in.title, in.title_len, in.completed == 1);
+        return;
+    }
     int status;
     todo *t = shard_insert(in.title, in.title_len, in.completed == 1, &status);
     if (!t) {
@@ -486,8 +516,9 @@ static void create_todo(http_ctx *ctx, void *user)
 
 /* --- the app ------------------------------------------------------------- */
 
-static int mount(http_router *r)
+int todo_mount_routes(http_router *r, const todo_store *s)
 {
+    store = s;
     int err;
     if ((err = http_router_add(r, HTTP_GET, "/health", get_health, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_GET, "/todos", list_todos, NULL)) < 0 ||
@@ -497,6 +528,11 @@ static int mount(http_router *r)
         (err = http_router_add(r, HTTP_DELETE, "/todos/{id}", delete_todo, NULL)) < 0)
         return err;
     return 0;
+}
+
+static int mount(http_router *r)
+{
+    return todo_mount_routes(r, NULL);
 }
 
 static int start(const app_options *opts)
@@ -530,7 +566,7 @@ static void thread_fini(void)
 
 const app_def app_todo = {
     .name = "todo",
-    .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (in memory)",
+    .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (--todo-store)",
     .mount = mount,
     .start = start,
     .thread_init = thread_init,

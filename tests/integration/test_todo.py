@@ -1,14 +1,26 @@
 #!/usr/bin/python3
-"""Integration tests of the todo app (and the hello routes' 404/405 neighbours)."""
+"""Integration tests of the todo app (and the hello routes' 404/405 neighbours).
+
+Every test runs on the store that `--store memory|postgres` names (default
+memory, coring's default; ctest runs both: integration_todo and
+integration_todo_pg). On postgres the module starts a throw-away
+PostgreSQL (db/pg-local, Unix socket only) and every coring it starts gets
+--todo-store postgres and DATABASE_URL; a test that needs an empty store
+empties the table first (empty_store()). Memory-only: none; what the tests
+of the bound (StoreBoundTest) say of shards holds for the table too.
+"""
 
 import sys
 
 sys.dont_write_bytecode = True
 
 import json  # noqa: E402
+import os  # noqa: E402
 import socket  # noqa: E402
+import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+import unittest  # noqa: E402
 
 import coring_server as cs  # noqa: E402
 
@@ -16,8 +28,40 @@ JSON_HDR = {"Content-Type": "application/json"}
 NOBODY = object()  # error(): send no body
 U64_MAX = 18446744073709551615
 
+STORE = "memory"   # --store (see the end of the file)
+POSTGRES = None    # the cluster on --store postgres
+
+
+def setUpModule():
+    global POSTGRES
+    if STORE != "postgres":
+        return
+    POSTGRES = cs.LocalPostgres("coring-todo-")
+    unittest.addModuleCleanup(POSTGRES.remove)
+    POSTGRES.run("start", "throwaway")
+    os.environ["DATABASE_URL"] = POSTGRES.url()
+
+
+def empty_store():
+    """On postgres: empty the table todos (and its count) before a test that
+    needs an empty store; no server may be running on it. A new database
+    would cost a CREATE DATABASE, seconds on a busy machine."""
+    if STORE == "postgres":
+        POSTGRES.sql("DO $$ BEGIN IF to_regclass('todos') IS NOT NULL THEN "
+                     "TRUNCATE todos RESTART IDENTITY; END IF; END $$")
+
+
+def todo_server(threads=2, args=()):
+    """A coring (hello and todo) on the store under test, not started."""
+    store = ["--todo-store", "postgres"] if STORE == "postgres" else []
+    return cs.CoringServer(threads=threads, args=store + list(args))
+
 
 class TodoTest(cs.SharedServerTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = todo_server().start()
+
     def setUp(self):
         self.conn = self.server.connect()
 
@@ -218,6 +262,14 @@ class TodoTest(cs.SharedServerTestCase):
         resp = self.req("POST", "/todos", b'{"title": "caf\\u00e9 \\ud83d\\ude00"}')
         self.assertEqual(resp.status, 201, repr(resp))
         self.assertEqual(resp.json()["title"], "caf\u00e9 \U0001F600")
+
+    def test_title_with_nul_refused(self):
+        # PostgreSQL's text cannot hold U+0000: both stores refuse it alike.
+        doc = self.create("no nul here")
+        for title in ("a\u0000b", "\u0000"):
+            self.error("POST", "/todos", {"title": title}, 422)
+            self.error("PATCH", "/todos/%d" % doc["id"], {"title": title}, 422)
+        self.assertEqual(self.req("GET", "/todos/%d" % doc["id"]).json(), doc)
 
     def test_title_1000_bytes_ok(self):
         self.create("x" * 1000)
@@ -468,7 +520,8 @@ class StoreBoundTest(cs.CoringTestCase):
         return conn.request("POST", "/todos", JSON_HDR, {"title": title})
 
     def test_full_store_answers_507_and_stays_consistent(self):
-        with cs.CoringServer(threads=1, args=["--todo-max-items", "5"]) as srv:
+        empty_store()
+        with todo_server(threads=1, args=["--todo-max-items", "5"]) as srv:
             with srv.connect() as c:
                 ids = [self.post(c, "t%d" % i).json()["id"] for i in range(5)]
                 for _ in range(3):
@@ -486,12 +539,18 @@ class StoreBoundTest(cs.CoringTestCase):
                 listed = c.request("GET", "/todos").json()
                 self.assertEqual(len(listed), 5)
                 self.assertEqual(listed[0]["title"], "x")
+                if STORE == "postgres":
+                    # The count follows rows deleted by another client too.
+                    POSTGRES.sql("DELETE FROM todos WHERE id = %d" % listed[-1]["id"])
+                    self.assertEqual(self.post(c, "after psql's delete").status, 201)
+                    self.assertJsonError(self.post(c, "full once more"), 507)
             srv.stop(expect_status=0)
 
     def test_bound_is_for_the_whole_store(self):
         # 2 threads, 4 todos in all: each thread's shard takes 2. Connections
         # land on either thread, so POST on many until both are full.
-        with cs.CoringServer(threads=2, args=["--todo-max-items", "4"]) as srv:
+        empty_store()
+        with todo_server(threads=2, args=["--todo-max-items", "4"]) as srv:
             created, full = 0, 0
             for i in range(40):
                 with srv.connect() as c:
@@ -508,12 +567,183 @@ class StoreBoundTest(cs.CoringTestCase):
             self.assertGreater(full, 0)
             srv.stop(expect_status=0)
 
+    def test_concurrent_posts_stay_within_the_bound(self):
+        # 16 clients POST at once until full. memory: each shard's share is
+        # exact; postgres: concurrent inserts may pass the count together,
+        # by at most the inserts in flight (one per database connection:
+        # 2 threads x --db-pool 2 here).
+        limit, slack = 40, (4 if STORE == "postgres" else 0)
+        empty_store()
+        with todo_server(threads=2, args=["--todo-max-items", str(limit), "--db-pool", "2"]) as srv:
+            answers = []
+
+            def client(k):
+                with srv.connect() as c:
+                    for i in range(12):
+                        resp = self.post(c, "c%d-%d" % (k, i))
+                        answers.append(resp.status)
+                        if resp.status != 201:
+                            break
+
+            threads = [threading.Thread(target=client, args=(k,)) for k in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            with srv.connect() as c:
+                listed = c.request("GET", "/todos").json()
+            created = answers.count(201)
+            print("%s: %d created of --todo-max-items %d, %d answered 507"
+                  % (STORE, created, limit, answers.count(507)))
+            self.assertEqual(set(answers), {201, 507}, "answers: %r" % sorted(set(answers)))
+            self.assertEqual(len(listed), created)
+            self.assertLessEqual(created, limit + slack)
+            srv.stop(expect_status=0)
+
     def test_flag_is_checked(self):
         for bad in ("0", "-1", "x", ""):
             with self.assertRaises(AssertionError):
-                cs.CoringServer(threads=1, args=["--todo-max-items", bad]).start()
+                todo_server(threads=1, args=["--todo-max-items", bad]).start()
+
+
+class StoreTest(cs.CoringTestCase):
+    """--todo-store: what the store is shared by, and how it is refused."""
+
+    def post(self, srv, title):
+        with srv.connect() as c:
+            resp = c.request("POST", "/todos", JSON_HDR, {"title": title})
+        self.assertEqual(resp.status, 201, resp)
+        return resp.json()
+
+    def get(self, srv, path):
+        with srv.connect() as c:
+            return c.request("GET", path)
+
+    def send(self, srv, method, path, body=None):
+        with srv.connect() as c:
+            return c.request(method, path, JSON_HDR if body is not None else None, body)
+
+    def test_two_processes(self):
+        # postgres: two coring processes on one database hold one list (the
+        # point of the store); memory: each process holds its own.
+        empty_store()
+        with todo_server() as a, todo_server() as b:
+            doc = self.post(a, "made on a")
+            on_b = self.get(b, "/todos/%d" % doc["id"])
+            if STORE == "memory":
+                self.assertJsonError(on_b, 404, "memory: GET on b of a todo made on a")
+                self.assertNotIn(doc, self.get(b, "/todos").json(), "memory: b lists a's todo")
+                mine = self.post(b, "made on b")
+                self.assertNotIn(mine, self.get(a, "/todos").json(), "memory: a lists b's todo")
+                return
+            self.assertEqual((on_b.status, on_b.json()), (200, doc), "GET on b of a todo made on a")
+            mine = self.post(b, "made on b")
+            self.assertGreater(mine["id"], doc["id"], "ids from one sequence")
+            for srv in (a, b):
+                self.assertEqual(self.get(srv, "/todos").json(), [doc, mine])
+            patched = self.send(b, "PATCH", "/todos/%d" % doc["id"], {"completed": True})
+            self.assertEqual(patched.status, 200, patched)
+            self.assertEqual(self.get(a, "/todos/%d" % doc["id"]).json(), patched.json(),
+                             "a reads b's PATCH")
+            self.assertEqual(self.send(a, "DELETE", "/todos/%d" % mine["id"]).status, 204)
+            self.assertJsonError(self.get(b, "/todos/%d" % mine["id"]), 404, "b after a's DELETE")
+            self.assertJsonError(self.send(b, "DELETE", "/todos/%d" % mine["id"]), 404)
+            a.stop(expect_status=0)
+            b.stop(expect_status=0)
+
+    def test_readyz_checks_the_database_only_on_postgres(self):
+        with todo_server() as srv:
+            resp = self.get(srv, "/readyz")
+            self.assertEqual(resp.status, 200, resp)
+            expected = {"server": "ok"}
+            if STORE == "postgres":
+                expected["database"] = "ok"
+            self.assertEqual(resp.json()["checks"], expected)
+            srv.stop(expect_status=0)
+
+    def test_store_flag_is_checked(self):
+        for bad in ("", "Memory", "pg", "postgresql", "memory,postgres"):
+            proc = subprocess.run([cs.binary(), "--todo-store", bad, "--check-config"],
+                                  capture_output=True, text=True, timeout=10)
+            self.assertEqual(proc.returncode, 2, "--todo-store %r: %r" % (bad, proc))
+            self.assertIn("--todo-store: expected memory or postgres", proc.stderr)
+        for good in ("memory", "postgres"):
+            proc = subprocess.run([cs.binary(), "--todo-store", good, "--check-config"],
+                                  capture_output=True, text=True, timeout=10)
+            self.assertEqual(proc.returncode, 0, "--todo-store %s: %r" % (good, proc))
+        text = subprocess.run([cs.binary(), "--help"], capture_output=True, text=True, timeout=10).stdout
+        entry = text[text.index("  --todo-store"):].split("\n  --", 1)[0]
+        self.assertIn("per", entry)
+        self.assertIn("process", entry.replace("\n", " "))
+
+    def test_postgres_needs_database_url(self):
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CORING_TODO_STORE")}
+        proc = subprocess.run([cs.binary(), "--host", cs.HOST, "--port", "0", "--apps", "todo",
+                               "--todo-store", "postgres"], env=env, capture_output=True, text=True,
+                              timeout=20, stdin=subprocess.DEVNULL)
+        self.assertEqual(proc.returncode, 1, proc)
+        self.assertIn("DATABASE_URL is not set", proc.stderr)
+        self.assertIn("--todo-store postgres", proc.stderr)
+        self.assertNotIn("listening on", proc.stderr)
+
+
+class DatabaseDownTest(cs.CoringTestCase):
+    """postgres only: the store's answers while its database is away."""
+
+    def test_503_while_postgres_is_down(self):
+        if STORE != "postgres":
+            self.skipTest("the memory store has no database")
+        # The module's cluster, stopped and started again: a cluster of
+        # its own would cost an initdb (seconds on a busy machine).
+        pg = POSTGRES
+        self.addCleanup(lambda: pg.running() or pg.run("start"))
+        with todo_server(args=["--db-timeout", "2"]) as srv:
+            with srv.connect() as c:
+                doc = c.request("POST", "/todos", JSON_HDR, {"title": "before"}).json()
+            pg.run("stop", "fast")
+            deadline = time.monotonic() + 5
+            while True:
+                with srv.connect() as c:
+                    resp = c.request("GET", "/todos/%d" % doc["id"])
+                if resp.status == 503 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self.assertJsonError(resp, 503, "GET while PostgreSQL is down")
+            self.assertEqual(resp.json(), {"error": "database unavailable"})
+            self.assertEqual(resp.header("Retry-After"), "1")
+            with srv.connect() as c:
+                for method, path, body in (("GET", "/todos", None), ("POST", "/todos", {"title": "x"}),
+                                           ("PATCH", "/todos/%d" % doc["id"], {"title": "x"}),
+                                           ("DELETE", "/todos/%d" % doc["id"], None)):
+                    resp = c.request(method, path, JSON_HDR if body else None, body)
+                    self.assertJsonError(resp, 503, "%s %s while PostgreSQL is down" % (method, path))
+                resp = c.request("GET", "/readyz")
+                self.assertEqual(resp.status, 503, resp)
+                self.assertTrue(resp.json()["checks"]["database"].startswith("unreachable"), resp.json())
+            pg.run("start")
+            deadline = time.monotonic() + 20
+            while True:
+                with srv.connect() as c:
+                    resp = c.request("GET", "/todos/%d" % doc["id"])
+                if resp.status == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            self.assertEqual((resp.status, resp.json()), (200, doc), "once PostgreSQL is back")
+            srv.stop(expect_status=0)
+
+
+def main():
+    """--store memory|postgres (default memory), then coring_server's main()."""
+    global STORE
+    if "--store" in sys.argv:
+        i = sys.argv.index("--store")
+        STORE = sys.argv[i + 1]
+        del sys.argv[i:i + 2]
+        if STORE not in ("memory", "postgres"):
+            sys.exit("--store: expected memory or postgres, got %r" % STORE)
+    socket.setdefaulttimeout(cs.SOCK_TIMEOUT)
+    cs.main()
 
 
 if __name__ == "__main__":
-    socket.setdefaulttimeout(cs.SOCK_TIMEOUT)
-    cs.main()
+    main()

@@ -64,6 +64,11 @@ extern const app_def app_hello;
 /* todo: an in-memory todo API sharded by id across the worker threads. */
 extern const app_def app_todo;
 
+/* todo on PostgreSQL (--todo-store postgres, DATABASE_URL): the same routes
+ * on the table todos, one list for every process on the database. Mounted
+ * in app_todo's place. */
+extern const app_def app_todo_postgres;
+
 /* cep: Brazilian postal-code lookup, cache-aside in PostgreSQL in front of
  * the ViaCEP API (VIACEP_URL). */
 extern const app_def app_cep;

@@ -1,0 +1,43 @@
+/*
+ * The todo app's two stores, private to apps/todo: todo.c holds the HTTP
+ * side (routes, request parsing, validation) and the in-memory store;
+ * todo_pg.c the PostgreSQL store (--todo-store postgres). Every request is
+ * parsed and validated once, in todo.c, whichever store answers it, so
+ * that both give the same status codes and error messages.
+ */
+#ifndef CORING_APPS_TODO_TODO_H
+#define CORING_APPS_TODO_TODO_H
+
+#include "coring/http/router.h"
+#include "coring/http/server.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A store other than the in-memory one. Each operation gets a request
+ * already validated (a title of 1 to 1,000 bytes of UTF-8 without NUL,
+ * NUL-terminated, in the request's arena) and answers it itself: 200/201
+ * with the todo's JSON, 204, 404 "todo not found", 507 "todo store is
+ * full", or its own 5xx. Called in the request's coroutine on a worker
+ * thread; may yield.
+ */
+typedef struct todo_store {
+    void (*list)(http_ctx *ctx);
+    void (*create)(http_ctx *ctx, const char *title, size_t title_len, bool completed);
+    void (*get)(http_ctx *ctx, uint64_t id);
+    /* @title NULL to keep it; @completed 0, 1, or -1 to keep it. */
+    void (*patch)(http_ctx *ctx, uint64_t id, const char *title, size_t title_len, int completed);
+    void (*remove)(http_ctx *ctx, uint64_t id);
+} todo_store;
+
+/*
+ * todo_mount_routes - add the todo routes to @r, answered by @store, or by
+ * the in-memory store (whose per-thread shards the app's thread_init
+ * makes) when @store is NULL. @store is static data. Main thread, in an
+ * app's mount(). Returns 0 or http_router_add's -errno.
+ */
+int todo_mount_routes(http_router *r, const todo_store *store);
+
+#endif
