@@ -26,5 +26,15 @@ if [ "$status" -eq 3 ]; then
   exit 1
 fi
 [ "$status" -eq 0 ] && { "$root/deploy/cluster" test; status=$?; }
+state=${CORING_CLUSTER_STATE:-/run/coring-cluster}
+if [ "$status" -ne 0 ] && [ -d "$state" ]; then
+  # What the logs say, before down removes them.
+  echo "--- $state/haproxy.log: requests not answered 2xx (last 20)"
+  grep -E ' -?[0-9]+/-?[0-9]+/-?[0-9]+/-?[0-9]+/[0-9]+ (-1|[013-9][0-9][0-9]) ' "$state/haproxy.log" | tail -20
+  for f in h1 h2 pg1 pg2; do
+    echo "--- $state/$f.log (last 5 lines)"
+    tail -5 "$state/$f.log" 2>/dev/null
+  done
+fi
 "$root/deploy/cluster" down
 exit "$status"
