@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# deploy/haproxy.cfg parses (`haproxy -c`) with its variables unset (the
+# defaults a real deployment edits) and with the cluster's kind of values.
+# 77 without haproxy.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+command -v haproxy >/dev/null || { echo "SKIP: haproxy is missing (.ci/install-deps test)"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+  -days 1 -keyout "$tmp/k.pem" -out "$tmp/c.pem" 2>/dev/null
+cat "$tmp/c.pem" "$tmp/k.pem" >"$tmp/lb.pem"
+env -i PATH="$PATH" CORING_LB_CERT="$tmp/lb.pem" CORING_LB_SOCKET="$tmp/s.sock" \
+  haproxy -c -f "$root/deploy/haproxy.cfg" >/dev/null
+env -i PATH="$PATH" CORING_LB_CERT="$tmp/lb.pem" CORING_LB_SOCKET="$tmp/s.sock" \
+  CORING_LB_HTTP=127.0.0.1:1 CORING_LB_HTTPS=127.0.0.1:1 CORING_LB_STATS=127.0.0.1:1 \
+  CORING_LB_LOG=stdout CORING_HOST1=10.213.42.11:8080 CORING_HOST2=10.213.42.12:8080 \
+  haproxy -c -f "$root/deploy/haproxy.cfg" >/dev/null
+echo "PASS: haproxy -c accepts deploy/haproxy.cfg"
