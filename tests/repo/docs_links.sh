@@ -35,7 +35,8 @@ def prose_lines(path):
 
 def slug(heading):
     """GitHub's anchor for a heading: lower case, punctuation dropped."""
-    s = re.sub(r"`|\*|_(?=\w)|(?<=\w)_", "", heading.strip().lower())
+    # Emphasis underscores go (_x_); those inside a word stay (DATABASE_URL).
+    s = re.sub(r"`|\*|(?<!\w)_(?=\w)|(?<=\w)_(?!\w)", "", heading.strip().lower())
     s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)
     s = re.sub(r"[^\w\- ]", "", s)
     return s.replace(" ", "-")
