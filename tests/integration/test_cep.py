@@ -282,15 +282,24 @@ class CepTest(cs.CoringTestCase):
             lsock.close()
 
     def test_concurrent_misses_share_one_upstream_call(self):
-        self.fake.behave(delay_ms=300)
+        # The upstream answers after 1.5 s, so that all 100 requests are in
+        # before it does even on a loaded machine (one that comes after the
+        # flight would rightly be answered from the database), with a
+        # timeout well past that delay.
+        self.fake.behave(delay_ms=1500)
         cep = "30130-001"
-        with concurrent.futures.ThreadPoolExecutor(max_workers=100) as pool:
-            resps = list(pool.map(lambda _: self.get(cep), range(100)))
-        for r in resps:
-            self.assertAddress(r, cep, "viacep")
-        self.assertEqual(self.fake.requests(), 1, "100 concurrent misses made %d upstream calls"
-                         % self.fake.requests())
-        self.assertAddress(self.get(cep), cep, "database")
+        server = cs.CoringServer(threads=1, apps="cep", args=[
+            "--db-timeout", "3", "--cep-timeout-ms", "8000"]).start()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=100) as pool:
+                resps = list(pool.map(lambda _: self.get(cep, server), range(100)))
+            for r in resps:
+                self.assertAddress(r, cep, "viacep")
+            self.assertEqual(self.fake.requests(), 1, "100 concurrent misses made %d upstream "
+                             "calls" % self.fake.requests())
+            self.assertAddress(self.get(cep, server), cep, "database")
+        finally:
+            server.kill()
 
     def test_waiting_handlers_hold_no_receive_buffer(self):
         """A handler waiting on the upstream holds no provided receive buffer: with
