@@ -52,6 +52,7 @@ static struct {
     atomic_int init_failed;
     atomic_uint drained;   /* workers with no task left after shutdown began */
     atomic_uint running;
+    atomic_bool stopping;  /* the first SIGINT/SIGTERM came (grace or drain) */
 } rt;
 
 static _Thread_local net_loop *tl_loop;
@@ -1075,6 +1076,7 @@ net_config net_config_default(void)
         .provided_buffer_size = 16 * 1024,
         .max_connections = 0,
         .shutdown_timeout_ns = 10 * CR_NS_PER_S,
+        .drain_grace_ns = 0,
     };
 }
 
@@ -1091,6 +1093,11 @@ unsigned net_thread_count(void)
 bool net_draining(void)
 {
     return tl_loop && tl_loop->draining;
+}
+
+bool net_stopping(void)
+{
+    return atomic_load_explicit(&rt.stopping, memory_order_relaxed);
 }
 
 static void raise_nofile_limit(void)
@@ -1143,6 +1150,34 @@ static void broadcast(unsigned cmd)
 }
 
 /*
+ * The drain grace, on the main thread: net_stopping() is already true (so
+ * /readyz answers 503) while the listeners go on accepting and serving, for
+ * drain_grace_ns, long enough for a load balancer's health check to notice
+ * and send new connections elsewhere. A second signal ends the process at
+ * once with status 1, as during the drain.
+ */
+static void drain_grace(void)
+{
+    uint64_t end = cr_clock_now_ns() + rt.cfg.drain_grace_ns;
+    for (uint64_t now = cr_clock_now_ns(); now < end; now = cr_clock_now_ns()) {
+        uint64_t left_ms = (end - now + 999999) / 1000000;
+        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        unsigned char sig = 0;
+        if (poll(&pfd, 1, left_ms < 200 ? (int)left_ms : 200) > 0 &&
+            read(signal_pipe[0], &sig, 1) == 1) {
+            cr_log_warn("second %s during the drain grace: exiting now",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cr_log_flush();
+            _exit(1);
+        }
+        if (atomic_load(&rt.running) < rt.threads)
+            break; /* a worker died: the caller's loop notices and drains */
+    }
+    cr_log_info("drain grace over: draining (deadline %.1f s)",
+                (double)rt.cfg.shutdown_timeout_ns / 1e9);
+}
+
+/*
  * Shutdown from the main thread: tell the workers to drain, wait until every
  * live worker has no task left, then let them all leave their loops at once
  * (a drained worker may still be sent messages by the others until then).
@@ -1179,6 +1214,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
         return stats_err;
     atomic_store(&rt.init_failed, 0);
     atomic_store(&rt.drained, 0);
+    atomic_store(&rt.stopping, false);
     rt.threads = cfg->threads ? cfg->threads : net_affinity_cpus();
     raise_nofile_limit();
     rt.max_conn_per_thread = max_connections() / rt.threads;
@@ -1266,9 +1302,18 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
         unsigned char sig = 0;
         if (poll(&pfd, 1, 200) > 0 && read(signal_pipe[0], &sig, 1) == 1 &&
             (sig == SIGINT || sig == SIGTERM)) {
-            cr_log_info("received %s: draining (deadline %.1f s)",
-                        sig == SIGINT ? "SIGINT" : "SIGTERM",
-                        (double)rt.cfg.shutdown_timeout_ns / 1e9);
+            atomic_store(&rt.stopping, true);
+            const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+            if (rt.cfg.drain_grace_ns == 0) {
+                cr_log_info("received %s: draining (deadline %.1f s)", name,
+                            (double)rt.cfg.shutdown_timeout_ns / 1e9);
+            } else {
+                cr_log_info("received %s: not ready; accepting for the drain grace of %.1f s, "
+                            "then draining (deadline %.1f s)",
+                            name, (double)rt.cfg.drain_grace_ns / 1e9,
+                            (double)rt.cfg.shutdown_timeout_ns / 1e9);
+                drain_grace();
+            }
             break;
         }
         if (atomic_load(&rt.running) < rt.threads) {
