@@ -1,6 +1,7 @@
 /*
- * Internal to net/: the per-thread loop and the pieces io.c shares with
- * loop.c. Not a public header.
+ * Internal to net/: the per-thread loop, its tasks and operations, shared
+ * by every file of net/src/ (rt.h has the process-wide state and the
+ * functions those files call across each other). Not a public header.
  */
 #ifndef CORING_NET_LOOP_H
 #define CORING_NET_LOOP_H

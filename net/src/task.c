@@ -1,0 +1,195 @@
+/*
+ * Tasks and parking: a task is a coroutine the loop knows about (one per
+ * connection, or spawned with net_spawn), linked into its thread's list so
+ * that the drain, the tick and the deadline can find it. Its net_task lives
+ * on its own stack. Parking (net_park/net_unpark) and the ready queue let
+ * one task wake another on the same thread without a ring round trip.
+ * See coring/net/io.h.
+ */
+#include "loop.h"
+#include "rt.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+struct task_start {
+    net_loop *loop;
+    void (*fn)(void *arg);
+    void *arg;
+    int fd;       /* >= 0: a connection for hooks.on_connection */
+};
+
+static void task_main(void *p)
+{
+    struct task_start *s = p;
+    net_task task = {.coro = cr_coro_current(), .loop = s->loop, .op_fd = -1};
+    void (*fn)(void *) = s->fn;
+    void *arg = s->arg;
+    int fd = s->fd;
+    net_loop *loop = s->loop;
+
+    cr_coro_set_data(task.coro, &task);
+    task.next = loop->tasks;
+    if (loop->tasks)
+        loop->tasks->prev = &task;
+    loop->tasks = &task;
+    loop->task_count++;
+    if (fd >= 0)
+        loop->connections++;
+
+    if (fd >= 0)
+        net_rt.hooks.on_connection(fd, net_rt.hooks.user);
+    else
+        fn(arg);
+
+    if (fd >= 0)
+        loop->connections--;
+    if (task.service)
+        loop->service_count--;
+    loop->task_count--;
+    if (task.prev)
+        task.prev->next = task.next;
+    else
+        loop->tasks = task.next;
+    if (task.next)
+        task.next->prev = task.prev;
+}
+
+static int task_start(net_loop *loop, struct task_start *s)
+{
+    cr_coro *co = cr_coro_create(loop->stacks, task_main, s);
+    if (!co)
+        return -ENOMEM;
+    cr_coro_resume(co);
+    if (cr_coro_finished(co))
+        cr_coro_destroy(co);
+    return 0;
+}
+
+int net_task_start_connection(net_loop *loop, int fd)
+{
+    struct task_start s = {.loop = loop, .fd = fd};
+    return task_start(loop, &s);
+}
+
+void net_loop_resume(net_loop *loop, net_task *task)
+{
+    (void)loop;
+    cr_coro *co = task->coro; /* task lives on co's stack: read it first */
+    cr_coro_resume(co);
+    if (cr_coro_finished(co))
+        cr_coro_destroy(co);
+}
+
+int net_spawn(void (*fn)(void *arg), void *arg)
+{
+    net_loop *loop = net_tl_loop;
+    if (!loop)
+        return -EINVAL;
+    struct task_start s = {.loop = loop, .fn = fn, .arg = arg, .fd = -1};
+    return task_start(loop, &s);
+}
+
+net_task *net_task_current(void)
+{
+    cr_coro *co = cr_coro_current();
+    return co ? cr_coro_data(co) : NULL;
+}
+
+void net_task_cancel(net_task *task)
+{
+    if (task->cancelled)
+        return;
+    task->cancelled = true;
+    if (task->park && !task->park_sqe) {
+        if (!task->unparked)
+            net_loop_make_ready(task->loop, task, -ECANCELED);
+    } else if (task->op) {
+        net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
+    }
+}
+
+void net_task_interrupt(net_task *task)
+{
+    if (!task->op || task->interrupted)
+        return;
+    task->interrupted = true;
+    net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
+}
+
+void net_task_set_idle(bool idle)
+{
+    net_task *task = net_task_current();
+    if (!task)
+        return;
+    /* While draining, the idle task's next operation decides: one on a
+     * descriptor with input waiting runs (the request is answered), any
+     * other returns -ECANCELED (io.c, begin). */
+    task->idle = idle;
+}
+
+bool net_fd_has_input(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+void net_task_set_service(bool service)
+{
+    net_task *task = net_task_current();
+    if (!task || task->service == service)
+        return;
+    task->service = service;
+    if (service)
+        task->loop->service_count++;
+    else
+        task->loop->service_count--;
+}
+
+void net_loop_make_ready(net_loop *loop, net_task *task, int res)
+{
+    task->unparked = true;
+    task->park->res = res;
+    task->ready_next = NULL;
+    if (loop->ready_tail)
+        loop->ready_tail->ready_next = task;
+    else
+        loop->ready_head = task;
+    loop->ready_tail = task;
+}
+
+/* Resume the parked tasks woken since the last turn (and those they wake). */
+void net_run_ready(net_loop *loop)
+{
+    net_task *t;
+    while ((t = loop->ready_head)) {
+        loop->ready_head = t->ready_next;
+        if (!loop->ready_head)
+            loop->ready_tail = NULL;
+        net_loop_resume(loop, t);
+    }
+}
+
+bool net_unpark(net_task *task)
+{
+    if (!task || !task->park || task->unparked)
+        return false;
+    if (!task->park_sqe) {
+        net_loop_make_ready(task->loop, task, 0);
+        return true;
+    }
+    task->unparked = true;
+    net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->park | NET_TAG_OP);
+    return true;
+}
+
+int net_loop_wait(net_task *task, net_op *op)
+{
+    task->op = op;
+    cr_coro_yield();
+    task->op = NULL;
+    return op->res;
+}
