@@ -30,28 +30,28 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     }
     int res = net_loop_wait(task, op);
     task->deadline_ns = 0;
-    if (task->drain_cancel) {
+    switch (op->ended) {
+    case NET_TASK_DRAINING:
         /* The drain cancelled this idle wait; a result that won the race
          * (the request had arrived) stands and the task goes on. */
-        task->drain_cancel = false;
         if (res == -ECANCELED) {
-            task->cancelled = true;
-            task->interrupted = task->timed_out = false;
+            task->life = NET_TASK_CANCELLED;
             return -ECANCELED;
         }
-    }
-    if (task->interrupted) {
-        task->interrupted = false;
-        if (res == -ECANCELED && !task->cancelled)
+        break;
+    case NET_TASK_INTERRUPTING:
+        if (res == -ECANCELED && task->life != NET_TASK_CANCELLED)
             return -EINTR;
-    }
-    if (task->timed_out) {
+        break;
+    case NET_TASK_TIMING_OUT:
         /* The tick cancelled it; a result that won the race stands. */
-        task->timed_out = false;
         if (res == -ECANCELED || res == -EINTR)
             res = -ETIMEDOUT;
+        break;
+    default:
+        break;
     }
-    if (res == -ECANCELED && timeout_ns && !task->cancelled)
+    if (res == -ECANCELED && timeout_ns && task->life != NET_TASK_CANCELLED)
         return -ETIMEDOUT;
     return res;
 }
@@ -63,10 +63,11 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
 static net_task *begin(unsigned sqes_needed, int fd)
 {
     net_task *task = net_task_current();
-    if (!task || task->cancelled)
+    if (!task || task->life == NET_TASK_CANCELLED)
         return NULL;
-    if (task->idle && task->loop->draining && !task->service && !net_fd_has_input(fd)) {
-        task->cancelled = true;
+    if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service &&
+        !net_fd_has_input(fd)) {
+        task->life = NET_TASK_CANCELLED;
         return NULL;
     }
     net_loop_reserve(task->loop, sqes_needed);
@@ -195,26 +196,25 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
     net_task *task = net_task_current();
     if (!task)
         return -EPERM;
-    if (task->cancelled)
+    if (task->life == NET_TASK_CANCELLED)
         return -ECANCELED;
-    if (task->idle && task->loop->draining && !task->service) {
-        task->cancelled = true; /* shutdown ends idle waits */
+    if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service) {
+        task->life = NET_TASK_CANCELLED; /* shutdown ends idle waits */
         return -ECANCELED;
     }
     net_op op = {.task = task};
-    task->unparked = false;
     task->park = &op;
     if (fd < 0 && (timeout_ns == 0 || timeout_ns >= NET_COARSE_TIMEOUT_NS)) {
         /* Nothing for the kernel to do: net_unpark, the tick or a cancel
-         * puts the task on the loop's ready list. */
-        task->park_sqe = false;
+         * puts the task on the loop's ready list (WOKEN). */
+        task->state = NET_TASK_PARKED;
         task->deadline_ns = timeout_ns ? task->loop->now_ns + timeout_ns : 0;
         cr_coro_yield();
+        task->state = NET_TASK_RUNNING;
         task->deadline_ns = 0;
         task->park = NULL;
         return op.res;
     }
-    task->park_sqe = true;
     net_loop_reserve(task->loop, 2);
     struct __kernel_timespec ts;
     struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
@@ -231,9 +231,9 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
         res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
     }
     task->park = NULL;
-    if (task->cancelled)
+    if (task->life == NET_TASK_CANCELLED)
         return -ECANCELED;
-    if (task->unparked && (res == -ECANCELED || res == -ETIMEDOUT))
+    if (op.ended == NET_TASK_WOKEN && (res == -ECANCELED || res == -ETIMEDOUT))
         return 0;
     return res;
 }

@@ -127,13 +127,13 @@ static void tick(net_loop *loop)
     NET_STAT_SET(stacks_cached, cr_stack_pool_cached(loop->stacks));
     uint64_t now = cr_clock_now_ns();
     for (net_task *t = loop->tasks; t; t = t->next) {
-        if (t->deadline_ns && now >= t->deadline_ns && t->park && !t->park_sqe) {
-            t->deadline_ns = 0;
-            if (!t->unparked)
-                net_loop_make_ready(loop, t, -ETIMEDOUT);
-        } else if (t->deadline_ns && now >= t->deadline_ns && t->op) {
-            t->deadline_ns = 0;
-            t->timed_out = true;
+        if (!t->deadline_ns || now < t->deadline_ns)
+            continue;
+        t->deadline_ns = 0;
+        if (t->state == NET_TASK_PARKED) {
+            net_loop_make_ready(loop, t, -ETIMEDOUT);
+        } else if (t->op && (t->state == NET_TASK_WAITING || t->state == NET_TASK_PARKED_SQE)) {
+            t->state = NET_TASK_TIMING_OUT;
             net_submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
         }
     }

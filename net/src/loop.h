@@ -54,31 +54,66 @@ typedef struct net_cqe {
     uint32_t flags;
 } net_cqe;
 
+/*
+ * What a task is waiting for, and what has been asked of that wait. One
+ * value instead of the five booleans it replaces (timed_out, interrupted,
+ * drain_cancel, park_sqe, unparked): of their 32 combinations only these
+ * occur, and the first cancel of an operation decides its outcome (a
+ * second one is not submitted). Transitions:
+ *
+ *   RUNNING --(SQE op)--> WAITING --(tick)--> TIMING_OUT   -> RUNNING, -ETIMEDOUT
+ *                                 --(net_task_interrupt)--> INTERRUPTING -> RUNNING, -EINTR
+ *                                 --(drain, no input)-->    DRAINING -> RUNNING (cancelled
+ *                                                           if it ended -ECANCELED)
+ *   RUNNING --(net_park, no SQE)--> PARKED --(unpark, tick, cancel)--> WOKEN
+ *   RUNNING --(net_park on a poll or timeout SQE)--> PARKED_SQE --(unpark)--> WOKEN
+ *                                 (tick, interrupt: as from WAITING)
+ *   WOKEN --(resumed)--> RUNNING
+ *
+ * A parked task has task->park set; an SQE in flight, task->op.
+ */
+typedef enum net_task_state {
+    NET_TASK_RUNNING = 0, /* not waiting: running, or about to be resumed */
+    NET_TASK_WAITING,     /* an operation (SQE) in flight, nothing asked of it */
+    NET_TASK_TIMING_OUT,  /* ... cancelled by the tick at its coarse deadline */
+    NET_TASK_INTERRUPTING,/* ... cancelled by net_task_interrupt */
+    NET_TASK_DRAINING,    /* ... the idle wait cancelled softly by the drain: if it
+                             ends -ECANCELED the task is cancelled, if it won the
+                             race (a request arrived) the task goes on */
+    NET_TASK_PARKED,      /* in net_park with no SQE: only the loop can wake it */
+    NET_TASK_PARKED_SQE,  /* in net_park on a poll or timeout SQE */
+    NET_TASK_WOKEN,       /* parked, and woken: on the ready list, or its SQE's
+                             cancel submitted by net_unpark */
+} net_task_state;
+
+/* Where a task is in its life, as its owner declares it (idle) or the
+ * runtime decides (cancelled, which is for good). */
+typedef enum net_task_life {
+    NET_TASK_BUSY = 0,  /* serving: shutdown lets it finish */
+    NET_TASK_IDLE,      /* between requests: shutdown may cancel it */
+    NET_TASK_CANCELLED, /* every operation returns -ECANCELED from now on */
+} net_task_life;
+
 /* One operation a coroutine waits for; lives on the coroutine's stack. */
 typedef struct net_op {
     net_task *task;
     int res;
     uint32_t flags;
+    net_task_state ended; /* the task's state when the wait ended (net_loop_wait) */
 } net_op;
 
 struct net_task {
     cr_coro *coro;
     net_loop *loop;
     net_op *op;          /* in flight, or NULL */
-    bool idle;           /* between requests: shutdown may cancel it */
-    bool cancelled;      /* every operation returns -ECANCELED from now on */
-    bool timed_out;      /* the tick cancelled the operation: -ETIMEDOUT */
-    bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
-    bool service;        /* serves other tasks (a database driver, the curl timer):
-                            shutdown ends it only once no other task is left */
-    bool drain_cancel;   /* the drain cancelled the idle operation in flight: if it
-                            ends -ECANCELED the task is cancelled, if it won the
-                            race (a request arrived) the task goes on */
+    net_task_state state;
+    net_task_life life;
+    bool service;        /* a role, not a state: serves other tasks (a database
+                            driver, the curl timer), so shutdown ends it only once
+                            no other task is left */
     int op_fd;           /* descriptor of the operation in flight, or -1 */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
     net_op *park;        /* in net_park(): its op, or NULL */
-    bool park_sqe;       /* the park waits on an SQE (poll or timeout) */
-    bool unparked;       /* the park was woken: by net_unpark, or scheduled already */
     net_task *ready_next;/* in loop->ready */
     net_task *prev, *next;
 };
@@ -119,7 +154,8 @@ struct io_uring_sqe *net_loop_sqe(net_loop *loop);
 /* Make sure @n SQEs can be taken without a submit in between (links). */
 void net_loop_reserve(net_loop *loop, unsigned n);
 
-/* Yield until @op completes; returns op->res. */
+/* Yield until @op completes; returns op->res, the task's state at the end
+ * in op->ended (the task is RUNNING again). */
 int net_loop_wait(net_task *task, net_op *op);
 
 /* Resume @task (parked with no SQE) at the loop's next turn with @res. */

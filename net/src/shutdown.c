@@ -25,7 +25,7 @@
  * Shutdown begins: cancel the multishot accept (net_listener_close runs when
  * its last CQE arrives), and end the waits of idle tasks, except those on a
  * descriptor with input waiting: a request that has arrived is answered.
- * Such a wait is cancelled softly (drain_cancel): if it completes first,
+ * Such a wait is cancelled softly (NET_TASK_DRAINING): if it completes first,
  * the task goes on.
  */
 void net_drain_start(net_loop *loop)
@@ -38,12 +38,14 @@ void net_drain_start(net_loop *loop)
     else
         net_listener_close(loop); /* backing off after an accept error */
     for (net_task *t = loop->tasks; t; t = t->next) {
-        if (!t->idle || t->service || t->cancelled)
+        if (t->life != NET_TASK_IDLE || t->service)
             continue;
         if (t->op && !t->park) {
-            if (net_fd_has_input(t->op_fd))
+            /* An operation cancelled already (its timeout, an interrupt)
+             * ends anyway; the task's next one meets the drain (io.c). */
+            if (t->state != NET_TASK_WAITING || net_fd_has_input(t->op_fd))
                 continue;
-            t->drain_cancel = true;
+            t->state = NET_TASK_DRAINING;
             net_submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
         } else {
             net_task_cancel(t);

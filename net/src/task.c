@@ -99,12 +99,11 @@ net_task *net_task_current(void)
 
 void net_task_cancel(net_task *task)
 {
-    if (task->cancelled)
+    if (task->life == NET_TASK_CANCELLED)
         return;
-    task->cancelled = true;
-    if (task->park && !task->park_sqe) {
-        if (!task->unparked)
-            net_loop_make_ready(task->loop, task, -ECANCELED);
+    task->life = NET_TASK_CANCELLED;
+    if (task->state == NET_TASK_PARKED) {
+        net_loop_make_ready(task->loop, task, -ECANCELED);
     } else if (task->op) {
         net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
     }
@@ -112,9 +111,11 @@ void net_task_cancel(net_task *task)
 
 void net_task_interrupt(net_task *task)
 {
-    if (!task->op || task->interrupted)
+    /* The first cancel of an operation decides: one already cancelled (by
+     * the tick, an earlier interrupt, the drain, net_unpark) is left alone. */
+    if (!task->op || (task->state != NET_TASK_WAITING && task->state != NET_TASK_PARKED_SQE))
         return;
-    task->interrupted = true;
+    task->state = NET_TASK_INTERRUPTING;
     net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
 }
 
@@ -126,7 +127,8 @@ void net_task_set_idle(bool idle)
     /* While draining, the idle task's next operation decides: one on a
      * descriptor with input waiting runs (the request is answered), any
      * other returns -ECANCELED (io.c, begin). */
-    task->idle = idle;
+    if (task->life != NET_TASK_CANCELLED)
+        task->life = idle ? NET_TASK_IDLE : NET_TASK_BUSY;
 }
 
 bool net_fd_has_input(int fd)
@@ -151,7 +153,7 @@ void net_task_set_service(bool service)
 
 void net_loop_make_ready(net_loop *loop, net_task *task, int res)
 {
-    task->unparked = true;
+    task->state = NET_TASK_WOKEN;
     task->park->res = res;
     task->ready_next = NULL;
     if (loop->ready_tail)
@@ -175,13 +177,15 @@ void net_run_ready(net_loop *loop)
 
 bool net_unpark(net_task *task)
 {
-    if (!task || !task->park || task->unparked)
+    if (!task || !task->park)
         return false;
-    if (!task->park_sqe) {
+    if (task->state == NET_TASK_PARKED) {
         net_loop_make_ready(task->loop, task, 0);
         return true;
     }
-    task->unparked = true;
+    if (task->state != NET_TASK_PARKED_SQE)
+        return false; /* woken already, or its SQE cancelled by the tick or an interrupt */
+    task->state = NET_TASK_WOKEN;
     net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->park | NET_TAG_OP);
     return true;
 }
@@ -189,7 +193,10 @@ bool net_unpark(net_task *task)
 int net_loop_wait(net_task *task, net_op *op)
 {
     task->op = op;
+    task->state = task->park ? NET_TASK_PARKED_SQE : NET_TASK_WAITING;
     cr_coro_yield();
     task->op = NULL;
+    op->ended = task->state;
+    task->state = NET_TASK_RUNNING;
     return op->res;
 }
