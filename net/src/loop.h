@@ -7,7 +7,7 @@
 #define CORING_NET_LOOP_H
 
 #include "coring/core/coro.h"
-#include "coring/net/buf_ring.h"
+#include "buf_ring.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
 

@@ -8,6 +8,7 @@
  * See coring/net/io.h.
  */
 #include "loop.h"
+#include "msg.h"
 #include "rt.h"
 #include "stats.h"
 
@@ -41,14 +42,15 @@ int net_call(unsigned target, net_msg *msg)
         msg->fn(msg);
         return 0;
     }
-    msg->waiter = net_task_current();
-    msg->origin = loop->index;
-    msg->phase = NET_MSG_REQUEST;
-    msg->target = (int)target;
-    msg->error = 0;
+    net_msg_rt *r = net_msg_rt_of(msg);
+    r->waiter = net_task_current();
+    r->origin = loop->index;
+    r->phase = NET_MSG_REQUEST;
+    r->target = (int)target;
+    r->error = 0;
     net_msg_post(loop, msg, target);
     cr_coro_yield();
-    return msg->error;
+    return r->error;
 }
 
 int net_wait_init(net_wait_handle *w)
@@ -57,7 +59,9 @@ int net_wait_init(net_wait_handle *w)
     net_task *task = net_task_current();
     if (!loop || !task)
         return -EPERM;
-    w->msg = (net_msg){.waiter = task, .origin = loop->index, .phase = NET_MSG_REPLY};
+    w->msg = (net_msg){0};
+    *net_msg_rt_of(&w->msg) =
+        (net_msg_rt){.waiter = task, .origin = loop->index, .phase = NET_MSG_REPLY};
     return 0;
 }
 
@@ -66,7 +70,7 @@ int net_wait(net_wait_handle *w)
     /* The wake-up is a completion on this thread's ring: it cannot be
      * handled before this coroutine yields. */
     cr_coro_yield();
-    return w->msg.error;
+    return net_msg_rt_of(&w->msg)->error;
 }
 
 /* A ring for threads that are not workers, to post MSG_RING from. */
@@ -105,7 +109,7 @@ int net_wake(net_wait_handle *w)
 {
     net_loop *loop = net_tl_loop;
     if (loop) {
-        net_msg_post(loop, &w->msg, (unsigned)w->msg.origin);
+        net_msg_post(loop, &w->msg, (unsigned)net_msg_rt_of(&w->msg)->origin);
         return 0;
     }
     struct io_uring *r = wake_ring();
@@ -113,7 +117,7 @@ int net_wake(net_wait_handle *w)
         return -ENOMEM;
     /* Once posted, @w belongs to the woken coroutine (it may be reused at
      * once): read what the post needs first. */
-    int ring_fd = net_rt.ring_fds[w->msg.origin];
+    int ring_fd = net_rt.ring_fds[net_msg_rt_of(&w->msg)->origin];
     uint64_t data = (uint64_t)(uintptr_t)&w->msg | NET_TAG_MSG;
     NET_TSAN_RELEASE(&w->msg);
     for (int tries = 0;; tries++) {
@@ -137,35 +141,36 @@ int net_wake(net_wait_handle *w)
 void net_msg_arrived(net_loop *loop, net_msg *msg)
 {
     NET_TSAN_ACQUIRE(msg);
-    if (msg->phase == NET_MSG_REQUEST) {
+    net_msg_rt *r = net_msg_rt_of(msg);
+    if (r->phase == NET_MSG_REQUEST) {
         msg->fn(msg);
-        msg->phase = NET_MSG_REPLY;
-        net_msg_post(loop, msg, (unsigned)msg->origin);
+        r->phase = NET_MSG_REPLY;
+        net_msg_post(loop, msg, (unsigned)r->origin);
     } else {
-        net_loop_resume(loop, msg->waiter);
+        net_loop_resume(loop, r->waiter);
     }
 }
 
 void net_msg_failed(net_loop *loop, net_msg *msg, int res)
 {
+    net_msg_rt *r = net_msg_rt_of(msg);
     if (res != -EOVERFLOW && res != -EAGAIN && res != -EBUSY) {
         /* Not a full queue on the target: retrying would not help. */
-        cr_log_error("MSG_RING to thread %d failed: %s", msg->phase == NET_MSG_REQUEST ? msg->target
-                                                                                      : msg->origin,
-                     cr_strerror(res));
-        msg->error = res;
-        if (msg->phase == NET_MSG_REQUEST) {
+        cr_log_error("MSG_RING to thread %d failed: %s",
+                     r->phase == NET_MSG_REQUEST ? r->target : r->origin, cr_strerror(res));
+        r->error = res;
+        if (r->phase == NET_MSG_REQUEST) {
             /* We are the sender: the caller learns it failed. */
-            net_loop_resume(loop, msg->waiter);
+            net_loop_resume(loop, r->waiter);
         } else {
             /* A reply (or a wake-up): its waiter is parked on the origin
              * thread, which no MSG_RING reaches. Hand it over there by the
              * origin's inbox, which its tick reads; it resumes with the
              * error instead of waiting forever. */
-            net_loop *origin = net_rt.loops[msg->origin];
+            net_loop *origin = net_rt.loops[r->origin];
             net_msg *head = atomic_load_explicit(&origin->failed_replies, memory_order_relaxed);
             do
-                msg->next_retry = head;
+                r->next_retry = head;
             while (!atomic_compare_exchange_weak_explicit(&origin->failed_replies, &head, msg,
                                                           memory_order_release,
                                                           memory_order_relaxed));
@@ -175,7 +180,7 @@ void net_msg_failed(net_loop *loop, net_msg *msg, int res)
     /* Retry shortly; a full CQ on the target drains as it runs. */
     cr_log_debug("MSG_RING failed (%s), retrying", cr_strerror(res));
     NET_STAT_ADD(messages_retried, 1);
-    msg->next_retry = loop->retry;
+    r->next_retry = loop->retry;
     loop->retry = msg;
     if (!loop->retry_armed) {
         loop->retry_armed = true;
@@ -184,7 +189,7 @@ void net_msg_failed(net_loop *loop, net_msg *msg, int res)
 }
 
 /* Resume the waiters whose reply another thread could not post (msg_failed),
- * in the order they failed; each sees msg->error. */
+ * in the order they failed; each sees its error. */
 void net_msg_take_failed_replies(net_loop *loop)
 {
     if (!atomic_load_explicit(&loop->failed_replies, memory_order_relaxed))
@@ -192,14 +197,14 @@ void net_msg_take_failed_replies(net_loop *loop)
     net_msg *m = atomic_exchange_explicit(&loop->failed_replies, NULL, memory_order_acquire);
     net_msg *ordered = NULL;
     while (m) {
-        net_msg *next = m->next_retry;
-        m->next_retry = ordered;
+        net_msg *next = net_msg_rt_of(m)->next_retry;
+        net_msg_rt_of(m)->next_retry = ordered;
         ordered = m;
         m = next;
     }
     while (ordered) {
-        net_msg *next = ordered->next_retry;
-        net_loop_resume(loop, ordered->waiter);
+        net_msg *next = net_msg_rt_of(ordered)->next_retry;
+        net_loop_resume(loop, net_msg_rt_of(ordered)->waiter);
         ordered = next;
     }
 }
@@ -210,8 +215,9 @@ void net_msg_retry(net_loop *loop)
     loop->retry = NULL;
     loop->retry_armed = false;
     while (m) {
-        net_msg *next = m->next_retry;
-        net_msg_post(loop, m, m->phase == NET_MSG_REQUEST ? (unsigned)m->target : (unsigned)m->origin);
+        net_msg *next = net_msg_rt_of(m)->next_retry;
+        net_msg_rt *r = net_msg_rt_of(m);
+        net_msg_post(loop, m, r->phase == NET_MSG_REQUEST ? (unsigned)r->target : (unsigned)r->origin);
         m = next;
     }
 }
