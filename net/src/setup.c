@@ -105,9 +105,7 @@ static void *net_worker_main(void *p)
             cr_log_error("provided-buffer ring set-up failed: %s", cr_strerror(ret));
     }
     if (ret == 0) {
-        loop->stacks = cr_stack_pool_create(net_rt.cfg.stack_size, 1024);
-        if (!loop->stacks)
-            ret = -ENOMEM;
+        ret = cr_stack_pool_create(&loop->stacks, net_rt.cfg.stack_size, 1024);
     }
     if (ret == 0 && net_rt.hooks.thread_init)
         ret = net_rt.hooks.thread_init(net_rt.hooks.user);

@@ -58,9 +58,10 @@ static void task_main(void *p)
 
 static int task_start(net_loop *loop, struct task_start *s)
 {
-    cr_coro *co = cr_coro_create(loop->stacks, task_main, s);
-    if (!co)
-        return -ENOMEM;
+    cr_coro *co;
+    int err = cr_coro_create(&co, loop->stacks, task_main, s);
+    if (err < 0)
+        return err;
     cr_coro_resume(co);
     if (cr_coro_finished(co))
         cr_coro_destroy(co);
