@@ -16,7 +16,7 @@
 static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
                            uint64_t timeout_ns, struct __kernel_timespec *ts)
 {
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | NET_TAG_OP);
+    io_uring_sqe_set_data64(sqe, net_op_begin(task, op));
     task->op_fd = sqe->fd; /* -1 for a timeout */
     if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
         task->deadline_ns = task->loop->now_ns + timeout_ns;
@@ -187,7 +187,7 @@ int net_close(int fd)
     net_op op = {.task = task};
     struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
     io_uring_prep_close(sqe, fd);
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&op | NET_TAG_OP);
+    io_uring_sqe_set_data64(sqe, net_op_begin(task, &op));
     return net_loop_wait(task, &op);
 }
 

@@ -1,18 +1,31 @@
 /*
  * The per-core event loop and its completions: why this file exists is the
  * one question every other file of net/ leaves open, "who resumes me?".
- * Each worker thread runs loop_run(): submit, wait, move the CQ into an
+ * Each worker thread runs net_loop_run(): submit, wait, move the CQ into an
  * ordered backlog and dispatch each completion by the tag in its
  * user_data:
  *
  *   0                  nothing waits for it (linked timeouts, cancels)
- *   pointer | TAG_OP   a net_op on a waiting coroutine's stack: resume it
+ *   gen << 32 | slot << 3 | TAG_OP
+ *                      a task's operation: slot (29 bits) is the task's entry
+ *                      in the loop's slot table, gen (32 bits, never 0) the
+ *                      generation of that slot's operation; resume the task
+ *                      if the slot's operation in flight has that generation
  *   TAG_ACCEPT         the multishot accept: a new connection, or an error
  *   pointer | TAG_MSG  a cross-core message arriving (request or reply)
  *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted: retry
  *   cmd << 3 | TAG_CTRL       a control event (shutdown, timers)
  *
  * Pointers are 8-byte aligned, which frees the low 3 bits for the tag.
+ * An operation is never named by its address (a net_op on a coroutine
+ * stack): a stack is reused by the next coroutine, so a completion or a
+ * cancel that outlived its operation could otherwise hit a new one at the
+ * same address. With the generation, a stale completion matches nothing
+ * (dispatch drops it) and a stale cancel (IORING_OP_ASYNC_CANCEL by
+ * user_data) finds nothing to cancel, whatever the order of submissions.
+ * The generation wraps after 2^32 operations of one slot, each waited for
+ * before the next: a CQE that old cannot be pending.
+ *
  * Also here: taking SQEs when the SQ is full, cancels, control timeouts
  * and the 100 ms tick. The rest of the runtime is split by concept:
  * task.c (tasks and parking), msg.c (cross-core messages), listener.c
@@ -134,7 +147,7 @@ static void tick(net_loop *loop)
             net_loop_make_ready(loop, t, -ETIMEDOUT);
         } else if (t->op && (t->state == NET_TASK_WAITING || t->state == NET_TASK_PARKED_SQE)) {
             t->state = NET_TASK_TIMING_OUT;
-            net_submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
+            net_submit_cancel(loop, t->op_data);
         }
     }
     if (!loop->draining || loop->task_count)
@@ -174,7 +187,15 @@ static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
     case NET_TAG_OP: {
         if (!data)
             return;
-        net_op *op = (net_op *)(uintptr_t)data;
+        uint32_t slot = (uint32_t)(data >> NET_SLOT_SHIFT) & ((1u << NET_SLOT_BITS) - 1);
+        net_slot *s = slot < loop->slots_len ? &loop->slots[slot] : NULL;
+        if (cr_unlikely(!s || !s->op || s->gen != (uint32_t)(data >> NET_GEN_SHIFT))) {
+            /* Stale: the operation it names is over (a reused slot has a
+             * newer generation). Nothing is resumed. */
+            return;
+        }
+        net_op *op = s->op;
+        s->op = NULL;
         op->res = res;
         op->flags = flags;
         net_loop_resume(loop, op->task);

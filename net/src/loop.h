@@ -111,12 +111,39 @@ struct net_task {
     bool service;        /* a role, not a state: serves other tasks (a database
                             driver, the curl timer), so shutdown ends it only once
                             no other task is left */
+    uint32_t slot;       /* its entry in loop->slots, for the life of the task */
+    uint64_t op_data;    /* user_data of the operation in flight (net_op_data) */
     int op_fd;           /* descriptor of the operation in flight, or -1 */
     uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
     net_op *park;        /* in net_park(): its op, or NULL */
     net_task *ready_next;/* in loop->ready */
     net_task *prev, *next;
 };
+
+/*
+ * A task's operations are named in user_data by a slot of its loop's table
+ * and a generation, never by a stack address: the slot is the task's for
+ * its life (then reused by another task), and its generation is bumped at
+ * each operation submitted. A completion or a cancel naming an older
+ * generation (a stale one: the operation it meant is gone, its stack maybe
+ * reused) matches nothing. See loop.c's header for the whole encoding.
+ */
+typedef struct net_slot {
+    net_op *op;          /* the operation in flight, or NULL */
+    uint32_t gen;        /* of the latest operation; never 0 */
+    uint32_t next_free;  /* in the loop's free list, while unused: index + 1, 0 ends it */
+} net_slot;
+
+#define NET_SLOT_SHIFT 3
+#define NET_SLOT_BITS 29 /* slots per thread: 2^29, far above any connection limit */
+#define NET_GEN_SHIFT 32
+
+/* user_data for the operation of generation @gen on slot @slot. Never 0
+ * (gen is never 0), which stays "nothing waits for it". */
+static inline uint64_t net_op_data(uint32_t slot, uint32_t gen)
+{
+    return (uint64_t)gen << NET_GEN_SHIFT | (uint64_t)slot << NET_SLOT_SHIFT | NET_TAG_OP;
+}
 
 struct net_loop {
     struct io_uring ring;
@@ -144,7 +171,13 @@ struct net_loop {
     net_cqe *backlog;    /* completions reaped from the CQ, to dispatch in order */
     size_t backlog_head, backlog_len, backlog_cap;
     struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
+    net_slot *slots;     /* one per live task (net_op_data) */
+    uint32_t slots_len, slots_cap, free_slot; /* free_slot: index + 1, 0: none free */
 };
+
+/* Name @op, about to be submitted by @task, in user_data: a new generation
+ * of the task's slot. Returns the user_data (also in task->op_data). */
+uint64_t net_op_begin(net_task *task, net_op *op);
 
 /* An SQE from @loop's ring. When the SQ is full it submits first and moves
  * the CQ's completions to the loop's backlog (never dispatched from here):

@@ -130,6 +130,8 @@ static void *net_worker_main(void *p)
         io_uring_queue_exit(&loop->ring);
     }
     free(loop->backlog);
+    free(loop->slots);
+    loop->slots = NULL;
     loop->backlog = NULL;
     atomic_fetch_sub(&net_rt.running, 1);
     return NULL;

@@ -46,7 +46,7 @@ void net_drain_start(net_loop *loop)
             if (t->state != NET_TASK_WAITING || net_fd_has_input(t->op_fd))
                 continue;
             t->state = NET_TASK_DRAINING;
-            net_submit_cancel(loop, (uint64_t)(uintptr_t)t->op | NET_TAG_OP);
+            net_submit_cancel(loop, t->op_data);
         } else {
             net_task_cancel(t);
         }

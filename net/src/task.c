@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 struct task_start {
@@ -18,12 +19,57 @@ struct task_start {
     void (*fn)(void *arg);
     void *arg;
     int fd;       /* >= 0: a connection for hooks.on_connection */
+    uint32_t slot;/* the task's slot (net_op_data) */
 };
+
+/* A free slot of @loop's table for a new task (net_op_data), or -ENOMEM. */
+static int slot_alloc(net_loop *loop, uint32_t *out)
+{
+    if (loop->free_slot) {
+        uint32_t i = loop->free_slot - 1;
+        loop->free_slot = loop->slots[i].next_free;
+        *out = i;
+        return 0;
+    }
+    if (loop->slots_len == loop->slots_cap) {
+        uint32_t cap = loop->slots_cap ? loop->slots_cap * 2 : 256;
+        if (cap > 1u << NET_SLOT_BITS)
+            return -ENOMEM;
+        net_slot *s = realloc(loop->slots, cap * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        loop->slots = s;
+        loop->slots_cap = cap;
+    }
+    /* A new slot's generations start at 1: 0 is never a valid one. */
+    loop->slots[loop->slots_len] = (net_slot){.op = NULL, .gen = 0};
+    *out = loop->slots_len++;
+    return 0;
+}
+
+/* Give @slot back; its generation goes on counting for its next task, so
+ * that a completion of this task's operations never matches that one's. */
+static void slot_free(net_loop *loop, uint32_t slot)
+{
+    loop->slots[slot].op = NULL;
+    loop->slots[slot].next_free = loop->free_slot;
+    loop->free_slot = slot + 1;
+}
+
+uint64_t net_op_begin(net_task *task, net_op *op)
+{
+    net_slot *s = &task->loop->slots[task->slot];
+    if (++s->gen == 0)
+        s->gen = 1;
+    s->op = op;
+    task->op_data = net_op_data(task->slot, s->gen);
+    return task->op_data;
+}
 
 static void task_main(void *p)
 {
     struct task_start *s = p;
-    net_task task = {.coro = cr_coro_current(), .loop = s->loop, .op_fd = -1};
+    net_task task = {.coro = cr_coro_current(), .loop = s->loop, .slot = s->slot, .op_fd = -1};
     void (*fn)(void *) = s->fn;
     void *arg = s->arg;
     int fd = s->fd;
@@ -54,14 +100,20 @@ static void task_main(void *p)
         loop->tasks = task.next;
     if (task.next)
         task.next->prev = task.prev;
+    slot_free(loop, task.slot);
 }
 
 static int task_start(net_loop *loop, struct task_start *s)
 {
-    cr_coro *co;
-    int err = cr_coro_create(&co, loop->stacks, task_main, s);
+    int err = slot_alloc(loop, &s->slot);
     if (err < 0)
         return err;
+    cr_coro *co;
+    err = cr_coro_create(&co, loop->stacks, task_main, s);
+    if (err < 0) {
+        slot_free(loop, s->slot);
+        return err;
+    }
     cr_coro_resume(co);
     if (cr_coro_finished(co))
         cr_coro_destroy(co);
@@ -106,7 +158,7 @@ void net_task_cancel(net_task *task)
     if (task->state == NET_TASK_PARKED) {
         net_loop_make_ready(task->loop, task, -ECANCELED);
     } else if (task->op) {
-        net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
+        net_submit_cancel(task->loop, task->op_data);
     }
 }
 
@@ -117,7 +169,7 @@ void net_task_interrupt(net_task *task)
     if (!task->op || (task->state != NET_TASK_WAITING && task->state != NET_TASK_PARKED_SQE))
         return;
     task->state = NET_TASK_INTERRUPTING;
-    net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->op | NET_TAG_OP);
+    net_submit_cancel(task->loop, task->op_data);
 }
 
 void net_task_set_idle(bool idle)
@@ -187,7 +239,7 @@ bool net_unpark(net_task *task)
     if (task->state != NET_TASK_PARKED_SQE)
         return false; /* woken already, or its SQE cancelled by the tick or an interrupt */
     task->state = NET_TASK_WOKEN;
-    net_submit_cancel(task->loop, (uint64_t)(uintptr_t)task->park | NET_TAG_OP);
+    net_submit_cancel(task->loop, task->op_data); /* the park's SQE */
     return true;
 }
 
