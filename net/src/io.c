@@ -19,7 +19,7 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     io_uring_sqe_set_data64(sqe, net_op_begin(task, op));
     task->op_fd = sqe->fd; /* -1 for a timeout */
     if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
-        task->deadline_ns = task->loop->now_ns + timeout_ns;
+        net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
     } else if (timeout_ns) {
         sqe->flags |= IOSQE_IO_LINK;
         ts->tv_sec = (long long)(timeout_ns / CR_NS_PER_S);
@@ -29,7 +29,7 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
         io_uring_sqe_set_data64(t, 0);
     }
     int res = net_loop_wait(task, op);
-    task->deadline_ns = 0;
+    net_wheel_remove(&task->loop->wheel, &task->timer);
     switch (op->ended) {
     case NET_TASK_DRAINING:
         /* The drain cancelled this idle wait; a result that won the race
@@ -208,10 +208,11 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
         /* Nothing for the kernel to do: net_unpark, the tick or a cancel
          * puts the task on the loop's ready list (WOKEN). */
         task->state = NET_TASK_PARKED;
-        task->deadline_ns = timeout_ns ? task->loop->now_ns + timeout_ns : 0;
+        if (timeout_ns)
+            net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
         cr_coro_yield();
         task->state = NET_TASK_RUNNING;
-        task->deadline_ns = 0;
+        net_wheel_remove(&task->loop->wheel, &task->timer);
         task->park = NULL;
         return op.res;
     }

@@ -27,7 +27,8 @@
  * before the next: a CQE that old cannot be pending.
  *
  * Also here: taking SQEs when the SQ is full, cancels, control timeouts
- * and the 100 ms tick. The rest of the runtime is split by concept:
+ * and the 100 ms tick, which expires the tasks' coarse deadlines from a
+ * timer wheel (wheel.c). The rest of the runtime is split by concept:
  * task.c (tasks and parking), msg.c (cross-core messages), listener.c
  * (binding and accept), shutdown.c (signals and the drain), setup.c
  * (ring and thread set-up, net_run). See coring/net/runtime.h and
@@ -41,6 +42,7 @@
 #include "coring/core/log.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 _Thread_local net_loop *net_tl_loop;
@@ -131,25 +133,30 @@ void net_submit_ctrl_timeout(net_loop *loop, struct __kernel_timespec *ts, uint6
     io_uring_sqe_set_data64(sqe, NET_CTRL(cmd));
 }
 
-/* Cancel the operations whose coarse deadline has passed, and re-arm. */
+/* The coarse deadline of @timer's task passed: wake it if it is parked
+ * with no SQE, or cancel its operation (-ETIMEDOUT), unless a cancel of it
+ * was asked already (the first decides). */
+static void deadline_passed(net_timer *timer, void *arg)
+{
+    net_loop *loop = arg;
+    net_task *t = (net_task *)(void *)((char *)timer - offsetof(net_task, timer));
+    if (t->state == NET_TASK_PARKED) {
+        net_loop_make_ready(loop, t, -ETIMEDOUT);
+    } else if (t->op && (t->state == NET_TASK_WAITING || t->state == NET_TASK_PARKED_SQE)) {
+        t->state = NET_TASK_TIMING_OUT;
+        net_submit_cancel(loop, t->op_data);
+    }
+}
+
+/* Cancel the operations whose coarse deadline has passed (the wheel's
+ * slots of the ticks since the last one, not every task), and re-arm. */
 static void tick(net_loop *loop)
 {
     net_msg_take_failed_replies(loop);
     NET_STAT_SET(cq_overflows, *loop->ring.cq.koverflow);
     NET_STAT_SET(coroutines, loop->task_count);
     NET_STAT_SET(stacks_cached, cr_stack_pool_cached(loop->stacks));
-    uint64_t now = cr_clock_now_ns();
-    for (net_task *t = loop->tasks; t; t = t->next) {
-        if (!t->deadline_ns || now < t->deadline_ns)
-            continue;
-        t->deadline_ns = 0;
-        if (t->state == NET_TASK_PARKED) {
-            net_loop_make_ready(loop, t, -ETIMEDOUT);
-        } else if (t->op && (t->state == NET_TASK_WAITING || t->state == NET_TASK_PARKED_SQE)) {
-            t->state = NET_TASK_TIMING_OUT;
-            net_submit_cancel(loop, t->op_data);
-        }
-    }
+    net_wheel_expire(&loop->wheel, cr_clock_now_ns(), deadline_passed, loop);
     if (!loop->draining || loop->task_count)
         net_submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);
 }

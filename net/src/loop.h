@@ -8,6 +8,7 @@
 
 #include "coring/core/coro.h"
 #include "buf_ring.h"
+#include "wheel.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
 
@@ -37,9 +38,10 @@ enum {
 /*
  * Timeouts of at least NET_COARSE_TIMEOUT_NS (keep-alive, header and body
  * reads, sends) are not linked timeout SQEs, which would arm and cancel a
- * kernel timer around every recv: the task records a deadline and the
- * loop's tick, every NET_TICK_NS, cancels operations past theirs. Such a
- * timeout fires up to one tick late. Shorter ones are linked timeouts.
+ * kernel timer around every recv: the task arms its timer in the loop's
+ * wheel (wheel.h, O(1)) and the loop's tick, every NET_TICK_NS, cancels
+ * the operations whose deadline passed. Such a timeout fires up to one
+ * tick late. Shorter ones are linked timeouts.
  */
 #define NET_COARSE_TIMEOUT_NS (1000ull * 1000 * 1000)
 #define NET_TICK_NS (100ull * 1000 * 1000)
@@ -114,7 +116,7 @@ struct net_task {
     uint32_t slot;       /* its entry in loop->slots, for the life of the task */
     uint64_t op_data;    /* user_data of the operation in flight (net_op_data) */
     int op_fd;           /* descriptor of the operation in flight, or -1 */
-    uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
+    net_timer timer;     /* coarse deadline of the operation in flight, in loop->wheel */
     net_op *park;        /* in net_park(): its op, or NULL */
     net_task *ready_next;/* in loop->ready */
     net_task *prev, *next;
@@ -171,6 +173,7 @@ struct net_loop {
     net_cqe *backlog;    /* completions reaped from the CQ, to dispatch in order */
     size_t backlog_head, backlog_len, backlog_cap;
     struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
+    net_wheel wheel;     /* the tasks' coarse deadlines (task->timer) */
     net_slot *slots;     /* one per live task (net_op_data) */
     uint32_t slots_len, slots_cap, free_slot; /* free_slot: index + 1, 0: none free */
 };

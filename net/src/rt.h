@@ -9,6 +9,8 @@
  *   listener.c  binding the listeners, accept, the connection limit
  *   shutdown.c  signals, the drain grace, the drain
  *   setup.c     net_run, rings, worker threads, CPUs, rlimits; net_rt
+ *   wheel.c     the timer wheel of the tasks' coarse deadlines (wheel.h)
+ *   io.c, buf_ring.c, stats.c: coroutine I/O, provided buffers, metrics
  */
 #ifndef CORING_NET_RT_H
 #define CORING_NET_RT_H

@@ -84,6 +84,9 @@ static void *net_worker_main(void *p)
     snprintf(name, sizeof(name), "t%d", loop->index);
     cr_log_set_thread_name(name);
     net_tl_loop = loop;
+    /* Before thread_init, which may start tasks that arm deadlines. */
+    loop->now_ns = cr_clock_now_ns();
+    net_wheel_init(&loop->wheel, NET_TICK_NS, loop->now_ns);
     snprintf(name, sizeof(name), "%d", loop->index);
     if (cr_metrics_thread_attach(name, true) < 0)
         cr_log_warn("no memory for this thread's metrics: they stay at 0");
