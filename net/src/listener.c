@@ -88,7 +88,8 @@ int net_bind_listeners(uint16_t *port_out)
     if (port != 0) {
         int err = probe_port(&ss, len);
         if (err < 0) {
-            cr_log_error("cannot listen on %s port %u: %s", net_rt.cfg.host, port, cr_strerror(err));
+            cr_log_error("cannot listen on %s port %u: %s", net_rt.cfg.host, port,
+                         cr_strerror(err));
             return err;
         }
     }
@@ -106,7 +107,8 @@ int net_bind_listeners(uint16_t *port_out)
         if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, net_rt.cfg.backlog) < 0) {
             int err = -errno;
             close(fd);
-            cr_log_error("cannot listen on %s port %u: %s", net_rt.cfg.host, port, cr_strerror(err));
+            cr_log_error("cannot listen on %s port %u: %s", net_rt.cfg.host, port,
+                         cr_strerror(err));
             return err;
         }
         if (port == 0) {

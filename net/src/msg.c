@@ -26,7 +26,8 @@ void net_msg_post(net_loop *loop, net_msg *msg, unsigned target)
     NET_TSAN_RELEASE(msg);
     NET_STAT_ADD(messages_sent, 1);
     struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[target], 0, (uint64_t)(uintptr_t)msg | NET_TAG_MSG, 0);
+    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[target], 0, (uint64_t)(uintptr_t)msg | NET_TAG_MSG,
+                           0);
     /* Only a failure (e.g. -EOVERFLOW: the target's CQ is full) posts a
      * CQE here; it is then retried from the loop. */
     io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)msg | NET_TAG_MSG_FAILED);
@@ -215,9 +216,10 @@ void net_msg_retry(net_loop *loop)
     loop->retry = NULL;
     loop->retry_armed = false;
     while (m) {
-        net_msg *next = net_msg_rt_of(m)->next_retry;
         net_msg_rt *r = net_msg_rt_of(m);
-        net_msg_post(loop, m, r->phase == NET_MSG_REQUEST ? (unsigned)r->target : (unsigned)r->origin);
+        net_msg *next = r->next_retry;
+        net_msg_post(loop, m,
+                     r->phase == NET_MSG_REQUEST ? (unsigned)r->target : (unsigned)r->origin);
         m = next;
     }
 }

@@ -172,7 +172,8 @@ static unsigned max_connections(void)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         /* Keep some descriptors for listeners, rings, databases, logs. */
         rlim_t reserve = 32 + 4 * (rlim_t)net_rt.threads + net_rt.cfg.reserved_fds;
-        return rl.rlim_cur > reserve * 2 ? (unsigned)(rl.rlim_cur - reserve) : (unsigned)rl.rlim_cur / 2;
+        return rl.rlim_cur > reserve * 2 ? (unsigned)(rl.rlim_cur - reserve)
+                                         : (unsigned)rl.rlim_cur / 2;
     }
     return 1u << 20;
 }

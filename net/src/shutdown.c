@@ -51,7 +51,8 @@ void net_drain_start(net_loop *loop)
             net_task_cancel(t);
         }
     }
-    net_submit_ctrl_timeout(loop, &loop->drain_ts, net_rt.cfg.shutdown_timeout_ns, NET_CTRL_DEADLINE);
+    net_submit_ctrl_timeout(loop, &loop->drain_ts, net_rt.cfg.shutdown_timeout_ns,
+                            NET_CTRL_DEADLINE);
 }
 
 void net_drain_deadline(net_loop *loop)
@@ -175,11 +176,13 @@ void net_shut_down(void)
 {
     broadcast(NET_CTRL_SHUTDOWN);
     uint64_t give_up = cr_clock_now_ns() + net_rt.cfg.shutdown_timeout_ns + 5 * CR_NS_PER_S;
-    while (atomic_load(&net_rt.drained) + (net_rt.threads - atomic_load(&net_rt.running)) < net_rt.threads) {
+    while (atomic_load(&net_rt.drained) + (net_rt.threads - atomic_load(&net_rt.running)) <
+           net_rt.threads) {
         struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
         unsigned char sig = 0;
         if (poll(&pfd, 1, 20) > 0 && read(signal_pipe[0], &sig, 1) == 1) {
-            cr_log_warn("second %s while draining: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cr_log_warn("second %s while draining: exiting now",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM");
             cr_log_flush();
             _exit(1);
         }
