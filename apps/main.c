@@ -56,6 +56,8 @@ static void usage(FILE *f)
             "  --header-timeout S       time to receive request headers, seconds (default 10)\n"
             "  --body-timeout S         time to receive a request body, seconds (default 10)\n"
             "  --shutdown-timeout S     drain deadline on SIGINT/SIGTERM, seconds (default 10)\n"
+            "  --drain-grace S          on SIGINT/SIGTERM, /readyz 503 but keep accepting for S seconds\n"
+            "                           (fractions allowed) before the drain (default 0)\n"
             "  --max-header-bytes N     request line + headers limit (default 16384)\n"
             "  --max-headers N          header count limit (default 100)\n"
             "  --max-body-bytes N       request body limit (default 1048576)\n"
@@ -157,6 +159,22 @@ static unsigned long long number(const char *flag, const char *s, unsigned long 
         exit(2);
     }
     return v;
+}
+
+/* Parse a decimal number of seconds in [0, max], fractions allowed
+ * ("1.5"), into nanoseconds; exits with a message if not. */
+static uint64_t seconds_ns(const char *flag, const char *s, unsigned max)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0 && v <= max) ||
+        s[strspn(s, "0123456789.")] != '\0') {
+        fprintf(stderr, "coring: %s: expected seconds from 0 to %u (e.g. 1.5), got '%s'\n",
+                env_config_name(flag), max, s);
+        exit(2);
+    }
+    return (uint64_t)(v * 1e9 + 0.5);
 }
 
 /* Say what is wrong with the option getopt_long refused in @arg (as it
@@ -343,6 +361,7 @@ int main(int argc, char **argv)
         OPT_CORS_ORIGINS,
         OPT_TODO_STORE,
         OPT_LOG_FORMAT,
+        OPT_DRAIN_GRACE,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -354,6 +373,7 @@ int main(int argc, char **argv)
         {"header-timeout", required_argument, NULL, OPT_HEADER},
         {"body-timeout", required_argument, NULL, OPT_BODY},
         {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
+        {"drain-grace", required_argument, NULL, OPT_DRAIN_GRACE},
         {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
         {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
         {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
@@ -417,6 +437,7 @@ int main(int argc, char **argv)
         case OPT_SHUTDOWN:
             net.shutdown_timeout_ns = number("--shutdown-timeout", optarg, 0, 3600) * CR_NS_PER_S;
             break;
+        case OPT_DRAIN_GRACE: net.drain_grace_ns = seconds_ns("--drain-grace", optarg, 3600); break;
         case OPT_MAX_HEADER_BYTES:
             http.limits.max_header_bytes = number("--max-header-bytes", optarg, 256, 1 << 20);
             break;

@@ -2,7 +2,7 @@
  * GET /livez and GET /readyz: see coring/apps/health.h and docs/health.md.
  *
  * /readyz asks, on the worker thread that got the request, the runtime
- * whether a drain has begun (net_draining) and each mounted app's
+ * whether a shutdown has begun (net_stopping, net_draining) and each mounted app's
  * readiness hook; the hooks read state their owners publish (the database
  * pools' live connection counts), so a check takes no lock and never
  * waits: a balancer may poll it as often as it likes.
@@ -88,8 +88,11 @@ static void get_readyz(http_ctx *ctx, void *user)
     size_t n = 0;
     checks[n].name = "server";
     checks[n].reason[0] = '\0';
-    checks[n++].why =
-        net_draining() ? "draining: shutdown began, new connections are refused" : NULL;
+    /* net_stopping() turns true at the signal, on every thread at once;
+     * net_draining() on this worker once the grace (--drain-grace) is over. */
+    checks[n++].why = net_draining()   ? "draining: shutdown began, new connections are refused"
+                      : net_stopping() ? "draining: shutdown began, still accepting for the drain grace"
+                                       : NULL;
     for (size_t i = 0; i < num_apps; i++) {
         if (!apps[i]->ready || checked_before(i))
             continue;

@@ -312,8 +312,10 @@ void cr__coro_main(cr_coro *co)
     __builtin_trap(); /* cr_coro_resume never enters a finished coroutine */
 }
 
-cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
+int cr_stack_pool_create(cr_stack_pool **out, size_t stack_size, unsigned max_cached)
 {
+    if (!out)
+        return -EINVAL;
     long page = sysconf(_SC_PAGESIZE);
     size_t pg = page > 0 ? (size_t)page : 4096;
     if (stack_size == 0)
@@ -321,15 +323,13 @@ cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
     /* The record sits at the top of an extra page, which it shares with the
      * top of the stack, so the usable stack is at least @stack_size. */
     size_t record = (sizeof(cr_coro) + 63) & ~(size_t)63;
-    if (stack_size > SIZE_MAX / 2 || record > pg) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (stack_size > SIZE_MAX / 2 || record > pg)
+        return -ENOMEM;
     stack_size = (stack_size + pg - 1) & ~(pg - 1);
 
     cr_stack_pool *pool = malloc(sizeof(*pool));
     if (!pool)
-        return NULL;
+        return -ENOMEM;
     pool->page_size = pg;
     pool->guard_size = (CR_CORO_GUARD_SIZE + pg - 1) & ~(pg - 1);
     pool->map_size = pool->guard_size + stack_size + pg;
@@ -339,7 +339,8 @@ cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached)
     pool->free_list = NULL;
     pool->paint = getenv("CORING_STACK_REPORT") != NULL;
     pool->deepest = 0;
-    return pool;
+    *out = pool;
+    return 0;
 }
 
 /*
@@ -371,13 +372,10 @@ static cr_coro *coro__map(cr_stack_pool *pool)
 {
     char *base = mmap(NULL, pool->map_size, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-    if (base == MAP_FAILED) {
-        errno = ENOMEM;
+    if (base == MAP_FAILED)
         return NULL;
-    }
     if (mprotect(base, pool->guard_size, PROT_NONE) != 0) {
         munmap(base, pool->map_size);
-        errno = ENOMEM;
         return NULL;
     }
     cr_coro *co = (cr_coro *)(base + pool->record_offset);
@@ -419,12 +417,10 @@ void cr_stack_pool_destroy(cr_stack_pool *pool)
     free(pool);
 }
 
-cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg)
+int cr_coro_create(cr_coro **out, cr_stack_pool *pool, cr_coro_fn fn, void *arg)
 {
-    if (!pool || !fn) {
-        errno = EINVAL;
-        return NULL;
-    }
+    if (!out || !pool || !fn)
+        return -EINVAL;
     cr_coro *co = pool->free_list;
     if (co) {
         pool->free_list = co->next_free;
@@ -432,7 +428,7 @@ cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     } else {
         co = coro__map(pool);
         if (!co)
-            return NULL;
+            return -ENOMEM;
     }
     co->running = co->started = co->finished = false;
     co->fn = fn;
@@ -450,7 +446,8 @@ cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     if (pool->paint)
         coro__paint(co);
     co->sp = coro__frame_init(co, (void **)co);
-    return co;
+    *out = co;
+    return 0;
 }
 
 void cr_coro_resume(cr_coro *co)

@@ -1,7 +1,7 @@
 /*
- * Provided-buffer ring set-up and recycling. See coring/net/buf_ring.h.
+ * Provided-buffer ring set-up and recycling. See buf_ring.h.
  */
-#include "coring/net/buf_ring.h"
+#include "buf_ring.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -16,10 +16,10 @@
 static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
                            uint64_t timeout_ns, struct __kernel_timespec *ts)
 {
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)op | NET_TAG_OP);
+    io_uring_sqe_set_data64(sqe, net_op_begin(task, op));
     task->op_fd = sqe->fd; /* -1 for a timeout */
     if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
-        task->deadline_ns = task->loop->now_ns + timeout_ns;
+        net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
     } else if (timeout_ns) {
         sqe->flags |= IOSQE_IO_LINK;
         ts->tv_sec = (long long)(timeout_ns / CR_NS_PER_S);
@@ -29,29 +29,29 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
         io_uring_sqe_set_data64(t, 0);
     }
     int res = net_loop_wait(task, op);
-    task->deadline_ns = 0;
-    if (task->drain_cancel) {
+    net_wheel_remove(&task->loop->wheel, &task->timer);
+    switch (op->ended) {
+    case NET_TASK_DRAINING:
         /* The drain cancelled this idle wait; a result that won the race
          * (the request had arrived) stands and the task goes on. */
-        task->drain_cancel = false;
         if (res == -ECANCELED) {
-            task->cancelled = true;
-            task->interrupted = task->timed_out = false;
+            task->life = NET_TASK_CANCELLED;
             return -ECANCELED;
         }
-    }
-    if (task->interrupted) {
-        task->interrupted = false;
-        if (res == -ECANCELED && !task->cancelled)
+        break;
+    case NET_TASK_INTERRUPTING:
+        if (res == -ECANCELED && task->life != NET_TASK_CANCELLED)
             return -EINTR;
-    }
-    if (task->timed_out) {
+        break;
+    case NET_TASK_TIMING_OUT:
         /* The tick cancelled it; a result that won the race stands. */
-        task->timed_out = false;
         if (res == -ECANCELED || res == -EINTR)
             res = -ETIMEDOUT;
+        break;
+    default:
+        break;
     }
-    if (res == -ECANCELED && timeout_ns && !task->cancelled)
+    if (res == -ECANCELED && timeout_ns && task->life != NET_TASK_CANCELLED)
         return -ETIMEDOUT;
     return res;
 }
@@ -63,10 +63,11 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
 static net_task *begin(unsigned sqes_needed, int fd)
 {
     net_task *task = net_task_current();
-    if (!task || task->cancelled)
+    if (!task || task->life == NET_TASK_CANCELLED)
         return NULL;
-    if (task->idle && task->loop->draining && !task->service && !net_fd_has_input(fd)) {
-        task->cancelled = true;
+    if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service &&
+        !net_fd_has_input(fd)) {
+        task->life = NET_TASK_CANCELLED;
         return NULL;
     }
     net_loop_reserve(task->loop, sqes_needed);
@@ -186,7 +187,7 @@ int net_close(int fd)
     net_op op = {.task = task};
     struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
     io_uring_prep_close(sqe, fd);
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&op | NET_TAG_OP);
+    io_uring_sqe_set_data64(sqe, net_op_begin(task, &op));
     return net_loop_wait(task, &op);
 }
 
@@ -195,26 +196,26 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
     net_task *task = net_task_current();
     if (!task)
         return -EPERM;
-    if (task->cancelled)
+    if (task->life == NET_TASK_CANCELLED)
         return -ECANCELED;
-    if (task->idle && task->loop->draining && !task->service) {
-        task->cancelled = true; /* shutdown ends idle waits */
+    if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service) {
+        task->life = NET_TASK_CANCELLED; /* shutdown ends idle waits */
         return -ECANCELED;
     }
     net_op op = {.task = task};
-    task->unparked = false;
     task->park = &op;
     if (fd < 0 && (timeout_ns == 0 || timeout_ns >= NET_COARSE_TIMEOUT_NS)) {
         /* Nothing for the kernel to do: net_unpark, the tick or a cancel
-         * puts the task on the loop's ready list. */
-        task->park_sqe = false;
-        task->deadline_ns = timeout_ns ? task->loop->now_ns + timeout_ns : 0;
+         * puts the task on the loop's ready list (WOKEN). */
+        task->state = NET_TASK_PARKED;
+        if (timeout_ns)
+            net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
         cr_coro_yield();
-        task->deadline_ns = 0;
+        task->state = NET_TASK_RUNNING;
+        net_wheel_remove(&task->loop->wheel, &task->timer);
         task->park = NULL;
         return op.res;
     }
-    task->park_sqe = true;
     net_loop_reserve(task->loop, 2);
     struct __kernel_timespec ts;
     struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
@@ -231,9 +232,9 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
         res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
     }
     task->park = NULL;
-    if (task->cancelled)
+    if (task->life == NET_TASK_CANCELLED)
         return -ECANCELED;
-    if (task->unparked && (res == -ECANCELED || res == -ETIMEDOUT))
+    if (op.ended == NET_TASK_WOKEN && (res == -ECANCELED || res == -ETIMEDOUT))
         return 0;
     return res;
 }

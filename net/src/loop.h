@@ -1,12 +1,14 @@
 /*
- * Internal to net/: the per-thread loop and the pieces io.c shares with
- * loop.c. Not a public header.
+ * Internal to net/: the per-thread loop, its tasks and operations, shared
+ * by every file of net/src/ (rt.h has the process-wide state and the
+ * functions those files call across each other). Not a public header.
  */
 #ifndef CORING_NET_LOOP_H
 #define CORING_NET_LOOP_H
 
 #include "coring/core/coro.h"
-#include "coring/net/buf_ring.h"
+#include "buf_ring.h"
+#include "wheel.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
 
@@ -36,9 +38,10 @@ enum {
 /*
  * Timeouts of at least NET_COARSE_TIMEOUT_NS (keep-alive, header and body
  * reads, sends) are not linked timeout SQEs, which would arm and cancel a
- * kernel timer around every recv: the task records a deadline and the
- * loop's tick, every NET_TICK_NS, cancels operations past theirs. Such a
- * timeout fires up to one tick late. Shorter ones are linked timeouts.
+ * kernel timer around every recv: the task arms its timer in the loop's
+ * wheel (wheel.h, O(1)) and the loop's tick, every NET_TICK_NS, cancels
+ * the operations whose deadline passed. Such a timeout fires up to one
+ * tick late. Shorter ones are linked timeouts.
  */
 #define NET_COARSE_TIMEOUT_NS (1000ull * 1000 * 1000)
 #define NET_TICK_NS (100ull * 1000 * 1000)
@@ -53,34 +56,96 @@ typedef struct net_cqe {
     uint32_t flags;
 } net_cqe;
 
+/*
+ * What a task is waiting for, and what has been asked of that wait. One
+ * value instead of the five booleans it replaces (timed_out, interrupted,
+ * drain_cancel, park_sqe, unparked): of their 32 combinations only these
+ * occur, and the first cancel of an operation decides its outcome (a
+ * second one is not submitted). Transitions:
+ *
+ *   RUNNING --(SQE op)--> WAITING --(tick)--> TIMING_OUT   -> RUNNING, -ETIMEDOUT
+ *                                 --(net_task_interrupt)--> INTERRUPTING -> RUNNING, -EINTR
+ *                                 --(drain, no input)-->    DRAINING -> RUNNING (cancelled
+ *                                                           if it ended -ECANCELED)
+ *   RUNNING --(net_park, no SQE)--> PARKED --(unpark, tick, cancel)--> WOKEN
+ *   RUNNING --(net_park on a poll or timeout SQE)--> PARKED_SQE --(unpark)--> WOKEN
+ *                                 (tick, interrupt: as from WAITING)
+ *   WOKEN --(resumed)--> RUNNING
+ *
+ * A parked task has task->park set; an SQE in flight, task->op.
+ */
+typedef enum net_task_state {
+    NET_TASK_RUNNING = 0, /* not waiting: running, or about to be resumed */
+    NET_TASK_WAITING,     /* an operation (SQE) in flight, nothing asked of it */
+    NET_TASK_TIMING_OUT,  /* ... cancelled by the tick at its coarse deadline */
+    NET_TASK_INTERRUPTING,/* ... cancelled by net_task_interrupt */
+    NET_TASK_DRAINING,    /* ... the idle wait cancelled softly by the drain: if it
+                             ends -ECANCELED the task is cancelled, if it won the
+                             race (a request arrived) the task goes on */
+    NET_TASK_PARKED,      /* in net_park with no SQE: only the loop can wake it */
+    NET_TASK_PARKED_SQE,  /* in net_park on a poll or timeout SQE */
+    NET_TASK_WOKEN,       /* parked, and woken: on the ready list, or its SQE's
+                             cancel submitted by net_unpark */
+} net_task_state;
+
+/* Where a task is in its life, as its owner declares it (idle) or the
+ * runtime decides (cancelled, which is for good). */
+typedef enum net_task_life {
+    NET_TASK_BUSY = 0,  /* serving: shutdown lets it finish */
+    NET_TASK_IDLE,      /* between requests: shutdown may cancel it */
+    NET_TASK_CANCELLED, /* every operation returns -ECANCELED from now on */
+} net_task_life;
+
 /* One operation a coroutine waits for; lives on the coroutine's stack. */
 typedef struct net_op {
     net_task *task;
     int res;
     uint32_t flags;
+    net_task_state ended; /* the task's state when the wait ended (net_loop_wait) */
 } net_op;
 
 struct net_task {
     cr_coro *coro;
     net_loop *loop;
     net_op *op;          /* in flight, or NULL */
-    bool idle;           /* between requests: shutdown may cancel it */
-    bool cancelled;      /* every operation returns -ECANCELED from now on */
-    bool timed_out;      /* the tick cancelled the operation: -ETIMEDOUT */
-    bool interrupted;    /* net_task_interrupt cancelled it: -EINTR */
-    bool service;        /* serves other tasks (a database driver, the curl timer):
-                            shutdown ends it only once no other task is left */
-    bool drain_cancel;   /* the drain cancelled the idle operation in flight: if it
-                            ends -ECANCELED the task is cancelled, if it won the
-                            race (a request arrived) the task goes on */
+    net_task_state state;
+    net_task_life life;
+    bool service;        /* a role, not a state: serves other tasks (a database
+                            driver, the curl timer), so shutdown ends it only once
+                            no other task is left */
+    uint32_t slot;       /* its entry in loop->slots, for the life of the task */
+    uint64_t op_data;    /* user_data of the operation in flight (net_op_data) */
     int op_fd;           /* descriptor of the operation in flight, or -1 */
-    uint64_t deadline_ns;/* coarse deadline of the operation in flight, or 0 */
+    net_timer timer;     /* coarse deadline of the operation in flight, in loop->wheel */
     net_op *park;        /* in net_park(): its op, or NULL */
-    bool park_sqe;       /* the park waits on an SQE (poll or timeout) */
-    bool unparked;       /* the park was woken: by net_unpark, or scheduled already */
     net_task *ready_next;/* in loop->ready */
     net_task *prev, *next;
 };
+
+/*
+ * A task's operations are named in user_data by a slot of its loop's table
+ * and a generation, never by a stack address: the slot is the task's for
+ * its life (then reused by another task), and its generation is bumped at
+ * each operation submitted. A completion or a cancel naming an older
+ * generation (a stale one: the operation it meant is gone, its stack maybe
+ * reused) matches nothing. See loop.c's header for the whole encoding.
+ */
+typedef struct net_slot {
+    net_op *op;          /* the operation in flight, or NULL */
+    uint32_t gen;        /* of the latest operation; never 0 */
+    uint32_t next_free;  /* in the loop's free list, while unused: index + 1, 0 ends it */
+} net_slot;
+
+#define NET_SLOT_SHIFT 3
+#define NET_SLOT_BITS 29 /* slots per thread: 2^29, far above any connection limit */
+#define NET_GEN_SHIFT 32
+
+/* user_data for the operation of generation @gen on slot @slot. Never 0
+ * (gen is never 0), which stays "nothing waits for it". */
+static inline uint64_t net_op_data(uint32_t slot, uint32_t gen)
+{
+    return (uint64_t)gen << NET_GEN_SHIFT | (uint64_t)slot << NET_SLOT_SHIFT | NET_TAG_OP;
+}
 
 struct net_loop {
     struct io_uring ring;
@@ -108,7 +173,14 @@ struct net_loop {
     net_cqe *backlog;    /* completions reaped from the CQ, to dispatch in order */
     size_t backlog_head, backlog_len, backlog_cap;
     struct __kernel_timespec accept_ts, drain_ts, retry_ts, tick_ts;
+    net_wheel wheel;     /* the tasks' coarse deadlines (task->timer) */
+    net_slot *slots;     /* one per live task (net_op_data) */
+    uint32_t slots_len, slots_cap, free_slot; /* free_slot: index + 1, 0: none free */
 };
+
+/* Name @op, about to be submitted by @task, in user_data: a new generation
+ * of the task's slot. Returns the user_data (also in task->op_data). */
+uint64_t net_op_begin(net_task *task, net_op *op);
 
 /* An SQE from @loop's ring. When the SQ is full it submits first and moves
  * the CQ's completions to the loop's backlog (never dispatched from here):
@@ -118,7 +190,8 @@ struct io_uring_sqe *net_loop_sqe(net_loop *loop);
 /* Make sure @n SQEs can be taken without a submit in between (links). */
 void net_loop_reserve(net_loop *loop, unsigned n);
 
-/* Yield until @op completes; returns op->res. */
+/* Yield until @op completes; returns op->res, the task's state at the end
+ * in op->ended (the task is RUNNING again). */
 int net_loop_wait(net_task *task, net_op *op);
 
 /* Resume @task (parked with no SQE) at the loop's next turn with @res. */

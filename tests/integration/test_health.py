@@ -7,7 +7,9 @@ every check ok, 503 naming the database once the test stops PostgreSQL
 with embed "not configured" without --embed-model and "ok" with a tiny
 model (apps/embed/make_model.py), and 503 during a drain: a request started
 before SIGTERM on an open connection gets 503 "draining" while another
-request holds the drain.
+request holds the drain; with --drain-grace, 503 on new connections at
+once while they are still served, exit 0 after the grace, and a second
+SIGTERM during it exits 1 at once.
 """
 
 import sys
@@ -118,6 +120,65 @@ class DrainTest(HealthTestBase):
         self.assertEqual(holder.read_response("POST").status, 201)
         status = srv.wait(5)
         self.assertEqual(status, 0, "exit status after the drain; stderr:\n" + srv.stderr_text())
+
+    def test_drain_grace_not_ready_but_serving(self):
+        """--drain-grace 1.5: after SIGTERM /readyz answers 503 at once on new
+        connections, while new connections and a keep-alive one are still
+        served; the process exits 0, and not before the grace is over."""
+        grace = 1.5
+        srv = self.start("hello,todo", threads=2, args=["--drain-grace", str(grace), "--shutdown-timeout", "5"])
+        keep = srv.connect(nodelay=True)
+        self.addCleanup(keep.close)
+        self.assertEqual(keep.request("GET", "/").status, 200)
+        self.assertReadiness(self.get(srv, "/readyz"), 200, "before SIGTERM")
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        # /readyz on a new connection each time, until 503.
+        resp = self.get(srv, "/readyz")
+        while resp.status == 200 and time.monotonic() - t0 < 1.0:
+            time.sleep(0.01)
+            resp = self.get(srv, "/readyz")
+        took = time.monotonic() - t0
+        print("/readyz 503 on a new connection %.1f ms after SIGTERM" % (took * 1e3))
+        doc = self.assertReadiness(resp, 503, "during the drain grace")
+        self.assertTrue(doc["checks"]["server"].startswith("draining: shutdown began"), doc)
+        self.assertLess(took, 0.3, "/readyz not 503 within 0.3 s of SIGTERM")
+        # During the grace: new connections and the keep-alive one are served as usual.
+        served = 0
+        while time.monotonic() - t0 < grace - 0.3:
+            r = self.get(srv, "/")
+            self.assertEqual(r.status, 200, "GET / on a new connection %.2f s into the grace: %r"
+                             % (time.monotonic() - t0, r))
+            r = keep.request("GET", "/")
+            self.assertEqual(r.status, 200, r)
+            self.assertNotIn("close", r.tokens("Connection"), r)
+            served += 1
+            time.sleep(0.05)
+        print("served %d new connections during the grace" % served)
+        self.assertGreater(served, 0)
+        self.assertIsNone(srv.proc.poll(), "exited during the grace; stderr:\n" + srv.stderr_text())
+        status = srv.wait(8)
+        exited = time.monotonic() - t0
+        print("exited %.2f s after SIGTERM (grace %.1f s)" % (exited, grace))
+        self.assertEqual(status, 0, "exit status after the grace; stderr:\n" + srv.stderr_text())
+        self.assertGreaterEqual(exited, grace - 0.1, "exited before the grace was over")
+        text = srv.stderr_text(last=200)
+        self.assertIn("received SIGTERM: not ready; accepting for the drain grace of 1.5 s, "
+                      "then draining (deadline 5.0 s)", text)
+        self.assertIn("drain grace over: draining", text)
+
+    def test_second_signal_during_the_grace_exits_at_once(self):
+        srv = self.start("hello", args=["--drain-grace", "30"])
+        srv.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and self.get(srv, "/readyz").status == 200:
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        status = srv.wait(5)
+        print("exited %.2f s after the second SIGTERM" % (time.monotonic() - t0))
+        self.assertEqual(status, 1, "exit status after a second SIGTERM; stderr:\n" + srv.stderr_text())
+        self.assertIn("second SIGTERM during the drain grace: exiting now", srv.stderr_text())
 
 
 class EmbedReadinessTest(HealthTestBase):

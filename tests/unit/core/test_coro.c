@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,9 +20,23 @@
 
 static cr_stack_pool *pool;
 
+/* The constructors return -errno and hand the object back through @out;
+ * most tests only want the object (NULL on failure). */
+static cr_stack_pool *new_pool(size_t stack_size, unsigned max_cached)
+{
+    cr_stack_pool *p = NULL;
+    return cr_stack_pool_create(&p, stack_size, max_cached) == 0 ? p : NULL;
+}
+
+static cr_coro *new_coro(cr_stack_pool *p, cr_coro_fn fn, void *arg)
+{
+    cr_coro *co = NULL;
+    return cr_coro_create(&co, p, fn, arg) == 0 ? co : NULL;
+}
+
 static void pool_setup(void)
 {
-    pool = cr_stack_pool_create(0, 8);
+    pool = new_pool(0, 8);
     cr_assert_not_null(pool);
 }
 
@@ -62,7 +77,7 @@ static void two_halves(void *arg)
 Test(coro, resume_yield_finish_ordering)
 {
     nsteps = 0;
-    cr_coro *co = cr_coro_create(pool, two_halves, NULL);
+    cr_coro *co = new_coro(pool, two_halves, NULL);
     cr_assert_not_null(co);
     cr_assert_not(cr_coro_finished(co));
     step(0);
@@ -94,7 +109,7 @@ static void add(void *arg)
 Test(coro, arguments_current_and_data)
 {
     struct args x = {.a = 40, .b = 2};
-    cr_coro *co = cr_coro_create(pool, add, &x);
+    cr_coro *co = new_coro(pool, add, &x);
     x.self = co;
     int tag;
     cr_coro_set_data(co, &tag);
@@ -126,7 +141,7 @@ static void count_up(void *arg)
 Test(coro, many_yields)
 {
     struct counter c = {0};
-    cr_coro *co = cr_coro_create(pool, count_up, &c);
+    cr_coro *co = new_coro(pool, count_up, &c);
     for (long i = 1; i <= 1000000; i++) {
         cr_coro_resume(co);
         cr_assert_eq(c.n, i);
@@ -169,8 +184,8 @@ static void outer(void *arg)
 Test(coro, nested_resume_yields_to_the_resumer)
 {
     nsteps = 0;
-    outer_co = cr_coro_create(pool, outer, NULL);
-    inner_co = cr_coro_create(pool, inner, NULL);
+    outer_co = new_coro(pool, outer, NULL);
+    inner_co = new_coro(pool, inner, NULL);
     step(0);
     cr_coro_resume(outer_co);
     cr_assert_null(cr_coro_current());
@@ -194,7 +209,7 @@ Test(coro, ten_thousand_coroutines_reuse_pooled_stacks)
     int runs = 0;
     void *first_lo = NULL;
     for (int i = 0; i < 10000; i++) {
-        cr_coro *co = cr_coro_create(pool, noop, &runs);
+        cr_coro *co = new_coro(pool, noop, &runs);
         cr_assert_not_null(co);
         void *lo, *hi;
         cr_assert_eq(cr_coro_stack_bounds(co, &lo, &hi), 0);
@@ -211,7 +226,7 @@ Test(coro, ten_thousand_coroutines_reuse_pooled_stacks)
     cr_coro *live[LIVE];
     for (int round = 0; round < 20; round++) {
         for (int i = 0; i < LIVE; i++) {
-            live[i] = cr_coro_create(pool, noop, &runs);
+            live[i] = new_coro(pool, noop, &runs);
             cr_assert_not_null(live[i]);
         }
         for (int i = 0; i < LIVE; i++)
@@ -225,7 +240,7 @@ Test(coro, ten_thousand_coroutines_reuse_pooled_stacks)
 Test(coro, never_resumed_coroutine_can_be_destroyed)
 {
     int runs = 0;
-    cr_coro *co = cr_coro_create(pool, noop, &runs);
+    cr_coro *co = new_coro(pool, noop, &runs);
     cr_coro_destroy(co);
     cr_assert_eq(runs, 0);
 }
@@ -266,8 +281,8 @@ Test(coro, stack_contents_survive_switches)
 {
     /* 64 levels of > 512 bytes: at least 32 KiB of the 64 KiB stack. */
     struct deep_args a = {.levels = 64, .salt = 7}, b = {.levels = 64, .salt = 99};
-    cr_coro *ca = cr_coro_create(pool, deep_entry, &a);
-    cr_coro *cb = cr_coro_create(pool, deep_entry, &b);
+    cr_coro *ca = new_coro(pool, deep_entry, &a);
+    cr_coro *cb = new_coro(pool, deep_entry, &b);
     while (!cr_coro_finished(ca) || !cr_coro_finished(cb)) {
         /* Interleave two deep stacks and scribble on the thread's own. */
         volatile unsigned char scratch[4096];
@@ -305,7 +320,7 @@ static void check_alignment(void *arg)
 Test(coro, stack_is_aligned_per_abi)
 {
     uintptr_t out[3] = {1, 0, 1};
-    cr_coro *co = cr_coro_create(pool, check_alignment, out);
+    cr_coro *co = new_coro(pool, check_alignment, out);
     cr_coro_resume(co);
     cr_coro_resume(co);
     cr_assert_eq(out[0] % 16, 0);
@@ -332,8 +347,8 @@ static void float_work(void *arg)
 Test(coro, doubles_live_across_switches)
 {
     double in_a[2] = {1.0, 0}, in_b[2] = {-3.0, 0};
-    cr_coro *a = cr_coro_create(pool, float_work, in_a);
-    cr_coro *b = cr_coro_create(pool, float_work, in_b);
+    cr_coro *a = new_coro(pool, float_work, in_a);
+    cr_coro *b = new_coro(pool, float_work, in_b);
     double mine = 0.125;
     while (!cr_coro_finished(a)) {
         mine = mine * 2.0 - 0.0625;
@@ -389,7 +404,7 @@ Test(coro, fp_control_state_stays_with_its_context)
     unsigned mxcsr = _mm_getcsr();
     unsigned short x87 = x87_control_word();
     struct fp_state s = {0};
-    cr_coro *co = cr_coro_create(pool, change_rounding, &s);
+    cr_coro *co = new_coro(pool, change_rounding, &s);
     cr_coro_resume(co);
     cr_assert_eq(_mm_getcsr() & 0xffc0u, mxcsr & 0xffc0u, "MXCSR leaked out of the coroutine");
     cr_assert_eq(x87_control_word(), x87, "x87 control word leaked out of the coroutine");
@@ -426,9 +441,9 @@ Test(coro, arena_is_freed_on_destroy)
 {
     /* Unpooled: everything goes back to malloc; ASan's leak check at exit
      * reports it otherwise. */
-    cr_stack_pool *none = cr_stack_pool_create(0, 0);
+    cr_stack_pool *none = new_pool(0, 0);
     struct arena_use u = {0};
-    cr_coro *co = cr_coro_create(none, use_arena, &u);
+    cr_coro *co = new_coro(none, use_arena, &u);
     cr_assert_not_null(cr_coro_arena(co));
     cr_assert_null(cr_coro_arena(co)->head, "a new coroutine's arena is empty");
     cr_coro_resume(co);
@@ -441,11 +456,11 @@ Test(coro, arena_is_freed_on_destroy)
     /* Pooled: the record keeps one chunk, so the next coroutine on that
      * stack allocates without malloc and gets the same memory back. */
     struct arena_use v = {0}, w = {0};
-    co = cr_coro_create(pool, use_arena, &v);
+    co = new_coro(pool, use_arena, &v);
     cr_coro_resume(co);
     cr_coro_resume(co);
     cr_coro_destroy(co);
-    co = cr_coro_create(pool, use_arena, &w);
+    co = new_coro(pool, use_arena, &w);
     cr_coro_resume(co);
     cr_assert_eq(w.small, v.small, "the cached arena chunk was not reused");
     cr_coro_resume(co);
@@ -454,18 +469,25 @@ Test(coro, arena_is_freed_on_destroy)
 
 Test(coro, create_rejects_null_arguments)
 {
-    cr_assert_null(cr_coro_create(NULL, noop, NULL));
-    cr_assert_null(cr_coro_create(pool, NULL, NULL));
+    cr_coro *co = (cr_coro *)&co; /* a value the failures must leave alone */
+    cr_assert_eq(cr_coro_create(&co, NULL, noop, NULL), -EINVAL);
+    cr_assert_eq(cr_coro_create(&co, pool, NULL, NULL), -EINVAL);
+    cr_assert_eq(cr_coro_create(NULL, pool, noop, NULL), -EINVAL);
+    cr_assert_eq(co, (cr_coro *)&co, "a failed cr_coro_create wrote its out argument");
+    cr_assert_eq(cr_stack_pool_create(NULL, 0, 1), -EINVAL);
+    cr_stack_pool *p = (cr_stack_pool *)&p;
+    cr_assert_eq(cr_stack_pool_create(&p, SIZE_MAX, 1), -ENOMEM);
+    cr_assert_eq(p, (cr_stack_pool *)&p, "a failed cr_stack_pool_create wrote its out argument");
     void *lo, *hi;
     cr_assert_lt(cr_coro_stack_bounds(NULL, &lo, &hi), 0);
 }
 
 Test(coro, odd_stack_sizes_round_up_to_pages)
 {
-    cr_stack_pool *p = cr_stack_pool_create(10000, 1);
+    cr_stack_pool *p = new_pool(10000, 1);
     cr_assert_not_null(p);
     int runs = 0;
-    cr_coro *co = cr_coro_create(p, noop, &runs);
+    cr_coro *co = new_coro(p, noop, &runs);
     void *lo, *hi;
     cr_coro_stack_bounds(co, &lo, &hi);
     cr_assert_geq((char *)hi - (char *)lo, 10000);
@@ -479,7 +501,7 @@ Test(coro, odd_stack_sizes_round_up_to_pages)
 Test(coro, resume_of_a_finished_coroutine_aborts, .signal = SIGABRT)
 {
     int runs = 0;
-    cr_coro *co = cr_coro_create(pool, noop, &runs);
+    cr_coro *co = new_coro(pool, noop, &runs);
     cr_coro_resume(co);
     cr_coro_resume(co);
 }

@@ -27,6 +27,20 @@
 
 #include "coring/core/coro.h"
 
+/* The constructors return -errno and hand the object back through @out;
+ * most tests only want the object (NULL on failure). */
+static cr_stack_pool *new_pool(size_t stack_size, unsigned max_cached)
+{
+    cr_stack_pool *p = NULL;
+    return cr_stack_pool_create(&p, stack_size, max_cached) == 0 ? p : NULL;
+}
+
+static cr_coro *new_coro(cr_stack_pool *p, cr_coro_fn fn, void *arg)
+{
+    cr_coro *co = NULL;
+    return cr_coro_create(&co, p, fn, arg) == 0 ? co : NULL;
+}
+
 enum {
     EXIT_GUARD_HIT = 99, /* fault inside the guard page */
     EXIT_FAULT_ELSEWHERE = 98,
@@ -97,8 +111,8 @@ static void overflow_big(void *arg)
  * the default action for SIGSEGV. Never returns. */
 static void child(size_t stack_size, bool handler, bool big_frames)
 {
-    cr_stack_pool *pool = cr_stack_pool_create(stack_size, 1);
-    cr_coro *co = pool ? cr_coro_create(pool, big_frames ? overflow_big : overflow, NULL) : NULL;
+    cr_stack_pool *pool = new_pool(stack_size, 1);
+    cr_coro *co = pool ? new_coro(pool, big_frames ? overflow_big : overflow, NULL) : NULL;
     void *lo, *hi;
     if (!co || cr_coro_stack_bounds(co, &lo, &hi) != 0)
         _exit(EXIT_SETUP_FAILED);
@@ -198,10 +212,10 @@ static void use_20k(void *arg)
 Test(stack_guard, deepest_stack_use_is_measured_when_asked)
 {
     cr_assert_eq(setenv("CORING_STACK_REPORT", "1", 1), 0);
-    cr_stack_pool *pool = cr_stack_pool_create(0, 1);
+    cr_stack_pool *pool = new_pool(0, 1);
     cr_assert_not_null(pool);
     cr_assert_eq(cr_stack_pool_deepest(pool), 0);
-    cr_coro *co = cr_coro_create(pool, use_20k, NULL);
+    cr_coro *co = new_coro(pool, use_20k, NULL);
     cr_assert_not_null(co);
     cr_coro_resume(co);
     cr_coro_destroy(co);
@@ -211,8 +225,8 @@ Test(stack_guard, deepest_stack_use_is_measured_when_asked)
     cr_stack_pool_destroy(pool);
     unsetenv("CORING_STACK_REPORT");
 
-    pool = cr_stack_pool_create(0, 1);
-    co = cr_coro_create(pool, use_20k, NULL);
+    pool = new_pool(0, 1);
+    co = new_coro(pool, use_20k, NULL);
     cr_coro_resume(co);
     cr_coro_destroy(co);
     cr_expect_eq(cr_stack_pool_deepest(pool), 0, "measured without CORING_STACK_REPORT");

@@ -3,7 +3,7 @@
  * handed out once each, the ring runs dry with -ENOBUFS, and a recycled
  * buffer is handed out again.
  */
-#include "coring/net/buf_ring.h"
+#include "net/src/buf_ring.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

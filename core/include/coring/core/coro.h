@@ -52,9 +52,13 @@ typedef void (*cr_coro_fn)(void *arg);
  *              CR_CORO_GUARD_SIZE (rounded up to pages) is added below.
  * @max_cached: how many free stacks (and coroutine records) to keep for
  *              reuse; more are unmapped when released.
- * Returns the pool, or NULL with errno = ENOMEM. One thread only.
+ * @out: receives the pool (owned by the caller: cr_stack_pool_destroy);
+ *       left untouched on failure.
+ * Returns 0, or -ENOMEM (no memory, or @stack_size too large), -EINVAL
+ * (@out is NULL); negative errno as everywhere (coring/core/error.h).
+ * One thread only.
  */
-cr_stack_pool *cr_stack_pool_create(size_t stack_size, unsigned max_cached);
+int cr_stack_pool_create(cr_stack_pool **out, size_t stack_size, unsigned max_cached);
 
 /* cr_stack_pool_cached - free stacks @pool keeps for reuse now (at most
  * max_cached). The pool's own thread. */
@@ -79,12 +83,14 @@ void cr_stack_pool_destroy(cr_stack_pool *pool);
 
 /*
  * cr_coro_create - a coroutine that will run @fn(@arg) when first resumed.
+ * @out:  receives the coroutine (owned by the caller: cr_coro_destroy once
+ *        it finished); left untouched on failure.
  * @pool: the calling thread's pool; the coroutine belongs to this thread.
- * Returns the coroutine, or NULL with errno = ENOMEM (mmap failed) or
- * EINVAL (@pool or @fn is NULL). With a stack cached in @pool it makes no
- * system call and no allocation.
+ * Returns 0, or -ENOMEM (mmap(2) or mprotect(2) failed), -EINVAL (@out,
+ * @pool or @fn is NULL); negative errno as everywhere (coring/core/error.h).
+ * With a stack cached in @pool it makes no system call and no allocation.
  */
-cr_coro *cr_coro_create(cr_stack_pool *pool, cr_coro_fn fn, void *arg);
+int cr_coro_create(cr_coro **out, cr_stack_pool *pool, cr_coro_fn fn, void *arg);
 
 /*
  * cr_coro_resume - switch into @co until it yields or its function returns.

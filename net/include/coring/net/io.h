@@ -140,15 +140,15 @@ void net_task_cancel(net_task *task);
  */
 typedef struct net_msg net_msg;
 typedef void (*net_msg_fn)(net_msg *msg);
+/* The runtime's bookkeeping of a message in flight: opaque (its fields are
+ * in net/src/msg.h), sized here so that a net_msg can be embedded. */
+typedef struct net_msg_private {
+    void *opaque_p[2];
+    int opaque_i[4];
+} net_msg_private;
 struct net_msg {
     net_msg_fn fn;        /* runs on the target thread */
-    /* Internal to the runtime: */
-    net_task *waiter;     /* the coroutine waiting for the reply */
-    net_msg *next_retry;  /* queue of messages whose MSG_RING must be re-posted */
-    int origin;           /* the sender's thread index */
-    int target;           /* the receiver's thread index */
-    int phase;            /* request or reply */
-    int error;            /* the message could not be posted (-errno) */
+    net_msg_private priv; /* the runtime's: callers never touch it */
 };
 
 int net_call(unsigned target, net_msg *msg);

@@ -5,7 +5,11 @@
  * runs in a coroutine of its own on the thread that accepted it.
  *
  * Lifecycle: net_run() starts the workers and blocks the calling (main)
- * thread until SIGINT or SIGTERM, then drains: each listener's accept
+ * thread until SIGINT or SIGTERM. Then net_stopping() turns true at once
+ * (readiness probes say "not ready"), and for drain_grace_ns (default 0)
+ * the listeners go on accepting and serving as usual, so that a load
+ * balancer's health check sees the probe fail before new connections are
+ * refused. After the grace it drains: each listener's accept
  * queue is accepted, then the listener closes (new connections are
  * refused); connections waiting idle between requests are cancelled unless
  * a request has already arrived on them (it is served); in-flight requests
@@ -38,7 +42,11 @@ typedef struct net_config {
     unsigned reserved_fds;        /* descriptors the apps hold besides connections
                                    * (database pools, upstream connections), all
                                    * threads together; only for max_connections 0 */
-    uint64_t shutdown_timeout_ns; /* drain deadline after SIGINT/SIGTERM */
+    uint64_t shutdown_timeout_ns; /* drain deadline, counted from the drain's start
+                                   * (after the grace) */
+    uint64_t drain_grace_ns;      /* after the first SIGINT/SIGTERM: how long to go on
+                                   * accepting and serving as usual, with
+                                   * net_stopping() true, before the drain; 0: none */
 } net_config;
 
 typedef struct net_hooks {
@@ -92,6 +100,15 @@ unsigned net_thread_count(void);
 /* net_draining - true on a worker once shutdown has begun: finish the
  * current request, then close the connection. */
 bool net_draining(void);
+
+/*
+ * net_stopping - true from the first SIGINT/SIGTERM on, for the rest of the
+ * process's life: during the drain grace (drain_grace_ns, when the server
+ * still accepts and serves as usual) and during the drain. For readiness
+ * probes (/readyz answers 503 from then on). Any thread, lock-free (a
+ * relaxed atomic load); false before net_run and while it serves.
+ */
+bool net_stopping(void);
 
 /* net_affinity_cpus - how many CPUs sched_getaffinity(2) allows this
  * process (taskset, cpusets). At least 1. */

@@ -1,5 +1,7 @@
 /*
- * Provided-buffer rings (IORING_REGISTER_PBUF_RING, kernel 5.19+).
+ * Internal to net/ (not a public header: it pulls in <liburing.h>, which
+ * no user of coring_net needs). Provided-buffer rings
+ * (IORING_REGISTER_PBUF_RING, kernel 5.19+).
  *
  * A ring of fixed-size buffers registered with io_uring under a buffer
  * group id. A recv SQE with IOSQE_BUFFER_SELECT lets the kernel pick a

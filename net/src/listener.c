@@ -1,0 +1,222 @@
+/*
+ * The listener and accept: one SO_REUSEPORT listener per worker, bound by
+ * the main thread before the workers start (so a port in use fails the
+ * start, and the kernel spreads connections over the workers), a multishot
+ * accept on each worker's ring, the per-thread connection limit, and the
+ * accept queue served (not reset) when the drain closes the listener.
+ * See coring/net/runtime.h.
+ */
+#include "loop.h"
+#include "rt.h"
+
+#include "coring/core/clock.h"
+#include "coring/core/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+/* --- binding ----------------------------------------------------------- */
+
+static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                      socklen_t *len)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        *len = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        *len = sizeof(*in6);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+bool net_host_valid(const char *host)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    return host && parse_host(host, 0, &ss, &len) == 0;
+}
+
+/*
+ * Is @ss (with an explicit port) free of other listeners? SO_REUSEPORT lets
+ * any socket of the same user join a port that is already listened on, and
+ * the kernel then spreads connections over both: a second coring started
+ * on the same port by mistake would bind without error. A probe bound
+ * without SO_REUSEPORT (but with SO_REUSEADDR, so that connections in
+ * TIME_WAIT do not count) fails with EADDRINUSE when any socket listens
+ * there, reuseport or not; it is closed before the workers' listeners bind.
+ * Another program binding in between is not caught (a few microseconds).
+ * Returns 0, or -errno from socket(2)/bind(2). See socket(7) SO_REUSEPORT.
+ */
+static int probe_port(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int ret = bind(fd, (const struct sockaddr *)ss, len) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
+/* Bind one SO_REUSEPORT listener per worker. With port 0 the first bind
+ * picks the port (the kernel picks one nobody holds, reuseport or not) and
+ * the others reuse it; an explicit port is probed first (probe_port). */
+int net_bind_listeners(uint16_t *port_out)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    uint16_t port = net_rt.cfg.port;
+    if (parse_host(net_rt.cfg.host, port, &ss, &len) < 0) {
+        cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", net_rt.cfg.host);
+        return -EINVAL;
+    }
+    if (port != 0) {
+        int err = probe_port(&ss, len);
+        if (err < 0) {
+            cr_log_error("cannot listen on %s port %u: %s", net_rt.cfg.host, port,
+                         cr_strerror(err));
+            return err;
+        }
+    }
+    for (unsigned i = 0; i < net_rt.threads; i++) {
+        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -errno;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+        if (ss.ss_family == AF_INET)
+            ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+        else
+            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+        if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, net_rt.cfg.backlog) < 0) {
+            int err = -errno;
+            close(fd);
+            cr_log_error("cannot listen on %s port %u: %s", net_rt.cfg.host, port,
+                         cr_strerror(err));
+            return err;
+        }
+        if (port == 0) {
+            struct sockaddr_storage bound;
+            socklen_t blen = sizeof(bound);
+            getsockname(fd, (struct sockaddr *)&bound, &blen);
+            port = ntohs(bound.ss_family == AF_INET ? ((struct sockaddr_in *)&bound)->sin_port
+                                                    : ((struct sockaddr_in6 *)&bound)->sin6_port);
+        }
+        net_rt.listen_fds[i] = fd;
+    }
+    *port_out = port;
+    return 0;
+}
+
+/* --- accept ------------------------------------------------------------ */
+
+void net_accept_arm(net_loop *loop)
+{
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
+    loop->accept_armed = true;
+}
+
+/* Serve accepted connection @fd, or close it beyond the connection limit. */
+static void serve_accepted(net_loop *loop, int fd)
+{
+    if (loop->connections >= net_rt.max_conn_per_thread) {
+        uint64_t now = cr_clock_now_ns();
+        if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
+            cr_log_warn("connection limit reached (%u on this thread): closing new "
+                        "connections",
+                        net_rt.max_conn_per_thread);
+            loop->last_limit_log = now;
+        }
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (net_task_start_connection(loop, fd) < 0) {
+        cr_log_warn("out of memory for a connection coroutine: closing it");
+        close(fd);
+    }
+}
+
+/*
+ * Shutdown, once the multishot accept is gone (and with it its reference to
+ * the listener): accept what the kernel has already queued, then close the
+ * listener. Closing it first would reset connections whose handshake the
+ * kernel completed and whose request may be waiting; accepted here, each
+ * is served like any other (its request, if it came, is answered with
+ * Connection: close). New connections are refused (RST) once it is closed;
+ * one whose handshake completes between the last accept4(2) and close(2),
+ * microseconds, is reset. See accept4(2), listen(2).
+ */
+void net_listener_close(net_loop *loop)
+{
+    if (loop->listen_fd < 0)
+        return;
+    int flags = fcntl(loop->listen_fd, F_GETFL);
+    if (flags >= 0)
+        fcntl(loop->listen_fd, F_SETFL, flags | O_NONBLOCK);
+    unsigned n = 0;
+    for (;;) {
+        int fd = accept4(loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                cr_log_warn("accept while draining: %s: resetting the rest of the accept queue",
+                            cr_strerror(-errno));
+            break;
+        }
+        serve_accepted(loop, fd);
+        n++;
+    }
+    close(loop->listen_fd);
+    loop->listen_fd = -1;
+    if (n)
+        cr_log_debug("draining: served %u connection(s) left in the accept queue", n);
+}
+
+void net_accepted(net_loop *loop, int res, uint32_t flags)
+{
+    if (!(flags & IORING_CQE_F_MORE))
+        loop->accept_armed = false;
+    if (res >= 0) {
+        /* Draining too: the kernel accepted it before the cancel. */
+        serve_accepted(loop, res);
+    } else if (res != -ECANCELED) {
+        uint64_t now = cr_clock_now_ns();
+        if (now - loop->last_accept_log > CR_NS_PER_S) {
+            cr_log_warn("accept: %s", cr_strerror(res));
+            loop->last_accept_log = now;
+        }
+        /* EMFILE, ENFILE, ENOMEM: back off instead of spinning on accept. */
+        if (!(flags & IORING_CQE_F_MORE) && !loop->draining) {
+            net_submit_ctrl_timeout(loop, &loop->accept_ts, 10 * CR_NS_PER_MS, NET_CTRL_ACCEPT);
+            return;
+        }
+    }
+    if (!loop->accept_armed) {
+        if (loop->draining)
+            net_listener_close(loop);
+        else
+            net_accept_arm(loop);
+    }
+}
+

@@ -1,0 +1,256 @@
+/*
+ * Shutdown and signals: SIGINT/SIGTERM reach the main thread through a
+ * pipe; the first one makes net_stopping() true, waits out the drain grace
+ * (--drain-grace) and tells every worker to drain by a control message;
+ * each worker then stops accepting, ends its idle connections, lets the
+ * requests in flight finish until the deadline, and reports itself
+ * drained; once all are, they leave their loops together. A second signal
+ * exits at once. See coring/net/runtime.h (Lifecycle) and docs/operating.md.
+ */
+#include "loop.h"
+#include "rt.h"
+
+#include "coring/core/clock.h"
+#include "coring/core/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+/*
+ * Shutdown begins: cancel the multishot accept (net_listener_close runs when
+ * its last CQE arrives), and end the waits of idle tasks, except those on a
+ * descriptor with input waiting: a request that has arrived is answered.
+ * Such a wait is cancelled softly (NET_TASK_DRAINING): if it completes first,
+ * the task goes on.
+ */
+void net_drain_start(net_loop *loop)
+{
+    if (loop->draining)
+        return;
+    loop->draining = true;
+    if (loop->accept_armed)
+        net_submit_cancel(loop, NET_TAG_ACCEPT);
+    else
+        net_listener_close(loop); /* backing off after an accept error */
+    for (net_task *t = loop->tasks; t; t = t->next) {
+        if (t->life != NET_TASK_IDLE || t->service)
+            continue;
+        if (t->op && !t->park) {
+            /* An operation cancelled already (its timeout, an interrupt)
+             * ends anyway; the task's next one meets the drain (io.c). */
+            if (t->state != NET_TASK_WAITING || net_fd_has_input(t->op_fd))
+                continue;
+            t->state = NET_TASK_DRAINING;
+            net_submit_cancel(loop, t->op_data);
+        } else {
+            net_task_cancel(t);
+        }
+    }
+    net_submit_ctrl_timeout(loop, &loop->drain_ts, net_rt.cfg.shutdown_timeout_ns,
+                            NET_CTRL_DEADLINE);
+}
+
+void net_drain_deadline(net_loop *loop)
+{
+    unsigned left = loop->task_count - loop->service_count;
+    if (left)
+        cr_log_warn("shutdown deadline passed: cancelling %u unfinished task(s)", left);
+    for (net_task *t = loop->tasks; t; t = t->next)
+        if (!t->service)
+            net_task_cancel(t);
+}
+
+/*
+ * Shutdown, once the other tasks are gone: stop the services, then tell the
+ * runtime this worker is drained. A drained worker keeps running its ring
+ * until every worker is drained (NET_CTRL_EXIT), since another worker's
+ * last requests may still send it messages.
+ */
+void net_drain_progress(net_loop *loop)
+{
+    if (!loop->services_cancelled && loop->task_count == loop->service_count) {
+        loop->services_cancelled = true;
+        for (net_task *t = loop->tasks; t; t = t->next)
+            net_task_cancel(t);
+    }
+    if (!loop->drained && loop->task_count == 0) {
+        loop->drained = true;
+        atomic_fetch_add(&net_rt.drained, 1);
+    }
+}
+
+
+bool net_draining(void)
+{
+    return net_tl_loop && net_tl_loop->draining;
+}
+
+bool net_stopping(void)
+{
+    return atomic_load_explicit(&net_rt.stopping, memory_order_relaxed);
+}
+
+static int signal_pipe[2] = {-1, -1};
+
+/* The handler: one byte, the signal number, into the pipe the main
+ * thread polls (async-signal-safe: write(2) only; errno kept). */
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t n = write(signal_pipe[1], &c, 1);
+    (void)n;
+    errno = saved;
+}
+
+/* Post control command @cmd to every worker, through a small ring of the
+ * main thread's. */
+static void broadcast(unsigned cmd)
+{
+    struct io_uring ring;
+    if (io_uring_queue_init(8, &ring, 0) < 0) {
+        cr_log_error("cannot create the control ring: exiting at once");
+        cr_log_flush();
+        _exit(1);
+    }
+    for (unsigned i = 0; i < net_rt.threads; i++) {
+        for (int tries = 0; tries < 1000; tries++) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+            io_uring_prep_msg_ring(sqe, net_rt.ring_fds[i], 0, NET_CTRL(cmd), 0);
+            io_uring_sqe_set_data64(sqe, i);
+            io_uring_submit(&ring);
+            struct io_uring_cqe *cqe;
+            if (io_uring_wait_cqe(&ring, &cqe) < 0)
+                break;
+            int res = cqe->res;
+            io_uring_cqe_seen(&ring, cqe);
+            if (res != -EOVERFLOW && res != -EAGAIN)
+                break;
+            usleep(1000); /* the worker's CQ is full: it drains as it runs */
+        }
+    }
+    io_uring_queue_exit(&ring);
+}
+
+/*
+ * The drain grace, on the main thread: net_stopping() is already true (so
+ * /readyz answers 503) while the listeners go on accepting and serving, for
+ * drain_grace_ns, long enough for a load balancer's health check to notice
+ * and send new connections elsewhere. A second signal ends the process at
+ * once with status 1, as during the drain.
+ */
+static void drain_grace(void)
+{
+    uint64_t end = cr_clock_now_ns() + net_rt.cfg.drain_grace_ns;
+    for (uint64_t now = cr_clock_now_ns(); now < end; now = cr_clock_now_ns()) {
+        uint64_t left_ms = (end - now + 999999) / 1000000;
+        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        unsigned char sig = 0;
+        if (poll(&pfd, 1, left_ms < 200 ? (int)left_ms : 200) > 0 &&
+            read(signal_pipe[0], &sig, 1) == 1) {
+            cr_log_warn("second %s during the drain grace: exiting now",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cr_log_flush();
+            _exit(1);
+        }
+        if (atomic_load(&net_rt.running) < net_rt.threads)
+            break; /* a worker died: the caller's loop notices and drains */
+    }
+    cr_log_info("drain grace over: draining (deadline %.1f s)",
+                (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+}
+
+/*
+ * Shutdown from the main thread: tell the workers to drain, wait until every
+ * live worker has no task left, then let them all leave their loops at once
+ * (a drained worker may still be sent messages by the others until then).
+ * A second signal, or workers still busy 5 s past the drain deadline, end
+ * the process at once with status 1.
+ */
+void net_shut_down(void)
+{
+    broadcast(NET_CTRL_SHUTDOWN);
+    uint64_t give_up = cr_clock_now_ns() + net_rt.cfg.shutdown_timeout_ns + 5 * CR_NS_PER_S;
+    while (atomic_load(&net_rt.drained) + (net_rt.threads - atomic_load(&net_rt.running)) <
+           net_rt.threads) {
+        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        unsigned char sig = 0;
+        if (poll(&pfd, 1, 20) > 0 && read(signal_pipe[0], &sig, 1) == 1) {
+            cr_log_warn("second %s while draining: exiting now",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cr_log_flush();
+            _exit(1);
+        }
+        if (cr_clock_now_ns() > give_up) {
+            cr_log_error("workers still busy 5 s after the shutdown deadline: exiting now");
+            cr_log_flush();
+            _exit(1);
+        }
+    }
+    broadcast(NET_CTRL_EXIT);
+}
+
+
+int net_signals_install(sigset_t *old_mask)
+{
+    /* SIGINT/SIGTERM: a handler that writes to a pipe, not sigwait, since
+     * libraries may have started threads of their own before main (OpenBLAS
+     * does, from a constructor) where the signals are not blocked; the
+     * handler runs whichever thread the kernel picks. Workers block them. */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -errno;
+    struct sigaction sa = {.sa_handler = on_stop_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, old_mask);
+    return 0;
+}
+
+int net_signals_wait(void)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        unsigned char sig = 0;
+        if (poll(&pfd, 1, 200) > 0 && read(signal_pipe[0], &sig, 1) == 1 &&
+            (sig == SIGINT || sig == SIGTERM)) {
+            atomic_store(&net_rt.stopping, true);
+            const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+            if (net_rt.cfg.drain_grace_ns == 0) {
+                cr_log_info("received %s: draining (deadline %.1f s)", name,
+                            (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+            } else {
+                cr_log_info("received %s: not ready; accepting for the drain grace of %.1f s, "
+                            "then draining (deadline %.1f s)",
+                            name, (double)net_rt.cfg.drain_grace_ns / 1e9,
+                            (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+                drain_grace();
+            }
+            return 0;
+        }
+        if (atomic_load(&net_rt.running) < net_rt.threads) {
+            cr_log_error("a worker thread stopped unexpectedly: shutting down");
+            return -EIO;
+        }
+    }
+}
+
+void net_signals_restore(void)
+{
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
+    signal_pipe[0] = signal_pipe[1] = -1;
+}
