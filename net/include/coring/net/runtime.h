@@ -80,11 +80,13 @@ net_config net_config_default(void);
 bool net_host_valid(const char *host);
 
 /*
- * net_run - serve until SIGINT/SIGTERM, then drain and return.
+ * net_run - serve until SIGINT/SIGTERM, then (after drain_grace_ns)
+ * drain and return.
  * Call once, from the main thread. It installs handlers for SIGINT and
- * SIGTERM (which start the drain, whichever thread receives them; worker
- * threads block them), ignores SIGPIPE and SIGHUP, and restores the
- * default SIGINT/SIGTERM actions before returning.
+ * SIGTERM (the first starts the shutdown, whichever thread receives it; a
+ * second, during the grace or the drain, exits the process at once with
+ * status 1; worker threads block them), ignores SIGPIPE and SIGHUP, and
+ * restores the default SIGINT/SIGTERM actions before returning.
  * Returns 0 after a clean shutdown, or a negative errno if start-up failed
  * (-EADDRINUSE, -EACCES, -EINVAL for a bad host, -ENOMEM, -ENOSYS when
  * io_uring is unavailable); the failure is logged.
