@@ -8,6 +8,7 @@
 
 #include "coring/core/log.h"
 #include "coring/db/admin.h"
+#include "coring/http/server.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -116,4 +117,19 @@ void app_db_thread_fini(void)
 {
     if (app_db_used())
         db_thread_fini();
+}
+
+void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_result *r)
+{
+    if (err == -EREMOTEIO) {
+        cr_log_error("%s: database error %s: %s", app, db_result_sqlstate(r), db_result_message(r));
+        http_respond_error(ctx, 500, "database error");
+        return;
+    }
+    if (err == -ENOMEM) {
+        http_respond_error(ctx, 500, "out of memory");
+        return;
+    }
+    http_add_header(ctx, "Retry-After", "1");
+    http_respond_error(ctx, 503, "database unavailable");
 }

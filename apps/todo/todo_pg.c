@@ -96,29 +96,12 @@ static void respond_todo(http_ctx *ctx, int status, const db_result *r)
     http_respond_json(ctx, status, b);
 }
 
-/* Answer a failed query @err (db_run's) with result @r. */
-static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
-{
-    if (err == -EREMOTEIO) {
-        cr_log_error("todo: database error %s: %s", db_result_sqlstate(r), db_result_message(r));
-        http_respond_error(ctx, 500, "database error");
-        return;
-    }
-    if (err == -ENOMEM) {
-        http_respond_error(ctx, 500, "out of memory");
-        return;
-    }
-    /* Not connected, connection lost, timed out, shutting down. */
-    http_add_header(ctx, "Retry-After", "1");
-    http_respond_error(ctx, 503, "database unavailable");
-}
-
 /* The outcome @err of a db_run into *@r: true on success, else false
  * after answering the error and clearing *@r. */
 static bool ran(http_ctx *ctx, int err, db_result *r)
 {
     if (err < 0) {
-        answer_db_error(ctx, err, r);
+        app_db_respond_error(ctx, "todo", err, r);
         db_result_clear(r);
         return false;
     }

@@ -145,7 +145,8 @@ static void respond_user(http_ctx *ctx, int status, const user_row *u)
     http_respond_json(ctx, status, b);
 }
 
-/* Answer a failed query: the database's state decides the status. */
+/* Answer a failed query: the database's state decides the status (the
+ * constraint violations are the client's; the rest as every app). */
 static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
 {
     if (err == -EREMOTEIO) {
@@ -158,17 +159,8 @@ static void answer_db_error(http_ctx *ctx, int err, const db_result *r)
             http_respond_error(ctx, 422, "invalid user");
             return;
         }
-        cr_log_error("users: database error %s: %s", state, db_result_message(r));
-        http_respond_error(ctx, 500, "database error");
-        return;
     }
-    if (err == -ENOMEM) {
-        http_respond_error(ctx, 500, "out of memory");
-        return;
-    }
-    /* Not connected, connection lost, timed out, shutting down. */
-    http_add_header(ctx, "Retry-After", "1");
-    http_respond_error(ctx, 503, "database unavailable");
+    app_db_respond_error(ctx, "users", err, r);
 }
 
 /* --- input --------------------------------------------------------------- */

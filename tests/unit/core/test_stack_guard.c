@@ -27,19 +27,7 @@
 
 #include "coring/core/coro.h"
 
-/* The constructors return -errno and hand the object back through @out;
- * most tests only want the object (NULL on failure). */
-static cr_stack_pool *new_pool(size_t stack_size, unsigned max_cached)
-{
-    cr_stack_pool *p = NULL;
-    return cr_stack_pool_create(&p, stack_size, max_cached) == 0 ? p : NULL;
-}
-
-static cr_coro *new_coro(cr_stack_pool *p, cr_coro_fn fn, void *arg)
-{
-    cr_coro *co = NULL;
-    return cr_coro_create(&co, p, fn, arg) == 0 ? co : NULL;
-}
+#include "coro_util.h"
 
 enum {
     EXIT_GUARD_HIT = 99, /* fault inside the guard page */

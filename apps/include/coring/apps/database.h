@@ -53,6 +53,17 @@ const char *app_db_ready(char *buf, size_t len);
  * server not ready. Worker thread; never blocks (db_reading_replica). */
 const char *app_db_read_ready(char *buf, size_t len);
 
+/*
+ * app_db_respond_error - answer a failed db_run (@err, with result @r) of
+ * app @app (for the log line): -EREMOTEIO (the server's error, logged with
+ * its SQLSTATE) and -ENOMEM answer 500; every other error (-ENOTCONN,
+ * -ECONNRESET, -ETIMEDOUT, -ECANCELED: no connection, lost, timed out,
+ * shutting down) answers 503 {"error":"database unavailable"} with
+ * Retry-After: 1. An app that maps some SQLSTATEs to 4xx checks those
+ * first. Request handler (coroutine on a worker thread).
+ */
+void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_result *r);
+
 /* app_db_thread_init / app_db_thread_fini - open / free this worker's pool
  * (db_thread_init / db_thread_fini); no-ops when no app uses the database. */
 int app_db_thread_init(void);
