@@ -130,6 +130,12 @@ void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_resu
         http_respond_error(ctx, 500, "out of memory");
         return;
     }
+    if (err == -EINVAL || err == -ERANGE || err == -EPERM || err == -EPROTO) {
+        /* The app's own mistake (a parameter, the calling context). */
+        cr_log_error("%s: query not run: %s", app, cr_strerror(err));
+        http_respond_error(ctx, 500, "database error");
+        return;
+    }
     http_add_header(ctx, "Retry-After", "1");
     http_respond_error(ctx, 503, "database unavailable");
 }

@@ -307,8 +307,10 @@ static void get_user(http_ctx *ctx, void *user)
     }
     db_result r;
     user_row u;
+    /* Where db_run sends it, decided before it yields (this thread only). */
+    bool on_replica = db_reading_replica(NULL, 0);
     int err = DB_RUN(get_stmt, &r, db_param_int64(id));
-    if (err == 0 && db_result_rows(&r) == 0 && db_has_replica()) {
+    if (err == 0 && db_result_rows(&r) == 0 && on_replica) {
         /* Read after write: a user just created may not have reached the
          * replica yet; the primary decides before a 404. */
         db_result_clear(&r);

@@ -561,6 +561,8 @@ static int plan_hosts(db_set *set)
     if (!set->keywords || !set->values) {
         free(set->keywords);
         free(set->values);
+        set->keywords = NULL;
+        set->values = NULL;
         free(targets);
         PQconninfoFree(opts);
         return -ENOMEM;
@@ -991,7 +993,7 @@ bool db_ready(char *why, size_t len)
     return true;
 }
 static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *ask,
-                 db_result *out);
+                 db_result *out, uint64_t timeout_ns);
 
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
 {
@@ -1020,18 +1022,25 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     uint64_t start = cr_clock_now_ns();
     cr_metric_inc(&dbm.queries, 0);
     /* Routing: a replica_ok statement goes to the replica while one of its
-     * connections is up, else to the primary at once; a replica connection
-     * that breaks under it (-ECONNRESET, or none up any more) has it asked
-     * again, once, of the primary. Everything else goes to the primary. */
+     * connections is up, else to the primary at once. The replica gets
+     * half of the query's time: a replica connection that breaks under it
+     * (-ECONNRESET, or none up any more), a replica that stays silent or
+     * stalls (a hot standby holding a query while it replays a lock:
+     * -ETIMEDOUT), or one that cancels it for a conflict with recovery
+     * (SQLSTATE 40001) has it asked again, once, of the primary, with the
+     * other half. Everything else goes to the primary, with all of it. */
     db_set *set = PRIMARY(pool);
     const db_statement *s = &stmt->def;
     if (s->replica_ok && !s->writes && pool->nsets > 1 && pool->sets[1].up > 0)
         set = &pool->sets[1];
-    int err = query(pool, set, self, &ask, out);
-    if (set->replica && (err == -ECONNRESET || err == -ENOTCONN)) {
+    uint64_t budget = pool->cfg->query_timeout_ns;
+    int err = query(pool, set, self, &ask, out, set->replica ? budget / 2 : budget);
+    if (set->replica &&
+        (err == -ECONNRESET || err == -ENOTCONN || err == -ETIMEDOUT ||
+         (err == -EREMOTEIO && strcmp(db_result_sqlstate(out), "40001") == 0))) {
         db_result_clear(out);
         set = PRIMARY(pool);
-        err = query(pool, set, self, &ask, out);
+        err = query(pool, set, self, &ask, out, budget - budget / 2);
     }
     if (!s->writes)
         cr_metric_inc(&dbm.reads, set->replica ? 0 : 1);
@@ -1041,9 +1050,10 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     return err;
 }
 
-/* db_run on @set's connections, once its parameters are encoded. */
+/* db_run on @set's connections, once its parameters are encoded; the
+ * result within @timeout_ns or -ETIMEDOUT. */
 static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *ask,
-                 db_result *out)
+                 db_result *out, uint64_t timeout_ns)
 {
     const db_config *cfg = pool->cfg;
     db_conn *c = NULL;
@@ -1071,7 +1081,7 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
         c->idle = false;
         net_unpark(c->driver);
     }
-    int res = net_park(-1, 0, cfg->query_timeout_ns);
+    int res = net_park(-1, 0, timeout_ns);
     cr_metric_add(&dbm.waiting, 0, (uint64_t)-1);
     if (p->state != DB_PENDING_DONE) {
         /* Timed out or cancelled: unhook from the connection. A query

@@ -59,7 +59,9 @@ static inline bool net_timer_armed(const net_timer *t)
  * order (after a gap of a round or more, slot by slot from the oldest
  * tick). @fire may arm the fired timer again, and arm or disarm timers
  * that this call does not fire (one it disarms that this call took out
- * already still fires).
+ * already still fires). It must not arm another timer this call took out
+ * and has not fired yet: the fire list is chained through the timers'
+ * own links, which arming rewrites.
  * Returns how many fired. Looks at the slots of the ticks since the last
  * call (all of them, once, after a gap of a round or more).
  */

@@ -30,6 +30,7 @@ sys.dont_write_bytecode = True
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
@@ -242,6 +243,51 @@ class ReplicaTest(cs.CoringTestCase):
             time.sleep(0.1)
         print("POST 201 again %.2f s after the primary started" % (time.monotonic() - t0))
         self.assertEqual(resp.status, 201, resp)
+
+    def replica_backends(self):
+        """PIDs of the replica's client backends (children of its postmaster
+        serving a connection: "postgres: coring coring [local] ...")."""
+        with open(os.path.join(self.replica.data, "postmaster.pid")) as f:
+            postmaster = f.readline().strip()
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    ppid = f.read().rsplit(")", 1)[1].split()[1]
+                with open("/proc/%s/cmdline" % entry, "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if ppid == postmaster and b"[local]" in cmd:
+                pids.append(int(entry))
+        return pids
+
+    def test_4_stalled_replica(self):
+        """A replica that holds its queries (here its backends stopped, as a
+        hot standby holds one while it replays a lock) costs a read half the
+        query timeout, then the primary answers: 200, not a 503."""
+        ids = self.existing_ids(2)
+        self.wait_metric_cls(lambda m: m["up"] == THREADS, "replica connections up", timeout=15)
+        pids = self.replica_backends()
+        self.assertTrue(pids, "no replica backend found")
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            for i in ids:
+                t0 = time.monotonic()
+                got = self.req("GET", "/users/%d" % i, timeout=10)
+                took = time.monotonic() - t0
+                print("GET with the replica stalled: %d in %.2f s" % (got.status, took))
+                self.assertEqual(got.status, 200, "GET, replica stalled: %r" % got)
+                self.assertLess(took, 3.0, "not within the query timeout (--db-timeout 3)")
+        finally:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
 
 
 if __name__ == "__main__":

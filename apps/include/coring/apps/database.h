@@ -56,7 +56,8 @@ const char *app_db_read_ready(char *buf, size_t len);
 /*
  * app_db_respond_error - answer a failed db_run (@err, with result @r) of
  * app @app (for the log line): -EREMOTEIO (the server's error, logged with
- * its SQLSTATE) and -ENOMEM answer 500; every other error (-ENOTCONN,
+ * its SQLSTATE), -ENOMEM and the app's own mistakes (-EINVAL, -ERANGE,
+ * -EPERM, -EPROTO: logged) answer 500; every other error (-ENOTCONN,
  * -ECONNRESET, -ETIMEDOUT, -ECANCELED: no connection, lost, timed out,
  * shutting down) answers 503 {"error":"database unavailable"} with
  * Retry-After: 1. An app that maps some SQLSTATEs to 4xx checks those

@@ -18,7 +18,7 @@
  * transaction: a failing write never rolls back another request's write,
  * and a write is reported done only once its Sync confirmed the commit.
  * Queries skipped because an earlier query of their Sync group failed
- * (PGRES_PIPELINE_ABORTED) are re-sent, up to 3 times.
+ * (PGRES_PIPELINE_ABORTED) are re-sent: up to 3 sends in all.
  *
  * Failures: a connection that breaks fails its queries with -ECONNRESET and
  * is re-opened with exponential backoff (backoff_min_ns doubling up to
@@ -49,9 +49,12 @@
  * there. A query says it may be answered by a replica through its
  * statement: db_run sends a `replica_ok` statement to the read set while
  * one of this thread's replica connections is up, and to the primary at
- * once otherwise (no failed query while the replica is down); a replica
- * query that fails with -ECONNRESET or -ENOTCONN is asked again, once, of
- * the primary. Every other statement (every write, and every read inside a
+ * once otherwise (no failed query while the replica is down). A replica
+ * query gets half of query_timeout_ns; one that fails with -ECONNRESET or
+ * -ENOTCONN, times out (a silent replica, or a hot standby holding it
+ * while it replays a lock), or is cancelled for a conflict with recovery
+ * (SQLSTATE 40001) is asked again, once, of the primary, with the other
+ * half. Every other statement (every write, and every read inside a
  * write path or that must see the caller's own writes) goes to the
  * primary. Replication is asynchronous: a replica read may miss rows the
  * primary has committed (replication lag). A caller that must see its own
@@ -277,7 +280,8 @@ int db_register(const db_statement *def, const db_stmt **out);
  *                replica_ok statement: neither a replica nor a primary one
  *   -ECONNRESET  the connection broke while the query was in flight (the
  *                query may or may not have run)
- *   -ETIMEDOUT   no answer within query_timeout_ns
+ *   -ETIMEDOUT   no answer within query_timeout_ns (a replica_ok query:
+ *                neither the replica nor then the primary within half each)
  *   -ECANCELED   shutdown cancelled the wait
  *   -EINVAL      no @stmt, @count differs from its parameters, or a
  *                parameter's C type does not match its declared type

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# perf/ab.sh: two coring binaries side by side on the same routes, in
+# server CPU microseconds per request (utime + stime from /proc/PID/stat
+# over the requests wrk made, perf/lib/proc.sh) and requests per second.
+# For a before/after of a change that should cost nothing (a refactor) or
+# save something (a performance change): build both, then
+#   perf/ab.sh --a OLD/apps/coring --b NEW/apps/coring [--rounds 3]
+#              [--seconds 5] [--connections 50] [--todos 100]
+# Cases: hello GET /, todo GET /todos (with --todos items, created first
+# through POST) and GET /todos/1, each binary with one worker thread on the
+# memory store. The server is pinned to CPU 0, wrk (one thread) to CPU 1;
+# rounds alternate A and B so that drift on a shared machine hits both alike.
+# Every wrk run is bounded by --seconds.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib/proc.sh
+source "$here/lib/proc.sh"
+
+a="" b="" rounds=3 seconds=5 conns=50 todos=100
+while (($#)); do
+  case $1 in
+    --a) a=$2; shift ;;
+    --b) b=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    --seconds) seconds=$2; shift ;;
+    --connections) conns=$2; shift ;;
+    --todos) todos=$2; shift ;;
+    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -x $a && -x $b ]] || { echo "ab.sh: --a PATH and --b PATH to two built coring binaries" >&2; exit 2; }
+command -v wrk >/dev/null || { echo "ab.sh: wrk is needed (.ci/install-deps perf)" >&2; exit 77; }
+
+port=$((20000 + RANDOM % 20000))
+# run_case LABEL BINARY APPS PATH: prints one result line.
+run_case() {
+  local label=$1 bin=$2 apps=$3 path=$4 pid t0 t1 out reqs i
+  taskset -c 0 "$bin" --host 127.0.0.1 --port "$port" --threads 1 --apps "$apps" \
+    --log-level warn &
+  pid=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+  if [[ $apps == todo ]]; then
+    for ((i = 0; i < todos; i++)); do
+      curl -s -o /dev/null -H 'content-type: application/json' \
+        -d "{\"title\":\"todo number $i\"}" "http://127.0.0.1:$port/todos"
+    done
+  fi
+  t0=$(proc_cpu_ticks "$pid")
+  out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" "http://127.0.0.1:$port$path")
+  t1=$(proc_cpu_ticks "$pid")
+  kill "$pid"; wait "$pid" || true
+  reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+  awk -v l="$label" -v p="$path" -v r="$reqs" -v s="$seconds" -v t=$((t1 - t0)) -v hz="$CLK_TCK" \
+    'BEGIN { printf "%-2s %-10s %9.0f req/s %8.3f us CPU/request\n", l, p, r / s, t / hz * 1e6 / r }'
+}
+
+for ((round = 1; round <= rounds; round++)); do
+  echo "round $round"
+  for c in "hello /" "todo /todos" "todo /todos/1"; do
+    read -r apps path <<<"$c"
+    if ((round % 2)); then
+      run_case A "$a" "$apps" "$path"; run_case B "$b" "$apps" "$path"
+    else
+      run_case B "$b" "$apps" "$path"; run_case A "$a" "$apps" "$path"
+    fi
+  done
+done
