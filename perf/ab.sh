@@ -5,18 +5,19 @@
 # For a before/after of a change that should cost nothing (a refactor) or
 # save something (a performance change): build both, then
 #   perf/ab.sh --a OLD/apps/coring --b NEW/apps/coring [--rounds 3]
-#              [--seconds 5] [--connections 50] [--todos 100]
-# Cases: hello GET /, todo GET /todos (with --todos items, created first
-# through POST) and GET /todos/1, each binary with one worker thread on the
-# memory store. The server is pinned to CPU 0, wrk (one thread) to CPU 1;
-# rounds alternate A and B so that drift on a shared machine hits both alike.
+#              [--seconds 5] [--connections 50] [--todos 100] [--case 'APP PATH']...
+# Cases (default): hello GET /, todo GET /todos (with --todos items, created
+# first through POST) and GET /todos/1, each binary with one worker thread
+# on the memory store; --case 'todo /todos' (repeatable) picks others.
+# The server is pinned to CPU 0, wrk (one thread) to CPU 1; rounds
+# alternate A and B so that drift on a shared machine hits both alike.
 # Every wrk run is bounded by --seconds.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/proc.sh
 source "$here/lib/proc.sh"
 
-a="" b="" rounds=3 seconds=5 conns=50 todos=100
+a="" b="" rounds=3 seconds=5 conns=50 todos=100 cases=()
 while (($#)); do
   case $1 in
     --a) a=$2; shift ;;
@@ -25,11 +26,13 @@ while (($#)); do
     --seconds) seconds=$2; shift ;;
     --connections) conns=$2; shift ;;
     --todos) todos=$2; shift ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --case) cases+=("$2"); shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+((${#cases[@]})) || cases=("hello /" "todo /todos" "todo /todos/1")
 [[ -x $a && -x $b ]] || { echo "ab.sh: --a PATH and --b PATH to two built coring binaries" >&2; exit 2; }
 command -v wrk >/dev/null || { echo "ab.sh: wrk is needed (.ci/install-deps perf)" >&2; exit 77; }
 
@@ -58,7 +61,7 @@ run_case() {
 
 for ((round = 1; round <= rounds; round++)); do
   echo "round $round"
-  for c in "hello /" "todo /todos" "todo /todos/1"; do
+  for c in "${cases[@]}"; do
     read -r apps path <<<"$c"
     if ((round % 2)); then
       run_case A "$a" "$apps" "$path"; run_case B "$b" "$apps" "$path"
