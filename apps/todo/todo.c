@@ -74,16 +74,22 @@ static todo *shard_find(uint64_t id)
     return lo < shard->count && shard->items[lo].id == id ? &shard->items[lo] : NULL;
 }
 
-static void write_todo(cr_json_writer *w, const todo *t)
+void todo_write_json(cr_json_writer *w, uint64_t id, const char *title, size_t title_len,
+                     bool completed)
 {
     cr_json_object_begin(w);
     cr_json_key(w, "id", 2);
-    cr_json_uint64(w, t->id);
+    cr_json_uint64(w, id);
     cr_json_key(w, "title", 5);
-    cr_json_string(w, t->title, t->title_len);
+    cr_json_string(w, title, title_len);
     cr_json_key(w, "completed", 9);
-    cr_json_bool(w, t->completed);
+    cr_json_bool(w, completed);
     cr_json_object_end(w);
+}
+
+static void write_todo(cr_json_writer *w, const todo *t)
+{
+    todo_write_json(w, t->id, t->title, t->title_len, t->completed);
 }
 
 static void todo_json(cr_buf *out, const todo *t)

@@ -8,6 +8,7 @@
 #ifndef CORING_APPS_TODO_TODO_H
 #define CORING_APPS_TODO_TODO_H
 
+#include "coring/core/json_writer.h"
 #include "coring/http/router.h"
 #include "coring/http/server.h"
 
@@ -31,6 +32,14 @@ typedef struct todo_store {
     void (*patch)(http_ctx *ctx, uint64_t id, const char *title, size_t title_len, int completed);
     void (*remove)(http_ctx *ctx, uint64_t id);
 } todo_store;
+
+/*
+ * todo_write_json - one todo as both stores answer it,
+ * {"id":@id,"title":@title,"completed":@completed}, to @w. @title is
+ * @title_len bytes of UTF-8 (escaped by the writer). Any thread.
+ */
+void todo_write_json(cr_json_writer *w, uint64_t id, const char *title, size_t title_len,
+                     bool completed);
 
 /*
  * todo_mount_routes - add the todo routes to @r, answered by @store, or by

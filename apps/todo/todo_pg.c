@@ -77,14 +77,7 @@ static void write_todo(cr_json_writer *w, const db_result *r, int row)
     db_result_int64(r, row, 0, &id);
     db_result_string(r, row, 1, &title, &len);
     db_result_bool(r, row, 2, &completed);
-    cr_json_object_begin(w);
-    cr_json_key(w, "id", 2);
-    cr_json_uint64(w, (uint64_t)id);
-    cr_json_key(w, "title", 5);
-    cr_json_string(w, title, len);
-    cr_json_key(w, "completed", 9);
-    cr_json_bool(w, completed);
-    cr_json_object_end(w);
+    todo_write_json(w, (uint64_t)id, title, len, completed);
 }
 
 static void respond_todo(http_ctx *ctx, int status, const db_result *r)

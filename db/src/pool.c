@@ -936,11 +936,6 @@ bool db_available(void)
     return tl_pool && PRIMARY(tl_pool)->up > 0;
 }
 
-bool db_has_replica(void)
-{
-    return tl_pool && tl_pool->nsets > 1;
-}
-
 /* The first connection error of @set's connections, or a stock phrase. */
 static const char *set_error(const db_set *set, unsigned connections)
 {

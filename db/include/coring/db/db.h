@@ -220,12 +220,6 @@ void db_thread_fini(void);
 bool db_available(void);
 
 /*
- * db_has_replica - whether this thread's pool has a read set (the config
- * had a read_conninfo), up or not. Worker thread only.
- */
-bool db_has_replica(void);
-
-/*
  * db_reading_replica - whether this thread's replica_ok queries go to the
  * replica now (one of its replica connections is up). When not, writes why
  * into @why (@len bytes, NUL-terminated): "no DATABASE_READ_URL", or
