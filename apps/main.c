@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "  --host ADDR              numeric IPv4/IPv6 address to listen on (default 0.0.0.0)\n"
             "  --port N                 TCP port (default 8080; 0 picks a free one)\n"
             "  --threads N              worker threads (default: CPUs in the affinity mask)\n"
+            "  --pin on|off             pin each worker thread to its own CPU (default on;\n"
+            "                           off: the scheduler may move a thread off a busy core;\n"
+            "                           docs/configuration.md)\n"
             "  --apps LIST              comma-separated apps to mount (default: all)\n"
             "  --stack-size KIB         coroutine stack size (default 64)\n"
             "  --recv-buffers N         provided receive buffers per thread, a power of 2 (default 512)\n"
@@ -362,6 +365,7 @@ int main(int argc, char **argv)
         OPT_TODO_STORE,
         OPT_LOG_FORMAT,
         OPT_DRAIN_GRACE,
+        OPT_PIN,
     };
     static const struct option options[] = {
         {"host", required_argument, NULL, OPT_HOST},
@@ -374,6 +378,7 @@ int main(int argc, char **argv)
         {"body-timeout", required_argument, NULL, OPT_BODY},
         {"shutdown-timeout", required_argument, NULL, OPT_SHUTDOWN},
         {"drain-grace", required_argument, NULL, OPT_DRAIN_GRACE},
+        {"pin", required_argument, NULL, OPT_PIN},
         {"max-header-bytes", required_argument, NULL, OPT_MAX_HEADER_BYTES},
         {"max-headers", required_argument, NULL, OPT_MAX_HEADERS},
         {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
@@ -438,6 +443,13 @@ int main(int argc, char **argv)
             net.shutdown_timeout_ns = number("--shutdown-timeout", optarg, 0, 3600) * CR_NS_PER_S;
             break;
         case OPT_DRAIN_GRACE: net.drain_grace_ns = seconds_ns("--drain-grace", optarg, 3600); break;
+        case OPT_PIN:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "coring: %s: expected on or off\n", env_config_name("--pin"));
+                return 2;
+            }
+            net.pin = strcmp(optarg, "on") == 0;
+            break;
         case OPT_MAX_HEADER_BYTES:
             http.limits.max_header_bytes = number("--max-header-bytes", optarg, 256, 1 << 20);
             break;

@@ -1,7 +1,8 @@
 /*
  * Ring and thread set-up: net_run() sizes the runtime (threads from the
  * affinity mask, the connection limit from RLIMIT_NOFILE), binds the
- * listeners, starts one worker thread per CPU, each pinned, with its ring
+ * listeners, starts one worker thread per CPU, each pinned (unless
+ * net_config.pin is false), with its ring
  * (the newest set-up flags the kernel takes), provided-buffer ring and
  * stack pool, waits for the signal, shuts down and joins them. The
  * process-wide state the other files share (net_rt, rt.h) is defined here.
@@ -83,6 +84,11 @@ static void *net_worker_main(void *p)
     char name[16];
     snprintf(name, sizeof(name), "t%d", loop->index);
     cr_log_set_thread_name(name);
+    /* The kernel's name too (/proc/PID/task/TID/comm, top -H, perf/syscalls):
+     * "ring-N", at most 15 bytes. */
+    char comm[16];
+    snprintf(comm, sizeof(comm), "ring-%d", loop->index);
+    pthread_setname_np(pthread_self(), comm);
     net_tl_loop = loop;
     /* Before thread_init, which may start tasks that arm deadlines. */
     loop->now_ns = cr_clock_now_ns();
@@ -91,11 +97,13 @@ static void *net_worker_main(void *p)
     if (cr_metrics_thread_attach(name, true) < 0)
         cr_log_warn("no memory for this thread's metrics: they stay at 0");
 
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(net_rt.cpus[loop->index], &set);
-    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
-        cr_log_warn("could not pin to CPU %d", net_rt.cpus[loop->index]);
+    if (net_rt.cfg.pin) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(net_rt.cpus[loop->index], &set);
+        if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+            cr_log_warn("could not pin to CPU %d", net_rt.cpus[loop->index]);
+    }
 
     int ret = ring_init(loop);
     if (ret < 0) {
@@ -192,6 +200,7 @@ net_config net_config_default(void)
         .max_connections = 0,
         .shutdown_timeout_ns = 10 * CR_NS_PER_S,
         .drain_grace_ns = 0,
+        .pin = true,
     };
 }
 

@@ -8,6 +8,7 @@ import sys
 sys.dont_write_bytecode = True
 
 import json  # noqa: E402
+import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -185,6 +186,52 @@ class StartupTest(ServerTestBase):
                 self.assertJsonError(c.read_response(), status, name)
                 self.assertTrue(c.closed_by_peer(), "%s: connection not closed" % name)
         srv.stop(expect_status=0)
+
+
+class PinTest(ServerTestBase):
+    """--pin on|off: worker thread i pinned to the i-th CPU of the process's mask, or
+    free to run on any CPU of it. Read from /proc/PID/task/TID/status
+    (Cpus_allowed_list) of the threads named ring-N."""
+
+    def ring_masks(self, srv):
+        masks = {}
+        for tid in os.listdir("/proc/%d/task" % srv.pid):
+            try:
+                with open("/proc/%d/task/%s/comm" % (srv.pid, tid)) as f:
+                    comm = f.read().strip()
+                with open("/proc/%d/task/%s/status" % (srv.pid, tid)) as f:
+                    status = f.read()
+            except OSError:
+                continue
+            if re.fullmatch(r"ring-\d+", comm):
+                masks[comm] = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M).group(1)
+        return masks
+
+    def test_pin_on_and_off(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs 2 CPUs in the affinity mask")
+        process_mask = None
+        for value, expect_pinned in (("on", True), ("off", False)):
+            srv = self.start(threads=2, apps="hello", args=["--pin", value])
+            resp = self.connect(srv).request("GET", "/")
+            self.assertEqual(resp.status, 200, repr(resp))
+            with open("/proc/%d/status" % srv.pid) as f:
+                process_mask = re.search(r"^Cpus_allowed_list:\s*(\S+)", f.read(), re.M).group(1)
+            masks = self.ring_masks(srv)
+            self.assertEqual(sorted(masks), ["ring-0", "ring-1"], "--pin %s: worker threads %r" % (value, masks))
+            if expect_pinned:
+                self.assertEqual(masks, {"ring-0": str(cpus[0]), "ring-1": str(cpus[1])},
+                                 "--pin on: each worker on its own CPU")
+            else:
+                self.assertEqual(set(masks.values()), {process_mask},
+                                 "--pin off: workers keep the process's mask %s" % process_mask)
+            srv.stop(expect_status=0)
+
+    def test_pin_bad_value(self):
+        r = run_cli("--pin", "maybe")
+        self.assertEqual(r.returncode, 2, "stderr %r" % r.stderr)
+        self.assertIn("--pin: expected on or off", r.stderr)
 
 
 class TimeoutTest(ServerTestBase):

@@ -47,6 +47,11 @@ typedef struct net_config {
     uint64_t drain_grace_ns;      /* after the first SIGINT/SIGTERM: how long to go on
                                    * accepting and serving as usual, with
                                    * net_stopping() true, before the drain; 0: none */
+    bool pin;                     /* true: worker thread i is pinned to the i-th CPU of the
+                                   * process's affinity mask (pthread_setaffinity_np(3));
+                                   * false: every worker may run on any CPU of the mask and
+                                   * the kernel's scheduler moves them (a thread whose core
+                                   * is busy with another process can leave it) */
 } net_config;
 
 typedef struct net_hooks {
@@ -71,7 +76,7 @@ typedef struct net_hooks {
 
 /* net_config_default - the defaults: threads 0, host 0.0.0.0, port 8080,
  * backlog 4096, 64 KiB stacks, 1024 SQ entries, 512 provided buffers of
- * 16 KiB, max_connections 0, shutdown timeout 10 s. */
+ * 16 KiB, max_connections 0, shutdown timeout 10 s, pin true. */
 net_config net_config_default(void);
 
 /* net_host_valid - whether @host is what net_config.host takes: a numeric
