@@ -31,6 +31,7 @@ import statistics
 import sys
 
 SUBJECT = "coring"
+FLOOR = "floor"       # perf/peers/floor: every server's CPU per request is also shown as a ratio to it
 CLIENT_BOUND = 0.90   # wrk CPU at or above this: req/s is the client's limit
 
 
@@ -185,6 +186,8 @@ def build(results_dir):
             "peak_rss_kb": "VmHWM from /proc/PID/status summed over the server's processes, read after the case's last run",
             "errors_status_ge_400": "wrk's 'Non-2xx or 3xx' counter, which counts responses with status > 399",
             "aggregate": "per-figure median over the case's runs",
+            "cpu_per_request_vs_floor": "the server's median CPU us/request divided by the floor peer's "
+                                        "(perf/peers/floor) in the same case",
         },
         "cases": [],
     }
@@ -274,6 +277,12 @@ def build(results_dir):
                 entry["status"] = "failed"
                 entry["reason"] = entry["reason"] or "server exited during a run"
             case["servers"].append(entry)
+        floor = floor_cpu(case)
+        for entry in case["servers"]:
+            m = entry["summary"]
+            entry["cpu_per_request_vs_floor"] = (
+                round(m["server_cpu_us_per_request"] / floor, 3)
+                if floor and m and m["server_cpu_us_per_request"] is not None else None)
         doc["cases"].append(case)
     return doc
 
@@ -300,7 +309,7 @@ def fmt_ratio(a, b):
 
 
 HEADER = ["server", "req/s (median)", "req/s per run", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
-          "non-2xx", "socket err", "CPU µs/req", "server CPU", "wrk CPU", "peak MiB", "idle MiB",
+          "non-2xx", "socket err", "CPU µs/req", "CPU/req ÷ floor", "server CPU", "wrk CPU", "peak MiB", "idle MiB",
           "cold start ms", "size MiB", "coring÷it req/s", "coring÷it CPU/req"]
 
 
@@ -312,10 +321,17 @@ def mib(kb):
     return "—" if kb is None else f"{kb / 1024:.1f}"
 
 
+def floor_cpu(case):
+    """The floor peer's median CPU µs per request in @case, or None (not run, failed)."""
+    return next((s["summary"]["server_cpu_us_per_request"] for s in case["servers"]
+                 if s["server"] == FLOOR and s["status"] == "ok" and s["summary"]), None)
+
+
 def case_table(case):
     rows = [HEADER, ["---"] + ["---:"] * (len(HEADER) - 1)]
     subject = next((s["summary"] for s in case["servers"]
                     if s["server"] == SUBJECT and s["status"] == "ok"), None)
+    floor = floor_cpu(case)
     for s in case["servers"]:
         m = s["summary"]
         if s["status"] != "ok" or m is None:
@@ -333,6 +349,7 @@ def case_table(case):
             fmt_ms(lat.get("p99_9")),
             fmt_int(m["errors_status_ge_400"]), fmt_int(m["errors_socket"]),
             "—" if m["server_cpu_us_per_request"] is None else f"{m['server_cpu_us_per_request']:.2f}",
+            fmt_ratio(m["server_cpu_us_per_request"], floor),
             fmt_pct(m["server_cpu_util"]), fmt_pct(m["client_cpu_util"]) + (" ‡" if bound else ""),
             mib(peak_kb(s)), mib(s.get("idle_rss_kb")),
             "—" if s.get("cold_start_ms") is None else f"{s['cold_start_ms']:.1f}",
@@ -403,7 +420,9 @@ def markdown(doc, charts):
         "count of status > 399; socket err = connect + read + write + timeout. peak MiB = the case's memory "
         "high-water mark (warm-up included); idle MiB = RSS after the first response; cold start = launch "
         "to first 200; size = what the server runs from disk (see results.json for what each counts). "
-        "coring÷it: above 1 on req/s and below 1 on CPU/req favour coring. Latency percentiles are wrk 4's, "
+        "coring÷it: above 1 on req/s and below 1 on CPU/req favour coring. CPU/req ÷ floor: the server's CPU µs/req "
+        "divided by the floor peer's in the same case (a minimal epoll server that parses nothing: the kernel's "
+        "loopback TCP cost per request); below 1 is under that floor. Latency percentiles are wrk 4's, "
         "corrected for coordinated omission: they rank servers under the same client but are not raw "
         "per-request latencies; — = none. See perf/README.md for the method and its caveats.",
         "",
