@@ -9,7 +9,12 @@ SCENARIO_APP=hello
 # shellcheck disable=SC2034
 SCENARIO_PROBE=/
 
-HELLO_PEERS=nginx,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
+HELLO_PEERS=floor,nginx,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
+# coring-pin-off: coring with --pin off beside coring (pinned, the default),
+# for the shape where wrk shares a core with the server (docs/configuration.md).
+HELLO_PIN=coring-pin-off
+# The coring-* peers run the binary perf/run measures.
+export CORING_BIN
 
 # One case per entry, whitespace-separated:
 #   name  connections  method  path  wrk-script[:arg]  peers(comma list)  mode  description...
@@ -18,9 +23,9 @@ HELLO_PEERS=nginx,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
 # every shape of --cpus (1 and 2 cores).
 # shellcheck disable=SC2034 # read by perf/run
 SCENARIO_CASES=(
-  "get-c50          50    GET  /  get.lua          $HELLO_PEERS  quick   GET / keep-alive, 50 connections"
-  "get-c1000        1000  GET  /  get.lua          $HELLO_PEERS  full    GET / keep-alive, 1000 connections"
-  "pipeline16-c256  256   GET  /  pipeline.lua:16  nginx         full    GET / with 16 requests pipelined per write, 256 connections"
+  "get-c50          50    GET  /  get.lua          $HELLO_PIN,$HELLO_PEERS  quick   GET / keep-alive, 50 connections"
+  "get-c1000        1000  GET  /  get.lua          $HELLO_PIN,$HELLO_PEERS  full    GET / keep-alive, 1000 connections"
+  "pipeline16-c256  256   GET  /  pipeline.lua:16  floor,nginx              full    GET / with 16 requests pipelined per write, 256 connections"
 )
 
 # scenario_prepare CASE BASE_URL SERVER_DIR: runs once the server answers and
@@ -37,6 +42,7 @@ scenario_prepare() {
 # scenario_notes CASE: one line for the report, or nothing.
 scenario_notes() {
   case $1 in
-    pipeline*) echo "wrk counts every response, so req/s is responses/s; latency is per batch of 16, and wrk's high percentiles often come back empty (—) here." ;;
+    pipeline*) echo "wrk counts every response, so req/s is responses/s; latency is per batch of 16, and wrk's high percentiles often come back empty (—) here. floor answers each request end it reads and parses nothing (perf/peers/floor)." ;;
+    get*) echo "floor is a minimal C epoll server that answers every request end it reads with one fixed response and parses nothing: the kernel's loopback cost per request (perf/peers/floor); coring-pin-off is coring with --pin off." ;;
   esac
 }
