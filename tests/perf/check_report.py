@@ -55,6 +55,8 @@ def main():
                 need(s.get("cold_start_ms") is not None, f"{w}: no cold start")
                 need(s.get("size_bytes"), f"{w}: no size")
                 need(f"| {s['server']} | " in report, f"{w}: no row in REPORT.md")
+                if any(x["server"] == "floor" and x["status"] == "ok" for x in c["servers"]):
+                    need(s.get("cpu_per_request_vs_floor") is not None, f"{w}: no CPU/req ratio to floor")
                 rows += 1
             for p in c.get("not_run", {}):
                 need(f"| {p} | not run: " in report, f"{where}: {p} not run but not said in REPORT.md")

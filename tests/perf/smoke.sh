@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/perf/smoke.sh CORING_BIN OUT_DIR: perf/run --quick hello, then check
-# the report (tests/perf/check_report.py). A smoke test of the harness, not
+# the report (tests/perf/check_report.py) and what perf/publish writes from it
+# (tests/perf/check_publish.py, into OUT_DIR/publish). A smoke test of the harness, not
 # a benchmark: no figure is compared with anything.
 set -euo pipefail
 
@@ -14,9 +15,10 @@ cpus=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
 ((cpus >= 2)) || { echo "SKIP: $cpus CPU available, perf/run needs 2"; exit 77; }
 
 # Peers without a build step by default (a Rust or Go build would dominate
-# the test's time); every peer not installed here is reported "not run"
+# the test's time; floor's is one cc -O2 of one file); every peer not installed here is reported "not run"
 # (--no-install: the test installs nothing beyond .ci/install-deps test).
-servers=${PERF_SMOKE_SERVERS:-coring,nginx,fastify,express,fastapi}
+servers=${PERF_SMOKE_SERVERS:-coring,floor,nginx,fastify,express,fastapi}
 rm -rf "$out"
 "$repo/perf/run" --quick hello --no-install --coring "$coring" --servers "$servers" --out "$out"
 /usr/bin/python3 "$here/check_report.py" "$out" hello
+/usr/bin/python3 "$here/check_publish.py" "$out" "$out/publish"

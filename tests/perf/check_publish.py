@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""tests/perf/check_publish.py RESULTS_DIR WORK_DIR: run perf/publish on a
+perf/run results directory (a --quick one, so with --allow-quick) into
+WORK_DIR, and check the page it writes: the machine, every version, the
+exact perf/run command, every case's section and table of REPORT.md, the
+charts copied beside it and linked relative to it, the quick-run warning;
+and that without --allow-quick a quick run is refused. Never a speed.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    results, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    out, charts = os.path.join(work, "RESULTS.md"), os.path.join(work, "results-published")
+    publish = [os.path.join(REPO, "perf", "publish"), "--out", out, "--charts-dir", charts, results]
+    errors = []
+
+    def need(cond, msg):
+        if not cond:
+            errors.append(msg)
+
+    doc = json.load(open(os.path.join(results, "results.json"), encoding="utf-8"))
+    report = open(os.path.join(results, "REPORT.md"), encoding="utf-8").read()
+    if doc["settings"].get("mode") == "quick":
+        r = subprocess.run(publish, capture_output=True, text=True)
+        need(r.returncode != 0 and "--quick" in r.stderr, f"a quick run was published without --allow-quick: {r}")
+        need(not os.path.exists(out), "RESULTS.md written for a refused quick run")
+    r = subprocess.run(publish[:1] + ["--allow-quick"] + publish[1:], capture_output=True, text=True)
+    need(r.returncode == 0, f"perf/publish --allow-quick failed: {r.stderr}")
+    page = open(out, encoding="utf-8").read() if os.path.exists(out) else ""
+    need(page.startswith("# coring: published benchmark results"), "no title")
+    if doc["settings"].get("mode") == "quick":
+        need("Not for quoting" in page, "no quick-run warning")
+    for key in ("cpu_model", "kernel", "nproc", "os"):
+        need(str(doc["machine"][key]) in page, f"machine.{key} missing")
+    for k, v in doc["versions"].items():
+        need(f"| {k} | " in page and v.replace("|", "/") in page, f"version of {k} missing")
+    need(f"`{doc['commands']['perf_run']}`" in page, "the perf/run command is missing")
+    for b in doc["commands"]["build"]:
+        need(b in page, f"build command {b!r} missing")
+    for c in doc["cases"]:
+        head = f"### {c['scenario']} / {c['case']}, {c['cpus']} core"
+        need(head in report and head in page, f"section {head!r} missing")
+    tables = [l for l in report.splitlines() if l.startswith("| ")]
+    need(tables and all(l in page for l in tables), "a table row of REPORT.md is missing")
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page)
+    want = sum(len(v) for v in (doc.get("charts") or {}).values() if isinstance(v, list))
+    need(len(links) == want, f"{len(links)} chart links, want {want}")
+    for l in links:
+        need(not l.startswith("/") and l.startswith("results-published/"), f"chart link {l!r} not relative")
+        need(os.path.isfile(os.path.join(work, l)), f"chart {l} not copied")
+    for e in errors:
+        print("FAIL", e)
+    if errors:
+        sys.exit(1)
+    print(f"ok: {out}: {len(links)} charts, {len(tables)} table rows, {len(doc['cases'])} case sections")
+
+
+if __name__ == "__main__":
+    main()
