@@ -26,8 +26,8 @@ import time  # noqa: E402
 import coring_server as cs  # noqa: E402
 
 JSON_HDR = {"Content-Type": "application/json"}
-ROUNDS = 1000         # writes per server
-TIME_LIMIT_S = 10.0   # per server: stop the rounds early past it (a slow machine)
+ROUNDS = 600          # writes per server
+TIME_LIMIT_S = 6.0    # per server: stop the rounds early past it (a slow machine)
 
 
 class ListCacheExactTest(cs.CoringTestCase):
