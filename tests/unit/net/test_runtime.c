@@ -299,6 +299,9 @@ static struct {
 static void call_all_scenario(void *arg)
 {
     (void)arg;
+    /* Spawned from thread_init: let every worker's ring come up first
+     * (their fds are published before the start barrier). */
+    net_sleep(50 * CR_NS_PER_MS);
     for (int round = 0; round < 200; round++) {
         echo_msg msgs[4];
         net_msg *ptrs[4];
