@@ -93,6 +93,10 @@ static void usage(FILE *f)
             "                           postgres (the table todos on DATABASE_URL, required\n"
             "                           then: one list for every process on the database;\n"
             "                           docs/todo.md)\n"
+            "  --todo-list-cache on|off  memory store: each thread keeps the GET /todos body it\n"
+            "                           built until a write on any thread (default on; exact:\n"
+            "                           a GET read after a write's response lists it); off:\n"
+            "                           built per request, as the peers in perf/ (docs/todo.md)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
@@ -363,6 +367,7 @@ int main(int argc, char **argv)
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
         OPT_CORS_ORIGINS,
         OPT_TODO_STORE,
+        OPT_TODO_LIST_CACHE,
         OPT_LOG_FORMAT,
         OPT_DRAIN_GRACE,
         OPT_PIN,
@@ -409,6 +414,7 @@ int main(int argc, char **argv)
         {"list-routes", no_argument, NULL, OPT_LIST_ROUTES},
         {"todo-max-items", required_argument, NULL, OPT_TODO_MAX_ITEMS},
         {"todo-store", required_argument, NULL, OPT_TODO_STORE},
+        {"todo-list-cache", required_argument, NULL, OPT_TODO_LIST_CACHE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -568,6 +574,14 @@ int main(int argc, char **argv)
                 return 2;
             }
             todo_postgres = strcmp(optarg, "postgres") == 0;
+            break;
+        case OPT_TODO_LIST_CACHE:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "coring: %s: expected on or off\n",
+                        env_config_name("--todo-list-cache"));
+                return 2;
+            }
+            app_opts.todo_list_cache_off = strcmp(optarg, "off") == 0;
             break;
         case OPT_HELP: help(options, env_skip); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;

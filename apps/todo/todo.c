@@ -4,14 +4,26 @@
  * Each worker owns one shard. A todo created on thread t gets an id with
  * (id - 1) % threads == t, so it lives where it was created; a request for
  * another thread's todo travels there as a cross-core message (net_call,
- * IORING_OP_MSG_RING) and the owner answers. GET /todos asks every shard
- * and merges their lists by id. No lock is taken on any path.
+ * IORING_OP_MSG_RING) and the owner answers. No lock is taken on any path.
+ *
+ * GET /todos takes the same path on every thread count: it asks every
+ * shard at once (net_call_all: all requests out, then one wait) for its
+ * items, merges them by id into a per-thread buffer and answers. With the
+ * list cache (--todo-list-cache on, the default) each thread keeps the
+ * last list it built, tagged with the version of each shard it reflects;
+ * each shard counts its writes in a version that only its own thread
+ * writes (an atomic, one cache line a shard). A GET whose tags all equal
+ * the shards' versions answers the cached body; any other builds anew. A
+ * write bumps its shard's version before its response is sent, so a GET
+ * read after that response lists the write, on whatever thread it lands
+ * ("exact": docs/todo.md).
  *
  * A shard keeps its todos in an array sorted by id (ids only grow, so an
- * insert is an append; a lookup a binary search) and caches the JSON of its
- * whole list until the next change. The store is bounded: --todo-max-items
- * split evenly over the shards (and 256 MiB of titles a shard); a POST
- * past its shard's share answers 507 and changes nothing.
+ * insert is an append; a lookup a binary search); with the cache on and
+ * several threads it also keeps its own items' JSON until its next write.
+ * The store is bounded: --todo-max-items split evenly over the shards (and
+ * 256 MiB of titles a shard); a POST past its shard's share answers 507
+ * and changes nothing.
  *
  * With --todo-store postgres the same handlers parse and validate each
  * request and hand it to the PostgreSQL store (todo_pg.c) instead.
@@ -26,6 +38,8 @@
 #include "coring/net/runtime.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,17 +58,56 @@ typedef struct todo {
     bool completed;
 } todo;
 
+/* A list cache holds at most this much JSON (bytes), a shard's items or a
+ * thread's whole list; a longer one is built for each request. */
+#define TODO_LIST_CACHE_MAX_BYTES (4u * 1024u * 1024u)
+/* Listers a thread keeps for reuse (more live only while GETs overlap),
+ * and the buffer size (bytes) a kept one may hold on to. */
+#define TODO_LISTERS_KEPT 16
+#define TODO_LISTER_KEEP_BYTES (1024u * 1024u)
+
+/* --todo-list-cache (default on). Set before the threads start. */
+static bool list_cache = true;
+
+/* Each shard's write count: written by its own thread only (release),
+ * read by every thread's GET /todos (acquire). One cache line each. */
+typedef struct todo_version {
+    _Alignas(64) _Atomic uint64_t value;
+} todo_version;
+static todo_version *versions; /* net_thread_count() of them */
+static pthread_once_t versions_once = PTHREAD_ONCE_INIT;
+
+/* What one GET /todos in progress uses, kept per thread and reused: one
+ * message and one part buffer a shard, and the merged body. */
+typedef struct todo_lister todo_lister;
+
 typedef struct todo_shard {
     todo *items;        /* sorted by id */
     size_t count, cap;
     size_t max_count;   /* this shard's share of --todo-max-items */
     size_t title_bytes;
     uint64_t next_seq;  /* ids of this shard: next_seq * threads + index + 1 */
-    cr_buf list_json;   /* "[...]" of every item, valid while list_valid */
+    _Atomic uint64_t *version; /* &versions[this thread] */
+    cr_buf part;        /* cache on, several threads: the items as a list part
+                           (shard_write_part), valid while part_valid */
+    bool part_valid;
+    /* This thread's list cache (as a lister, of every shard): */
+    cr_buf list_body;   /* "[...]", valid while list_valid */
+    uint64_t *list_seen;/* the version of each shard that list_body reflects */
     bool list_valid;
+    todo_lister *free_listers;
+    unsigned free_count;
 } todo_shard;
 
 static _Thread_local todo_shard *shard;
+
+/* A write changed this shard: the next GET /todos anywhere rebuilds. */
+static void shard_changed(void)
+{
+    uint64_t v = atomic_load_explicit(shard->version, memory_order_relaxed);
+    atomic_store_explicit(shard->version, v + 1, memory_order_release);
+    shard->part_valid = false;
+}
 
 /* The store that answers, when not the in-memory one (todo_mount_routes). */
 static const todo_store *store;
@@ -87,16 +140,19 @@ void todo_write_json(cr_json_writer *w, uint64_t id, const char *title, size_t t
     cr_json_object_end(w);
 }
 
-static void write_todo(cr_json_writer *w, const todo *t)
-{
-    todo_write_json(w, t->id, t->title, t->title_len, t->completed);
-}
-
+/* One todo's JSON appended to @out: the bytes todo_write_json writes, with
+ * the keys as constants (no writer state, no key escaping): the memory
+ * store's list is this, once a todo, on every uncached GET /todos. */
 static void todo_json(cr_buf *out, const todo *t)
 {
-    cr_json_writer w;
-    cr_json_writer_init(&w, out);
-    write_todo(&w, t);
+    cr_buf_append(out, "{\"id\":", 6);
+    cr_buf_append_u64(out, t->id);
+    cr_buf_append(out, ",\"title\":", 9);
+    cr_json_escape_string(out, t->title, t->title_len);
+    if (t->completed)
+        cr_buf_append(out, ",\"completed\":true}", 18);
+    else
+        cr_buf_append(out, ",\"completed\":false}", 19);
 }
 
 static char *copy_title(const char *s, size_t len)
@@ -134,24 +190,35 @@ static todo *shard_insert(const char *title, size_t title_len, bool completed, i
         .completed = completed,
     };
     shard->title_bytes += title_len;
-    shard->list_valid = false;
+    shard_changed();
     return t;
 }
 
-static const cr_buf *shard_list_json(void)
+/* A list part: the shard's count entries (id and JSON length of each item,
+ * by id), then the items' JSON back to back. */
+typedef struct todo_list_entry {
+    uint64_t id;
+    size_t len;
+} todo_list_entry;
+
+/* Write this shard's items as a list part to @out (emptied first).
+ * Returns false when memory ran out. */
+static bool shard_write_part(cr_buf *out)
 {
-    if (!shard->list_valid) {
-        cr_buf *b = &shard->list_json;
-        cr_buf_reset(b);
-        cr_json_writer w;
-        cr_json_writer_init(&w, b);
-        cr_json_array_begin(&w);
-        for (size_t i = 0; i < shard->count; i++)
-            write_todo(&w, &shard->items[i]);
-        cr_json_array_end(&w);
-        shard->list_valid = !b->failed;
+    cr_buf_reset(out);
+    size_t header = shard->count * sizeof(todo_list_entry);
+    if (cr_buf_reserve(out, header) < 0)
+        return false;
+    out->len = header;
+    for (size_t k = 0; k < shard->count; k++) {
+        size_t off = out->len;
+        todo_json(out, &shard->items[k]);
+        if (out->failed)
+            return false;
+        todo_list_entry e = {shard->items[k].id, out->len - off};
+        memcpy(out->data + k * sizeof(e), &e, sizeof(e));
     }
-    return &shard->list_json;
+    return !out->failed;
 }
 
 /* --- operations, run by the owning shard ------------------------------- */
@@ -168,14 +235,37 @@ typedef struct todo_msg {
     size_t title_len;
     int completed;      /* PATCH: 0, 1, or -1 to keep */
     int status;         /* answer: 200, 204, 404, 500 */
-    cr_buf *out;        /* answer: JSON of the todo, or the list items */
+    cr_buf *out;        /* answer: JSON of the todo, or the list part */
     size_t count;       /* answer to TODO_LIST: entries at the start of out */
+    uint64_t version;   /* answer to TODO_LIST: the shard's version it reflects */
 } todo_msg;
 
-typedef struct todo_list_entry {
-    uint64_t id;
-    size_t off, len;
-} todo_list_entry;
+/* TODO_LIST: this shard's list part into msg->out, from the shard's own
+ * cache when there is one. */
+static void shard_list(todo_msg *msg)
+{
+    msg->count = shard->count;
+    msg->version = atomic_load_explicit(shard->version, memory_order_relaxed);
+    if (!list_cache) {
+        msg->status = shard_write_part(msg->out) ? 200 : 500;
+        return;
+    }
+    if (!shard->part_valid) {
+        shard->part_valid = shard_write_part(&shard->part);
+        if (!shard->part_valid) {
+            cr_buf_free(&shard->part);
+            msg->status = 500;
+            return;
+        }
+    }
+    cr_buf_reset(msg->out);
+    cr_buf_append(msg->out, shard->part.data, shard->part.len);
+    msg->status = msg->out->failed ? 500 : 200;
+    if (shard->part.len > TODO_LIST_CACHE_MAX_BYTES) {
+        cr_buf_free(&shard->part); /* too large to keep: built per request */
+        shard->part_valid = false;
+    }
+}
 
 static void shard_run(net_msg *m)
 {
@@ -207,7 +297,7 @@ static void shard_run(net_msg *m)
         }
         if (msg->completed >= 0)
             t->completed = msg->completed;
-        shard->list_valid = false;
+        shard_changed();
         todo_json(msg->out, t);
         break;
     case TODO_DELETE:
@@ -220,28 +310,12 @@ static void shard_run(net_msg *m)
         size_t i = (size_t)(t - shard->items);
         memmove(t, t + 1, (shard->count - i - 1) * sizeof(todo));
         shard->count--;
-        shard->list_valid = false;
+        shard_changed();
         msg->status = 204;
         break;
-    case TODO_LIST: {
-        /* Items as (id, offset, length) entries followed by their JSON. */
-        size_t header = shard->count * sizeof(todo_list_entry);
-        if (cr_buf_reserve(msg->out, header) < 0) {
-            msg->status = 500;
-            break;
-        }
-        msg->out->len = header;
-        msg->count = shard->count;
-        for (size_t k = 0; k < shard->count; k++) {
-            size_t off = msg->out->len;
-            todo_json(msg->out, &shard->items[k]);
-            todo_list_entry e = {shard->items[k].id, off, msg->out->len - off};
-            memcpy(msg->out->data + k * sizeof(e), &e, sizeof(e));
-        }
-        if (msg->out->failed)
-            msg->status = 500;
+    case TODO_LIST:
+        shard_list(msg);
         break;
-    }
     }
 }
 
@@ -344,10 +418,178 @@ static void get_health(http_ctx *ctx, void *user)
     http_respond(ctx, 200, "text/plain", "OK", 2);
 }
 
-static int cmp_entry(const void *a, const void *b)
+struct todo_lister {
+    todo_lister *next;  /* in the thread's free list */
+    todo_msg *msgs;     /* one a shard */
+    net_msg **msg_ptrs;
+    unsigned *targets;
+    cr_buf *parts;      /* the shards' list parts */
+    size_t *next_entry, *next_off; /* merge cursors, one a shard */
+    cr_buf body;        /* the merged "[...]" */
+};
+
+static void lister_free(todo_lister *l, unsigned n)
 {
-    const todo_list_entry *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
+    if (!l)
+        return;
+    for (unsigned s = 0; s < n && l->parts; s++)
+        cr_buf_free(&l->parts[s]);
+    cr_buf_free(&l->body);
+    free(l->msgs);
+    free(l->msg_ptrs);
+    free(l->targets);
+    free(l->parts);
+    free(l->next_entry);
+    free(l->next_off);
+    free(l);
+}
+
+/* A lister from this thread's free list, or a new one; NULL without memory. */
+static todo_lister *lister_take(unsigned n)
+{
+    todo_lister *l = shard->free_listers;
+    if (l) {
+        shard->free_listers = l->next;
+        shard->free_count--;
+        return l;
+    }
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->msgs = calloc(n, sizeof(*l->msgs));
+    l->msg_ptrs = calloc(n, sizeof(*l->msg_ptrs));
+    l->targets = calloc(n, sizeof(*l->targets));
+    l->parts = calloc(n, sizeof(*l->parts));
+    l->next_entry = calloc(n, sizeof(*l->next_entry));
+    l->next_off = calloc(n, sizeof(*l->next_off));
+    if (!l->msgs || !l->msg_ptrs || !l->targets || !l->parts || !l->next_entry || !l->next_off) {
+        lister_free(l, n);
+        return NULL;
+    }
+    for (unsigned s = 0; s < n; s++) {
+        l->msg_ptrs[s] = &l->msgs[s].base;
+        l->targets[s] = s;
+    }
+    return l;
+}
+
+/* Back to the free list, its buffers trimmed so that one long list does not
+ * pin its memory; past TODO_LISTERS_KEPT, freed. */
+static void lister_give(todo_lister *l, unsigned n)
+{
+    if (shard->free_count >= TODO_LISTERS_KEPT) {
+        lister_free(l, n);
+        return;
+    }
+    for (unsigned s = 0; s < n; s++) {
+        cr_buf_reset(&l->parts[s]);
+        cr_buf_shrink(&l->parts[s], TODO_LISTER_KEEP_BYTES);
+    }
+    cr_buf_reset(&l->body);
+    cr_buf_shrink(&l->body, TODO_LISTER_KEEP_BYTES);
+    l->next = shard->free_listers;
+    shard->free_listers = l;
+    shard->free_count++;
+}
+
+/* One thread, one shard: its items straight into l->body as "[...]",
+ * nothing to merge. False without memory. */
+static bool lister_write_one(todo_lister *l)
+{
+    cr_buf *b = &l->body;
+    cr_buf_reset(b);
+    cr_buf_append(b, "[", 1);
+    for (size_t k = 0; k < shard->count; k++) {
+        if (k)
+            cr_buf_append(b, ",", 1);
+        todo_json(b, &shard->items[k]);
+    }
+    cr_buf_append(b, "]", 1);
+    l->msgs[0].version = atomic_load_explicit(shard->version, memory_order_relaxed);
+    return !b->failed;
+}
+
+/* Ask every shard for its list part at once. Returns false when one could
+ * not answer (memory, or a message that could not travel). */
+static bool lister_gather(todo_lister *l, unsigned n)
+{
+    for (unsigned s = 0; s < n; s++) {
+        todo_msg *m = &l->msgs[s];
+        *m = (todo_msg){.base.fn = shard_run, .op = TODO_LIST, .status = 500, .out = &l->parts[s]};
+    }
+    bool ok = net_call_all(l->msg_ptrs, l->targets, n) == 0;
+    for (unsigned s = 0; s < n; s++)
+        ok = ok && l->msgs[s].status == 200;
+    return ok;
+}
+
+/* Merge the shards' parts by id into l->body, "[...]". Each part is sorted
+ * by id, so this takes the smallest head each time. False without memory. */
+static bool lister_merge(todo_lister *l, unsigned n)
+{
+    cr_buf *b = &l->body;
+    cr_buf_reset(b);
+    size_t bytes = 2, left = 0;
+    for (unsigned s = 0; s < n; s++) {
+        l->next_entry[s] = 0;
+        l->next_off[s] = l->msgs[s].count * sizeof(todo_list_entry);
+        bytes += l->parts[s].len - l->next_off[s] + l->msgs[s].count;
+        left += l->msgs[s].count;
+    }
+    if (cr_buf_reserve(b, bytes) < 0)
+        return false;
+    b->data[b->len++] = '[';
+    for (bool first = true; left; left--, first = false) {
+        unsigned best = n;
+        uint64_t best_id = UINT64_MAX;
+        for (unsigned s = 0; s < n; s++) {
+            if (l->next_entry[s] == l->msgs[s].count)
+                continue;
+            uint64_t id;
+            memcpy(&id, l->parts[s].data + l->next_entry[s] * sizeof(todo_list_entry), sizeof(id));
+            if (best == n || id < best_id) {
+                best = s;
+                best_id = id;
+            }
+        }
+        todo_list_entry e;
+        memcpy(&e, l->parts[best].data + l->next_entry[best] * sizeof(e), sizeof(e));
+        if (!first)
+            b->data[b->len++] = ',';
+        memcpy(b->data + b->len, l->parts[best].data + l->next_off[best], e.len);
+        b->len += e.len;
+        l->next_entry[best]++;
+        l->next_off[best] += e.len;
+    }
+    b->data[b->len++] = ']';
+    return true;
+}
+
+/* Whether this thread's cached list reflects every shard's latest write. */
+static bool list_cache_current(unsigned n)
+{
+    if (!shard->list_valid)
+        return false;
+    for (unsigned s = 0; s < n; s++)
+        if (atomic_load_explicit(&versions[s].value, memory_order_acquire) != shard->list_seen[s])
+            return false;
+    return true;
+}
+
+/* Keep @l's body as this thread's cached list (the buffers are swapped,
+ * not copied), tagged with the versions its parts reflect. */
+static void list_cache_keep(todo_lister *l, unsigned n)
+{
+    if (l->body.len > TODO_LIST_CACHE_MAX_BYTES) {
+        shard->list_valid = false;
+        return;
+    }
+    cr_buf old = shard->list_body;
+    shard->list_body = l->body;
+    l->body = old;
+    for (unsigned s = 0; s < n; s++)
+        shard->list_seen[s] = l->msgs[s].version;
+    shard->list_valid = true;
 }
 
 static void list_todos(http_ctx *ctx, void *user)
@@ -358,63 +600,23 @@ static void list_todos(http_ctx *ctx, void *user)
         return;
     }
     unsigned n = net_thread_count();
-    if (n == 1) {
-        http_respond_json(ctx, 200, shard_list_json());
+    if (list_cache && list_cache_current(n)) {
+        http_respond_json(ctx, 200, &shard->list_body);
         return;
     }
-    /* Gather every shard's items, then merge them by id. One slot a
-     * thread, from the request's arena: not a VLA on the coroutine stack. */
-    cr_buf *parts = cr_arena_alloc(ctx->arena, n * sizeof(*parts));
-    size_t *counts = cr_arena_alloc(ctx->arena, n * sizeof(*counts));
-    if (!parts || !counts) {
+    todo_lister *l = lister_take(n);
+    if (!l) {
         http_respond_error(ctx, 500, "out of memory");
         return;
     }
-    size_t total_bytes = 0, total = 0;
-    bool ok = true;
-    for (unsigned s = 0; s < n; s++) {
-        parts[s] = CR_BUF_INIT;
-        todo_msg msg = {.op = TODO_LIST, .out = &parts[s]};
-        shard_call(s, &msg);
-        ok = ok && msg.status == 200;
-        counts[s] = msg.status == 200 ? msg.count : 0;
-        total += counts[s];
-        total_bytes += parts[s].len;
-    }
-    /* Each entry's offset gets its shard in the top 16 bits. */
-    todo_list_entry *all = total ? malloc(total * sizeof(*all)) : NULL;
-    ok = ok && (all || !total);
-    cr_buf body = CR_BUF_INIT;
-    if (ok) {
-        size_t k = 0;
-        for (unsigned s = 0; s < n; s++) {
-            const todo_list_entry *e = (const todo_list_entry *)parts[s].data;
-            for (size_t i = 0; i < counts[s]; i++, k++) {
-                all[k] = e[i];
-                all[k].off = (size_t)s << 48 | e[i].off;
-            }
-        }
-        if (total > 1) /* qsort(NULL, 0, ...) is undefined (C17 7.22.5) */
-            qsort(all, total, sizeof(*all), cmp_entry);
-        cr_buf_reserve(&body, total_bytes + 2);
-        cr_buf_append(&body, "[", 1);
-        for (size_t i = 0; i < total; i++) {
-            const cr_buf *part = &parts[all[i].off >> 48];
-            if (i)
-                cr_buf_append(&body, ",", 1);
-            cr_buf_append(&body, part->data + (all[i].off & 0xffffffffffffull), all[i].len);
-        }
-        cr_buf_append(&body, "]", 1);
-        ok = !body.failed;
-    }
-    if (ok)
-        http_respond_json(ctx, 200, &body);
-    else
+    if (n == 1 ? lister_write_one(l) : lister_gather(l, n) && lister_merge(l, n)) {
+        http_respond_json(ctx, 200, &l->body);
+        if (list_cache)
+            list_cache_keep(l, n);
+    } else {
         http_respond_error(ctx, 500, "out of memory");
-    cr_buf_free(&body);
-    free(all);
-    for (unsigned s = 0; s < n; s++)
-        cr_buf_free(&parts[s]);
+    }
+    lister_give(l, n);
 }
 
 static void answer(http_ctx *ctx, const todo_msg *msg)
@@ -545,15 +747,36 @@ static int start(const app_options *opts)
 {
     if (opts->todo_max_items)
         max_items = opts->todo_max_items;
+    list_cache = !opts->todo_list_cache_off;
     return 0;
+}
+
+/* Once, by the first worker in thread_init. Never freed: kept for the
+ * process's life (a worker may still read them while others finish). */
+static void versions_alloc(void)
+{
+    versions = aligned_alloc(_Alignof(todo_version), net_thread_count() * sizeof(todo_version));
+    if (versions)
+        for (unsigned s = 0; s < net_thread_count(); s++)
+            atomic_init(&versions[s].value, 0);
 }
 
 static int thread_init(void)
 {
+    pthread_once(&versions_once, versions_alloc);
+    if (!versions)
+        return -ENOMEM;
     shard = calloc(1, sizeof(*shard));
     if (!shard)
         return -ENOMEM;
     unsigned threads = net_thread_count();
+    shard->list_seen = calloc(threads, sizeof(*shard->list_seen));
+    if (!shard->list_seen) {
+        free(shard);
+        shard = NULL;
+        return -ENOMEM;
+    }
+    shard->version = &versions[net_thread_index()].value;
     shard->max_count = (size_t)((max_items + threads - 1) / threads);
     return 0;
 }
@@ -565,7 +788,14 @@ static void thread_fini(void)
     for (size_t i = 0; i < shard->count; i++)
         free(shard->items[i].title);
     free(shard->items);
-    cr_buf_free(&shard->list_json);
+    cr_buf_free(&shard->part);
+    cr_buf_free(&shard->list_body);
+    free(shard->list_seen);
+    while (shard->free_listers) {
+        todo_lister *l = shard->free_listers;
+        shard->free_listers = l->next;
+        lister_free(l, net_thread_count());
+    }
     free(shard);
     shard = NULL;
 }

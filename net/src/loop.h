@@ -119,6 +119,8 @@ struct net_task {
     net_timer timer;     /* coarse deadline of the operation in flight, in loop->wheel */
     net_op *park;        /* in net_park(): its op, or NULL */
     net_task *ready_next;/* in loop->ready */
+    unsigned replies_pending; /* in net_call_all: replies still awaited past the
+                                 one that resumes it (0 otherwise) */
     net_task *prev, *next;
 };
 

@@ -54,6 +54,47 @@ int net_call(unsigned target, net_msg *msg)
     return r->error;
 }
 
+int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n)
+{
+    net_loop *loop = net_tl_loop;
+    net_task *task = net_task_current();
+    if (!loop || !task)
+        return -EINVAL;
+    size_t remote = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (targets[i] >= net_rt.threads)
+            return -EINVAL;
+        remote += (int)targets[i] != loop->index;
+    }
+    /* The first reply to arrive finds replies_pending at remote - 1, the
+     * last at 0: only that one resumes the task (reply_arrived). */
+    task->replies_pending = remote ? (unsigned)(remote - 1) : 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((int)targets[i] == loop->index)
+            continue;
+        net_msg_rt *r = net_msg_rt_of(msgs[i]);
+        r->waiter = task;
+        r->origin = loop->index;
+        r->phase = NET_MSG_REQUEST;
+        r->target = (int)targets[i];
+        r->error = 0;
+        net_msg_post(loop, msgs[i], targets[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((int)targets[i] == loop->index) {
+            net_msg_rt_of(msgs[i])->error = 0;
+            msgs[i]->fn(msgs[i]);
+        }
+    if (remote)
+        cr_coro_yield();
+    for (size_t i = 0; i < n; i++) {
+        int err = net_msg_rt_of(msgs[i])->error;
+        if (err < 0)
+            return err;
+    }
+    return 0;
+}
+
 int net_wait_init(net_wait_handle *w)
 {
     net_loop *loop = net_tl_loop;
@@ -139,6 +180,17 @@ int net_wake(net_wait_handle *w)
     }
 }
 
+/* A reply (or a failure standing for one) for @waiter is in: resume it,
+ * unless it waits in net_call_all for more. */
+static void reply_arrived(net_loop *loop, net_task *waiter)
+{
+    if (waiter->replies_pending) {
+        waiter->replies_pending--;
+        return;
+    }
+    net_loop_resume(loop, waiter);
+}
+
 void net_msg_arrived(net_loop *loop, net_msg *msg)
 {
     NET_TSAN_ACQUIRE(msg);
@@ -148,7 +200,7 @@ void net_msg_arrived(net_loop *loop, net_msg *msg)
         r->phase = NET_MSG_REPLY;
         net_msg_post(loop, msg, (unsigned)r->origin);
     } else {
-        net_loop_resume(loop, r->waiter);
+        reply_arrived(loop, r->waiter);
     }
 }
 
@@ -162,7 +214,7 @@ void net_msg_failed(net_loop *loop, net_msg *msg, int res)
         r->error = res;
         if (r->phase == NET_MSG_REQUEST) {
             /* We are the sender: the caller learns it failed. */
-            net_loop_resume(loop, r->waiter);
+            reply_arrived(loop, r->waiter);
         } else {
             /* A reply (or a wake-up): its waiter is parked on the origin
              * thread, which no MSG_RING reaches. Hand it over there by the
@@ -205,7 +257,7 @@ void net_msg_take_failed_replies(net_loop *loop)
     }
     while (ordered) {
         net_msg *next = net_msg_rt_of(ordered)->next_retry;
-        net_loop_resume(loop, net_msg_rt_of(ordered)->waiter);
+        reply_arrived(loop, net_msg_rt_of(ordered)->waiter);
         ordered = next;
     }
 }

@@ -363,6 +363,25 @@ def case_table(case):
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+# Variants of coring measured as servers of their own (perf/peers/coring-*):
+# the same binary, one flag apart. Each gets a ratio line of its own.
+VARIANTS = ("coring-nocache", "coring-int8")
+
+
+def variant_text(case):
+    """One line per coring variant in @case: its req/s over every other server's."""
+    ok = {s["server"]: s["summary"] for s in case["servers"]
+          if s["status"] == "ok" and s["summary"] and s["summary"].get("rps")}
+    lines = []
+    for v in VARIANTS:
+        if v not in ok:
+            continue
+        parts = [f"{name} {fmt_ratio(ok[v]['rps'], m['rps'])}" for name, m in ok.items() if name != v]
+        if parts:
+            lines.append(f"{v}÷it req/s: " + ", ".join(parts) + ".")
+    return " ".join(lines)
+
+
 def reference_text(case):
     """One line: the case's reference figure and coring's req/s as a fraction of it."""
     ref = case.get("reference")
@@ -453,6 +472,9 @@ def markdown(doc, charts):
             out.append("")
             out.append(case_table(case))
             out.append("")
+            if variant_text(case):
+                out.append(variant_text(case))
+                out.append("")
             if reference_text(case):
                 out.append(reference_text(case))
                 out.append("")
@@ -467,6 +489,8 @@ def console(doc):
     for case in doc["cases"]:
         out.append(f"\n== {case['scenario']}/{case['case']} ({case['cpus']} core(s)): {case['description']}")
         out.append(case_table(case))
+        if variant_text(case):
+            out.append(variant_text(case))
         if reference_text(case):
             out.append(reference_text(case))
     return "\n".join(out)

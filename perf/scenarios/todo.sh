@@ -7,7 +7,10 @@ SCENARIO_APP=todo
 # shellcheck disable=SC2034
 SCENARIO_PROBE=/todos
 
-TODO_PEERS=fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
+# coring-nocache (perf/peers/coring-nocache): the binary perf/run built with
+# --todo-list-cache off, so every case shows coring both ways.
+TODO_PEERS=coring-nocache,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
+export CORING_BIN
 
 # shellcheck disable=SC2034 # read by perf/run
 SCENARIO_CASES=()
@@ -52,8 +55,8 @@ scenario_prepare() {
 
 scenario_notes() {
   case $1 in
-    get-todos*) echo "Each server starts empty; 100 todos (titles \"todo 1\"..\"todo 100\") are POSTed before the warm-up: the response body is about 4.6 KB." ;;
-    get-todo-*) echo "100 todos are POSTed first; wrk cycles over the ids the server's own GET /todos lists (perf/wrk/get_todo.lua), so every request hits an existing todo." ;;
-    post-todo*) echo "Every request creates a todo, so the in-memory list grows through warm-up and runs; that is part of what is measured." ;;
+    get-todos*) echo "Each server starts empty; 100 todos (titles \"todo 1\"..\"todo 100\") are POSTed before the warm-up: the response body is about 4.6 KB. coring caches the list's JSON (--todo-list-cache on, its default: each thread keeps the body it built until a write on any thread, exact after each write's response); no write happens during the runs, so coring answers every GET from that cache. coring-nocache is the same binary with --todo-list-cache off: it serialises the list per request, as every peer does (shards asked at once, merged by id)." ;;
+    get-todo-*) echo "100 todos are POSTed first; wrk cycles over the ids the server's own GET /todos lists (perf/wrk/get_todo.lua), so every request hits an existing todo. The list cache plays no part here (coring-nocache: --todo-list-cache off)." ;;
+    post-todo*) echo "Every request creates a todo, so the in-memory list grows through warm-up and runs; that is part of what is measured. A write only marks its shard changed (coring-nocache: --todo-list-cache off, the same cost)." ;;
   esac
 }

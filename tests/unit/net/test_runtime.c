@@ -288,3 +288,66 @@ Test(runtime, a_reply_msg_ring_cannot_post_fails_its_waiter, .timeout = 20)
     cr_expect_eq(atomic_load(&lost.wait_res), -EBADFD, "net_wait returned %d", atomic_load(&lost.wait_res));
     cr_expect_lt(cr_clock_now_ns() - t0, 2 * CR_NS_PER_S);
 }
+
+/* net_call_all: messages to three threads (one of them the caller's own,
+ * one thread twice) are all out before one wait; each ran on its target. */
+static struct {
+    int err, rounds_ok, wrong_thread;
+    int bad_target_err;
+} all_result;
+
+static void call_all_scenario(void *arg)
+{
+    (void)arg;
+    /* Spawned from thread_init: let every worker's ring come up first
+     * (their fds are published before the start barrier). */
+    net_sleep(50 * CR_NS_PER_MS);
+    for (int round = 0; round < 200; round++) {
+        echo_msg msgs[4];
+        net_msg *ptrs[4];
+        const unsigned targets[4] = {1, 2, 0, 1};
+        for (int i = 0; i < 4; i++) {
+            msgs[i] = (echo_msg){.base.fn = on_target, .value = round + i, .ran_on = -1};
+            ptrs[i] = &msgs[i].base;
+        }
+        int err = net_call_all(ptrs, targets, 4);
+        if (err < 0)
+            all_result.err = err;
+        bool ok = true;
+        for (int i = 0; i < 4; i++) {
+            ok = ok && msgs[i].value == 2 * (round + i);
+            if (msgs[i].ran_on != (int)targets[i])
+                all_result.wrong_thread++;
+        }
+        all_result.rounds_ok += ok;
+    }
+    echo_msg one = {.base.fn = on_target, .value = 1};
+    net_msg *p = &one.base;
+    const unsigned bad[1] = {3};
+    all_result.bad_target_err = net_call_all(&p, bad, 1);
+    kill(getpid(), SIGTERM);
+}
+
+static int thread_init_call_all(void *user)
+{
+    (void)user;
+    if (net_thread_index() == 0)
+        net_spawn(call_all_scenario, NULL);
+    return 0;
+}
+
+Test(runtime, call_all_runs_every_message_on_its_target, .timeout = 20)
+{
+    net_config cfg = net_config_default();
+    cfg.threads = 3;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.provided_buffers = 8;
+    cfg.shutdown_timeout_ns = 2 * CR_NS_PER_S;
+    net_hooks hooks = {.thread_init = thread_init_call_all, .on_connection = never_connected};
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    cr_expect_eq(all_result.err, 0, "net_call_all: %d", all_result.err);
+    cr_expect_eq(all_result.rounds_ok, 200, "rounds with every answer: %d", all_result.rounds_ok);
+    cr_expect_eq(all_result.wrong_thread, 0);
+    cr_expect_eq(all_result.bad_target_err, -EINVAL);
+}

@@ -22,6 +22,7 @@ typedef struct app_options {
     uint64_t cep_total_timeout_ns;    /* CEP: upstream request timeout; 0: 5 s */
     unsigned cep_max_connections;     /* CEP: upstream connections per worker thread; 0: 8 */
     unsigned long long todo_max_items; /* todos in the whole store; 0: APP_TODO_DEFAULT_MAX_ITEMS */
+    bool todo_list_cache_off;         /* todo (memory): build GET /todos per request */
 } app_options;
 
 /* Todos the in-memory store holds by default, all threads together. At

@@ -154,6 +154,19 @@ struct net_msg {
 int net_call(unsigned target, net_msg *msg);
 
 /*
+ * net_call_all - net_call for @n messages at once: @msgs[i] goes to worker
+ * @targets[i]; every one is posted before any reply is awaited, so the
+ * targets run their @fn in parallel, and the caller resumes once, when the
+ * last reply is back (a message for the calling thread itself runs
+ * directly, after the others are posted). Same rules as net_call for each
+ * message (valid and untouched until this returns; @fn must not yield).
+ * Worker coroutine only. Returns 0, -EINVAL for a bad target (then nothing
+ * was posted), or the first -errno net_call would have returned for one of
+ * them (the others still completed: check each message's own result).
+ */
+int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n);
+
+/*
  * Waiting for another thread (an inference pool, a resolver): the
  * coroutine calls net_wait(); any thread later calls net_wake() once, and
  * the coroutine resumes on its own ring (the wake-up travels as a MSG_RING
