@@ -2,13 +2,18 @@
  * The per-thread connection pool and each connection's driver coroutine:
  * see coring/db/db.h for the contract, queue.h for the bookkeeping.
  *
- * Driver turn: send every queued query (one Sync after each writing
- * statement and one at the end), PQflush, then park on the socket: for
- * POLLIN always (results, or the server closing an idle connection), for
- * POLLOUT while libpq has unsent bytes. A request queued while the driver
- * has nothing in flight wakes it (net_unpark); one queued while results
- * are awaited rides in the next batch, sent as soon as those results are
- * read, which is what makes concurrent requests share round trips.
+ * Driver turn: send every queued query, reads and writes alike, under one
+ * Sync at the end (one write, one round trip), PQflush, then park on the
+ * socket: for POLLIN always (results, or the server closing an idle
+ * connection), for POLLOUT while libpq has unsent bytes. A request queued
+ * while the driver is parked wakes it (net_unpark), which runs at the
+ * loop's next turn, after the other requests of this turn have queued
+ * theirs: concurrent requests share a round trip. Up to DB_MAX_SYNCS
+ * Sync groups may be in flight on a connection; a query that arrives
+ * while that many are out rides in the next group, sent as soon as the
+ * oldest group's results are read. A group in which a query fails is
+ * rolled back by the server: its other queries are sent again, in the
+ * next group, and alone in a group the third time (queue.h).
  */
 #include "coring/db/db.h"
 
@@ -36,7 +41,8 @@
 #include <sys/socket.h>
 
 #define DB_MAX_BATCH 1024   /* queries sent per driver turn */
-#define DB_MAX_ATTEMPTS 3   /* sends of a query skipped by an earlier error */
+#define DB_MAX_ATTEMPTS 3   /* sends of a query skipped or rolled back by another's error */
+#define DB_MAX_SYNCS 4      /* Sync groups in flight per connection (docs/database.md) */
 
 typedef struct db_pool db_pool;
 typedef struct db_set db_set;
@@ -48,6 +54,8 @@ typedef struct db_conn {
     PGconn *pg;
     bool up;           /* open, statements prepared: takes queries */
     bool idle;         /* driver parked with nothing in flight: wake it */
+    bool parked;       /* driver parked waiting for results: wake it to send more */
+    uint64_t progress_at; /* last result read, or the first query sent after idling */
     bool lost_logged;  /* the current outage was logged */
     net_task *driver;
     db_queue q;
@@ -608,7 +616,7 @@ static void conn_down(db_conn *c, int err)
         publish(c->pool, true);
         publish_replica(c->set);
     }
-    c->idle = false;
+    c->idle = c->parked = false;
     if (c->pg) {
         if (err != -ECANCELED) {
             note_error(c, c->pg, err); /* why it is down, for db_ready() */
@@ -664,8 +672,12 @@ static db_event classify(const PGresult *r)
 /* A query's results are complete: retry, fail or hand it over. */
 static void complete(db_conn *c, db_pending *p)
 {
-    if (p->aborted && !p->result) {
-        /* Skipped because an earlier query of its Sync group failed. */
+    if ((p->aborted && !p->result) || p->rolled_back) {
+        /* Skipped, or rolled back, because another query of its Sync
+         * group failed: it did not take effect; send it again. */
+        if (p->result)
+            PQclear(p->result);
+        p->result = NULL;
         if (p->waiter && p->attempts < DB_MAX_ATTEMPTS) {
             db_queue_push(&c->q, p);
             return;
@@ -709,37 +721,63 @@ static int read_results(db_conn *c)
                              r ? PQresStatus(PQresultStatus(r)) : "end-of-query");
             return -EPROTO;
         }
-        if (done)
+        c->progress_at = cr_clock_now_ns();
+        while (done) {
+            db_pending *next = done->next;
+            done->next = NULL;
             complete(c, done);
+            done = next;
+        }
     }
     return 0;
 }
 
-/* Send what is queued. 0 or -EIO. */
+/* Send a Sync: PQsendPipelineSync (libpq 17) leaves the flush to the
+ * driver's PQflush; PQpipelineSync (libpq 14-16) tries one itself. */
+static int send_sync(db_conn *c)
+{
+#ifdef LIBPQ_HAS_SEND_PIPELINE_SYNC
+    if (!PQsendPipelineSync(c->pg))
+        return -EIO;
+#else
+    if (!PQpipelineSync(c->pg))
+        return -EIO;
+#endif
+    cr_metric_inc(&dbm.round_trips, 0);
+    db_queue_mark_sync(&c->q);
+    return 0;
+}
+
+/* Send what is queued, while fewer than DB_MAX_SYNCS Sync groups are in
+ * flight: the queued queries in one group, under one Sync, except a query
+ * sent twice before, which gets a group of its own. 0 or -EIO. */
 static int send_queued(db_conn *c)
 {
     bool unsynced = false;
-    db_pending *p;
-    for (unsigned n = 0; n < DB_MAX_BATCH && (p = db_queue_send_next(&c->q)); n++) {
+    if (c->q.queued && !db_queue_busy(&c->q))
+        c->progress_at = cr_clock_now_ns();
+    for (unsigned n = 0; n < DB_MAX_BATCH && c->q.queued; n++) {
+        bool alone = db_queue_next_alone(&c->q);
+        if (alone && unsynced) {
+            if (send_sync(c) < 0)
+                return -EIO;
+            unsynced = false;
+        }
+        if (!unsynced && c->q.syncs >= DB_MAX_SYNCS)
+            break;
+        db_pending *p = db_queue_send_next(&c->q);
         if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths, p->formats,
                                  p->result_format))
             return -EIO;
         unsynced = true;
-        if (p->writes) {
-            if (!PQpipelineSync(c->pg))
+        if (alone) {
+            if (send_sync(c) < 0)
                 return -EIO;
-            cr_metric_inc(&dbm.round_trips, 0);
-            db_queue_mark_sync(&c->q);
             unsynced = false;
         }
     }
-    if (unsynced) {
-        /* libpq 15 has no PQsendPipelineSync: one Sync (and flush) per turn. */
-        if (!PQpipelineSync(c->pg))
-            return -EIO;
-        cr_metric_inc(&dbm.round_trips, 0);
-        db_queue_mark_sync(&c->q);
-    }
+    if (unsynced && send_sync(c) < 0)
+        return -EIO;
     return 0;
 }
 
@@ -755,7 +793,7 @@ static int conn_serve(db_conn *c)
         if (f < 0)
             return -EIO;
         bool busy = db_queue_busy(&c->q);
-        if (busy && c->q.queued)
+        if (busy && c->q.queued && c->q.syncs < DB_MAX_SYNCS)
             continue; /* batch limit reached: keep sending */
         /* Sending can read: when the socket's send buffer is full libpq
          * reads the input into its own buffer (pqSendSome), and the socket
@@ -766,20 +804,32 @@ static int conn_serve(db_conn *c)
                 return err;
             continue;
         }
+        /* No result for the query timeout while some are awaited, however
+         * often new queries woke the driver: the connection is stalled. */
+        uint64_t now = cr_clock_now_ns(), wait = 0;
+        bool late = false;
+        if (busy) {
+            uint64_t deadline = c->progress_at + cfg->query_timeout_ns;
+            late = deadline <= now;
+            /* Past it: one last look at the socket, not woken by queries. */
+            wait = late ? CR_NS_PER_MS : deadline - now;
+        }
         c->idle = !busy;
+        c->parked = busy && !late && c->q.syncs < DB_MAX_SYNCS;
         net_task_set_idle(c->idle);
-        int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0),
-                          busy ? cfg->query_timeout_ns : 0);
-        c->idle = false;
+        int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0), wait);
+        c->idle = c->parked = false;
         net_task_set_idle(false);
+        if (ev == 0)
+            continue; /* woken: a query was queued */
         if (ev == -ECANCELED)
             return -ECANCELED;
         if (ev == -ETIMEDOUT) {
             if (!c->lost_logged)
                 cr_log_warn("%s connection %u: no answer within the query timeout "
-                            "(queued %u, sent %u, syncs %u, closing %d, libpq busy %d)",
+                            "(queued %u, sent %u, syncs %u, closing %u, libpq busy %d)",
                             c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs,
-                            c->q.closing != NULL, PQisBusy(c->pg));
+                            c->q.closing, PQisBusy(c->pg));
             return -ETIMEDOUT;
         }
         if (ev < 0)
@@ -1072,8 +1122,10 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     p->writes = ask->writes;
     p->waiter = self;
     db_queue_push(&c->q, p);
-    if (c->idle) {
-        c->idle = false;
+    if (c->idle || c->parked) {
+        /* Idle, or waiting for results with room for another Sync group:
+         * it sends this (and what else this turn queues) at the next turn. */
+        c->idle = c->parked = false;
         net_unpark(c->driver);
     }
     int res = net_park(-1, 0, timeout_ns);

@@ -19,7 +19,7 @@ static void link_tail(db_pending **head, db_pending **tail, db_pending *p)
 void db_queue_push(db_queue *q, db_pending *p)
 {
     p->state = DB_PENDING_QUEUED;
-    p->sync_after = p->aborted = p->failed = false;
+    p->sync_after = p->aborted = p->failed = p->rolled_back = false;
     link_tail(&q->queued_head, &q->queued_tail, p);
     q->queued++;
 }
@@ -66,6 +66,11 @@ void db_queue_mark_sync(db_queue *q)
     q->syncs++;
 }
 
+bool db_queue_next_alone(const db_queue *q)
+{
+    return q->queued_head && q->queued_head->attempts >= 2;
+}
+
 bool db_queue_busy(const db_queue *q)
 {
     return q->sent || q->syncs || q->closing;
@@ -85,19 +90,26 @@ static db_pending *pop_sent(db_queue *q)
 bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done)
 {
     *done = NULL;
-    if (q->closing) {
-        /* The head's results are read; only its Sync's result may follow. */
+    if (q->await_sync) {
+        /* The group's last query ended; only its Sync's result may follow. */
         if (ev != DB_EVENT_SYNC)
             return false;
-        *done = q->closing;
-        q->closing = NULL;
+        db_pending *list = q->closing_head;
+        for (db_pending *it = list; it; it = it->next)
+            if (q->group_failed && !it->failed && !it->aborted)
+                it->rolled_back = true;
+        *done = list;
+        q->closing_head = q->closing_tail = NULL;
+        q->closing = 0;
         q->syncs--;
+        q->await_sync = q->group_wrote = q->group_failed = false;
         return true;
     }
     if (ev == DB_EVENT_SYNC) {
         /* Every Sync follows a query marked sync_after, so its result
-         * comes while that query is closing; anything else is a surprise. */
-        if (!q->syncs)
+         * comes once that query ended; only a Sync sent with no query
+         * before it (an empty group) comes otherwise. */
+        if (!q->syncs || q->closing)
             return false;
         q->syncs--;
         return true;
@@ -118,10 +130,16 @@ bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending *
         return true;
     case DB_EVENT_END:
         pop_sent(q);
-        if (p->sync_after)
-            q->closing = p;
-        else
+        q->group_wrote = q->group_wrote || p->writes;
+        q->group_failed = q->group_failed || p->failed;
+        if (q->group_wrote) {
+            link_tail(&q->closing_head, &q->closing_tail, p);
+            q->closing++;
+        } else {
             *done = p;
+        }
+        if (p->sync_after)
+            q->await_sync = true; /* with nothing closing, the Sync completes none */
         return true;
     case DB_EVENT_SYNC:
         break;
@@ -141,10 +159,7 @@ static void append_list(db_pending **head, db_pending **tail, db_pending *list)
 db_pending *db_queue_take_all(db_queue *q)
 {
     db_pending *head = NULL, *tail = NULL;
-    if (q->closing) {
-        q->closing->next = NULL;
-        append_list(&head, &tail, q->closing);
-    }
+    append_list(&head, &tail, q->closing_head);
     append_list(&head, &tail, q->sent_head);
     append_list(&head, &tail, q->queued_head);
     *q = (db_queue){0};

@@ -15,10 +15,26 @@
  *   NULL                  -> end of the head query's results
  *   PGRES_PIPELINE_SYNC   -> end of a Sync group
  *
- * A query followed by a Sync completes only when that Sync's result
- * arrives: its implicit transaction has committed by then (libpq docs,
- * "Pipeline Mode": statements between two Syncs run in one implicit
- * transaction, and an error rolls back the whole group).
+ * Statements between two Syncs (a Sync group) run in one implicit
+ * transaction, and an error rolls back the whole group (libpq docs,
+ * "Pipeline Mode"; protocol docs, "Extended Query"). Writes share a group
+ * with whatever else was queued in the same turn, so:
+ *
+ *   - a writing query, and every query after a write in its group,
+ *     completes only when the group's Sync result arrives (it has
+ *     committed, or its result may have seen a write that had not);
+ *     a read with no write before it in its group completes at its end;
+ *   - when a query of a group fails, the group's queries that succeeded
+ *     and wait for the Sync were rolled back with it (rolled_back); those
+ *     after it were skipped (aborted). Both are for the driver to send
+ *     again; the failing one keeps its own error;
+ *   - a query sent again rides in the next group with the others; one
+ *     sent twice already goes in a Sync group of its own
+ *     (db_queue_next_alone), where no other query's error can touch it:
+ *     a query is sent at most 3 times.
+ *
+ * Several Sync groups may be in flight at once: their results come back
+ * in the order they were sent, one group after the other.
  */
 #ifndef CORING_DB_QUEUE_H
 #define CORING_DB_QUEUE_H
@@ -41,6 +57,7 @@ typedef struct db_pending {
     bool writes;                 /* statement changes data: Sync right after it */
     bool sync_after;             /* a Sync was sent right after this query */
     bool aborted;                /* PGRES_PIPELINE_ABORTED: it did not run */
+    bool rolled_back;            /* it ran, but a later query of its group failed */
     bool failed;                 /* its result is an error */
     unsigned attempts;           /* times sent */
     int state;                   /* enum db_pending_state */
@@ -52,9 +69,13 @@ typedef struct db_pending {
 typedef struct db_queue {
     db_pending *queued_head, *queued_tail; /* not sent yet, in order */
     db_pending *sent_head, *sent_tail;     /* sent, results not all read */
-    db_pending *closing;                   /* results read, waiting for its Sync result */
-    unsigned queued, sent;
+    db_pending *closing_head, *closing_tail; /* results read, waiting for their Sync result */
+    unsigned queued, sent, closing;
     unsigned syncs;                        /* Syncs sent whose result is not read */
+    /* The Sync group whose results are being read: */
+    bool await_sync;                       /* its last query ended: its Sync comes next */
+    bool group_wrote;                      /* a writing query of it has been read */
+    bool group_failed;                     /* a query of it failed */
 } db_queue;
 
 typedef enum db_event {
@@ -78,6 +99,12 @@ db_pending *db_queue_send_next(db_queue *q);
 /* A Sync was sent after the last sent query. */
 void db_queue_mark_sync(db_queue *q);
 
+/* Whether the next query to send was sent twice before (aborted or rolled
+ * back each time): the driver gives it a Sync group of its own, a Sync
+ * before it when queries since the last Sync precede it and one right
+ * after it. */
+bool db_queue_next_alone(const db_queue *q);
+
 /* Whether results are still expected (queries or Syncs in flight). */
 bool db_queue_busy(const db_queue *q);
 
@@ -85,8 +112,10 @@ bool db_queue_busy(const db_queue *q);
  * db_queue_feed - account for one PQgetResult() outcome @ev (@res its
  * result, stored in the head query for RESULT and ERROR). Returns false when
  * @ev does not fit what was sent (the connection must be dropped); then
- * @res was not stored. *@done is set to a query whose results are complete
- * (taken off the queue), or NULL.
+ * @res was not stored. *@done is set to the queries whose results are
+ * complete (taken off the queue), a list linked by `next` in the order
+ * sent (several at a Sync), or NULL. A query of the list with `aborted`
+ * or `rolled_back` set did not take effect: send it again or fail it.
  */
 bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done);
 

@@ -17,6 +17,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -368,6 +369,190 @@ class UsersTest(cs.CoringTestCase):
         self.assertEqual({s for s, _, _ in results[mark:]}, {200})
         # And a plain request afterwards, on a new connection.
         self.assertEqual(self.req("GET", "/users/1").status, 200)
+
+    # -- shared Syncs and several in flight ------------------------------------
+    def _post_all(self, bodies):
+        """POST each of @bodies on its own connection, all sent before any
+        answer is read (so that the server reads them in few loop turns);
+        returns the responses in order."""
+        cs.raise_nofile_limit()
+        conns = [self.server.connect(timeout=20) for _ in bodies]
+        try:
+            for c, body in zip(conns, bodies):
+                c.send(cs.build_request("POST", "/users", JSON_HDR, body))
+            return [c.read_response("POST") for c in conns]
+        finally:
+            for c in conns:
+                c.close()
+
+    def _db_metric(self, name):
+        with self.server.connect() as c:
+            text = c.request("GET", "/metrics").body.decode()
+        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def test_concurrent_inserts_share_round_trips(self):
+        """64 POSTs at once take fewer round trips (Syncs) than inserts:
+        writes share a Sync (each had one of its own before)."""
+        tag = self.unique_email("share").split("@")[0]
+        bodies = [{"name": "Share %d" % i, "email": "%s-%d@example.com" % (tag, i)}
+                  for i in range(64)]
+        trips0 = self._db_metric("db_round_trips_total")
+        got = self._post_all(bodies)
+        trips = self._db_metric("db_round_trips_total") - trips0
+        print("64 concurrent POST /users: %d round trips (Syncs)" % trips)
+        self.assertEqual([r.status for r in got], [201] * 64, got[:3])
+        rows = pg("psql", "-tAc", "SELECT count(*) FROM users WHERE email LIKE '%s-%%'" % tag)
+        self.assertEqual(int(rows.strip()), 64)
+        self.assertLess(trips, 64, "each insert had a round trip of its own")
+
+    def test_conflicting_inserts_roll_back_no_one_else(self):
+        """Concurrent POSTs where some conflict (an email already taken, or
+        the same new email twice): each conflict answers 409, every other
+        insert is created (and in the database), although PostgreSQL rolls
+        back the whole Sync group of a failing insert."""
+        tag = self.unique_email("conflict").split("@")[0]
+        for rnd in range(3):
+            taken = ["%s-%d-taken%d@example.com" % (tag, rnd, i) for i in range(8)]
+            for e in taken:
+                self.create("Taken", e)
+            fresh = ["%s-%d-new%d@example.com" % (tag, rnd, i) for i in range(32)]
+            twice = ["%s-%d-twice%d@example.com" % (tag, rnd, i) for i in range(8)]
+            emails = taken + fresh + twice + twice
+            random.Random(rnd).shuffle(emails)
+            got = self._post_all([{"name": "C", "email": e} for e in emails])
+            by_email = {}
+            for e, r in zip(emails, got):
+                by_email.setdefault(e, []).append(r)
+            for e in taken:
+                self.assertEqual([r.status for r in by_email[e]], [409], e)
+            for e in fresh:
+                self.assertEqual([r.status for r in by_email[e]], [201], "%s: %r" % (e, by_email[e]))
+            for e in twice:
+                self.assertEqual(sorted(r.status for r in by_email[e]), [201, 409], e)
+            created = {r.json()["id"]: e for e in fresh + twice for r in by_email[e] if r.status == 201}
+            rows = self.postgres.sql("SELECT id, email FROM users WHERE email LIKE '%s-%d-%%'"
+                                     % (tag, rnd))
+            in_db = {int(i): e for i, e in rows}
+            self.assertEqual(len(in_db), len(taken) + len(fresh) + len(twice), "rows in the database")
+            for uid, e in created.items():
+                self.assertEqual(in_db.get(uid), e, "201 for id %d (%s), not in the database" % (uid, e))
+
+    def _mixed_load(self, k, stop, results):
+        """Loop a POST and a GET of it on one connection until @stop; record
+        (what, status, seconds, email)."""
+        c = None
+        n = 0
+        while not stop.is_set():
+            try:
+                if c is None:
+                    c = self.server.connect(timeout=DB_TIMEOUT + 5)
+                email = "mixed-%d-%d-%d@example.com" % (k, n, time.monotonic_ns())
+                n += 1
+                t = time.monotonic()
+                r = c.request("POST", "/users", JSON_HDR, {"name": "M", "email": email})
+                results.append(("POST", r.status, time.monotonic() - t, email))
+                if r.status == 201:
+                    t = time.monotonic()
+                    r2 = c.request("GET", "/users/%d" % r.json()["id"])
+                    results.append(("GET", r2.status, time.monotonic() - t, email))
+            except Exception as e:  # noqa: BLE001
+                results.append(("error", repr(e), 0, None))
+                if c is not None:
+                    c.close()
+                c = None
+                time.sleep(0.05)
+        if c is not None:
+            c.close()
+
+    def _client_backends(self):
+        out = pg("psql", "-tAc", "SELECT pid FROM pg_stat_activity WHERE backend_type = "
+                 "'client backend' AND pid <> pg_backend_pid()")
+        return [int(x) for x in out.split()]
+
+    @contextlib.contextmanager
+    def _under_mixed_load(self, clients):
+        stop = threading.Event()
+        results = []
+        workers = [threading.Thread(target=self._mixed_load, args=(k, stop, results))
+                   for k in range(clients)]
+        for w in workers:
+            w.start()
+        try:
+            yield results
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(DB_TIMEOUT + 10)
+            self.assertFalse(any(w.is_alive() for w in workers), "a client hung")
+
+    def test_backends_killed_with_several_syncs_in_flight(self):
+        """pg_terminate_backend under 24 clients writing and reading: every
+        request gets an answer (201/200, or 503) within the query timeout,
+        none hangs, every 201 is in the database, and all is 2xx again."""
+        with self._under_mixed_load(24) as results:
+            time.sleep(0.5)
+            for _ in range(3):
+                out = pg("psql", "-tAc", "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+                self.assertGreaterEqual(int(out.strip()), 2, "backends terminated")
+                time.sleep(0.4)
+            self._wait_for_200(5)
+            time.sleep(BACKOFF_MAX + 0.5)
+            mark = len(results)
+            time.sleep(0.5)
+        counts = {}
+        for what, status, secs, _ in results:
+            counts[(what, status)] = counts.get((what, status), 0) + 1
+        print("answers around the kills: %r" % sorted(counts.items(), key=str))
+        for what, status, secs, email in results:
+            self.assertIn((what, status), (("POST", 201), ("POST", 503), ("GET", 200), ("GET", 503)),
+                          "answer around the kill: %r %r %r" % (what, status, secs))
+            self.assertLess(secs, DB_TIMEOUT + 1, "a request hung: %r %r; stderr:\n%s"
+                            % (what, email, self.server.stderr_text()))
+        created = {e for what, status, _, e in results if what == "POST" and status == 201}
+        self.assertTrue(created)
+        rows = self.postgres.sql("SELECT email FROM users WHERE email LIKE 'mixed-%'")
+        missing = created - {r[0] for r in rows}
+        self.assertEqual(missing, set(), "answered 201 but not in the database")
+        after = {(w, s) for w, s, _, _ in results[mark:]}
+        self.assertTrue(after)
+        self.assertLessEqual(after, {("POST", 201), ("GET", 200)}, "answers after the kills")
+
+    def test_stalled_backends_time_out_with_several_syncs_in_flight(self):
+        """Backends stopped (SIGSTOP) under 16 clients: each request waiting
+        on them answers 503 within the query timeout (however many queries
+        keep arriving behind it); once they run again, all is 2xx."""
+        pids = self._client_backends()
+        self.assertTrue(pids)
+        with self._under_mixed_load(16) as results:
+            time.sleep(0.5)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            stalled_from = len(results)
+            try:
+                time.sleep(DB_TIMEOUT + 1.5)
+            finally:
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+            stalled = results[stalled_from:]
+            self._wait_for_200(10)
+            time.sleep(BACKOFF_MAX + 0.5)
+            mark = len(results)
+            time.sleep(0.5)
+        print("answers while stalled: %r" % sorted({(w, s) for w, s, _, _ in stalled}, key=str))
+        self.assertIn(503, [s for _, s, _, _ in stalled], "no 503 while the backends were stopped")
+        for what, status, secs, email in results:
+            self.assertIn(status, (200, 201, 503), "%r %r" % (what, status))
+            self.assertLess(secs, DB_TIMEOUT + 1.5, "a request outlived the query timeout: %r %r"
+                            % (what, email))
+        after = {(w, s) for w, s, _, _ in results[mark:]}
+        self.assertTrue(after)
+        self.assertLessEqual(after, {("POST", 201), ("GET", 200)}, "answers after the stall; stderr:\n%s"
+                             % self.server.stderr_text())
 
     # -- start-up -------------------------------------------------------------
     def test_restart_keeps_users_and_applies_no_migration_twice(self):

@@ -23,21 +23,36 @@ static void setup(void)
 
 TestSuite(queue, .init = setup);
 
-/* Send @n queued queries; a Sync after each writer and one at the end. */
+/* Send @n queued queries as the driver does: one Sync at the end, and a
+ * group of its own for a query sent before. */
 static void send_batch(unsigned n)
 {
     bool unsynced = false;
     for (unsigned i = 0; i < n; i++) {
+        bool alone = db_queue_next_alone(&q);
+        if (alone && unsynced) {
+            db_queue_mark_sync(&q);
+            unsynced = false;
+        }
         db_pending *s = db_queue_send_next(&q);
         cr_assert_not_null(s);
         unsynced = true;
-        if (s->writes) {
+        if (alone) {
             db_queue_mark_sync(&q);
             unsynced = false;
         }
     }
     if (unsynced)
         db_queue_mark_sync(&q);
+}
+
+/* The entries of list @got, linked by next, are @want[0..@n). */
+static void expect_list(db_pending *got, db_pending *const *want, size_t n)
+{
+    size_t i = 0;
+    for (db_pending *it = got; it; it = it->next, i++)
+        cr_expect(i < n && it == want[i], "entry %zu is p[%td]", i, it - p);
+    cr_expect_eq(i, n, "%zu entries, %zu wanted", i, n);
 }
 
 static db_pending *feed(db_event ev, struct pg_result *res)
@@ -84,9 +99,11 @@ Test(queue, one_sync_for_a_batch_of_reads_completes_at_the_sync)
     cr_expect_null(feed(DB_EVENT_RESULT, RES(2)));
     cr_expect_eq(feed(DB_EVENT_END, NULL), &p[1]);
     cr_expect_null(feed(DB_EVENT_RESULT, RES(3)));
-    cr_expect_null(feed(DB_EVENT_END, NULL), "the last waits for the Sync (commit)");
-    cr_expect(db_queue_busy(&q));
-    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[2]);
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[2], "a read with no write before: at its end");
+    cr_expect(db_queue_busy(&q), "its Sync is still to come");
+    db_pending *d;
+    cr_expect_not(db_queue_feed(&q, DB_EVENT_RESULT, RES(4), &d), "only the Sync may follow");
+    cr_expect_null(feed(DB_EVENT_SYNC, NULL));
     cr_expect_not(db_queue_busy(&q));
 }
 
@@ -105,36 +122,145 @@ Test(queue, an_error_aborts_the_rest_of_its_sync_group)
     cr_expect(p[1].aborted);
     cr_expect_null(p[1].result);
     cr_expect_null(feed(DB_EVENT_ABORTED, NULL));
-    cr_expect_null(feed(DB_EVENT_END, NULL));
-    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[2]);
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[2]);
     cr_expect(p[2].aborted);
+    cr_expect_null(feed(DB_EVENT_SYNC, NULL));
 
     /* An aborted query goes back to the queue and is sent again. */
     db_queue_push(&q, &p[1]);
     cr_expect_not(p[1].aborted, "push resets the outcome flags");
+    cr_expect_not(db_queue_next_alone(&q), "sent once: shares the next group");
     cr_expect_eq(db_queue_send_next(&q), &p[1]);
     cr_expect_eq(p[1].attempts, 2);
 }
 
-Test(queue, writers_get_their_own_sync)
+Test(queue, writes_share_a_sync_and_complete_at_it)
 {
-    p[1].writes = true;
-    for (int i = 0; i < 3; i++)
+    p[1].writes = p[2].writes = true;
+    for (int i = 0; i < 4; i++)
         db_queue_push(&q, &p[i]);
-    send_batch(3);
-    cr_expect_eq(q.syncs, 2, "one after the writer, one at the end");
-    cr_expect(p[1].sync_after);
-    cr_expect(p[2].sync_after);
+    send_batch(4);
+    cr_expect_eq(q.syncs, 1, "one Sync for reads and writes alike");
+    cr_expect(p[3].sync_after);
 
     cr_expect_null(feed(DB_EVENT_RESULT, RES(1)));
-    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[0]);
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[0], "a read before any write: at its end");
     cr_expect_null(feed(DB_EVENT_RESULT, RES(2)));
+    cr_expect_null(feed(DB_EVENT_END, NULL), "a write waits for its commit");
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(3)));
     cr_expect_null(feed(DB_EVENT_END, NULL));
-    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[1], "the write is done once committed");
-    /* A failing query after the writer's Sync does not touch it. */
-    cr_expect_null(feed(DB_EVENT_ERROR, RES(3)));
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(4)));
+    cr_expect_null(feed(DB_EVENT_END, NULL), "a read after a write may have seen it: waits");
+    cr_expect_eq(q.closing, 3);
+    db_pending *want[] = {&p[1], &p[2], &p[3]};
+    expect_list(feed(DB_EVENT_SYNC, NULL), want, 3);
+    for (int i = 1; i < 4; i++)
+        cr_expect_not(p[i].rolled_back || p[i].aborted || p[i].failed, "p[%d] committed", i);
+    cr_expect_not(db_queue_busy(&q));
+}
+
+Test(queue, a_failed_write_rolls_back_the_others_of_its_sync)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i].writes = true;
+        db_queue_push(&q, &p[i]);
+    }
+    send_batch(4);
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(1)));
     cr_expect_null(feed(DB_EVENT_END, NULL));
-    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[2]);
+    cr_expect_null(feed(DB_EVENT_ERROR, RES(2))); /* say, a unique violation */
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    cr_expect_null(feed(DB_EVENT_ABORTED, NULL));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    cr_expect_null(feed(DB_EVENT_ABORTED, NULL));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    db_pending *want[] = {&p[0], &p[1], &p[2], &p[3]};
+    expect_list(feed(DB_EVENT_SYNC, NULL), want, 4);
+    cr_expect(p[0].rolled_back, "ran, then rolled back with its group");
+    cr_expect_eq(p[0].result, RES(1));
+    cr_expect(p[1].failed);
+    cr_expect_not(p[1].rolled_back, "the failing one keeps its own error");
+    cr_expect(p[2].aborted && p[3].aborted);
+    cr_expect_not(p[2].rolled_back);
+
+    /* Sent again together with a new one; p2 fails again. */
+    p[0].result = NULL;
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[2]);
+    db_queue_push(&q, &p[4]); /* a new one, queued meanwhile */
+    send_batch(3);
+    cr_expect_eq(q.syncs, 1, "a first retry shares the next group");
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(5)));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    cr_expect_null(feed(DB_EVENT_ERROR, RES(6)));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    cr_expect_null(feed(DB_EVENT_ABORTED, NULL));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    db_pending *want2[] = {&p[0], &p[2], &p[4]};
+    expect_list(feed(DB_EVENT_SYNC, NULL), want2, 3);
+    cr_expect(p[0].rolled_back && p[2].failed && p[4].aborted);
+
+    /* Sent a third time, p0 goes alone; p4 (sent once) shares. */
+    p[0].result = NULL;
+    db_queue_push(&q, &p[4]);
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[5]);
+    send_batch(3);
+    cr_expect_eq(q.syncs, 3, "p4 | p0 | p5");
+    cr_expect(p[4].sync_after && p[0].sync_after && p[5].sync_after);
+    cr_expect_eq(p[0].attempts, 3);
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(7)));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[4], "a read: at its end");
+    cr_expect_null(feed(DB_EVENT_SYNC, NULL));
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(8)));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[0]);
+    cr_expect_not(p[0].rolled_back);
+    cr_expect_null(feed(DB_EVENT_ERROR, RES(9)));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[5], "a failed read, alone in its group");
+    cr_expect_null(feed(DB_EVENT_SYNC, NULL));
+    cr_expect_not(db_queue_busy(&q));
+}
+
+Test(queue, a_retry_after_new_queries_gets_a_sync_before_it)
+{
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[1]);
+    p[1].attempts = 2; /* sent twice before */
+    db_queue_push(&q, &p[2]);
+    send_batch(3);
+    cr_expect(p[0].sync_after, "the group before the retry is closed");
+    cr_expect(p[1].sync_after);
+    cr_expect(p[2].sync_after);
+    cr_expect_eq(q.syncs, 3);
+}
+
+Test(queue, several_sync_groups_in_flight)
+{
+    p[0].writes = p[3].writes = true;
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[1]);
+    send_batch(2); /* group 1: write, read */
+    db_queue_push(&q, &p[2]);
+    send_batch(1); /* group 2: read */
+    db_queue_push(&q, &p[3]);
+    send_batch(1); /* group 3: write */
+    cr_expect_eq(q.syncs, 3);
+    cr_expect(db_queue_busy(&q));
+
+    feed(DB_EVENT_RESULT, RES(1));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    feed(DB_EVENT_RESULT, RES(2));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    db_pending *want1[] = {&p[0], &p[1]};
+    expect_list(feed(DB_EVENT_SYNC, NULL), want1, 2);
+    feed(DB_EVENT_ERROR, RES(3));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[2], "group 2 is read-only: at its end");
+    cr_expect_null(feed(DB_EVENT_SYNC, NULL));
+    feed(DB_EVENT_RESULT, RES(4));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[3]);
+    cr_expect_not(p[3].rolled_back, "group 2's error is not group 3's");
     cr_expect_not(db_queue_busy(&q));
 }
 
@@ -151,25 +277,25 @@ Test(queue, unexpected_results_are_refused)
     cr_expect_eq(p[0].result, RES(1), "the first result stays");
     cr_expect(db_queue_feed(&q, DB_EVENT_END, NULL, &done));
     cr_expect_not(db_queue_feed(&q, DB_EVENT_RESULT, RES(3), &done), "a result before the Sync");
+    cr_expect(db_queue_feed(&q, DB_EVENT_SYNC, NULL, &done));
+    cr_expect_not(db_queue_feed(&q, DB_EVENT_SYNC, NULL, &done), "one Sync sent, two came");
 }
 
 Test(queue, take_all_returns_everything_in_order)
 {
+    p[1].writes = true;
     for (int i = 0; i < 5; i++)
         db_queue_push(&q, &p[i]);
     send_batch(3);               /* p0..p2 sent, p3 p4 queued */
     feed(DB_EVENT_RESULT, RES(1));
     feed(DB_EVENT_END, NULL);    /* p0 done (not in the queue any more) */
     feed(DB_EVENT_RESULT, RES(2));
-    feed(DB_EVENT_END, NULL);    /* p1 done */
-    feed(DB_EVENT_RESULT, RES(3));
-    feed(DB_EVENT_END, NULL);    /* p2 closing, waiting for its Sync */
+    feed(DB_EVENT_END, NULL);    /* p1 (a write) closing, waiting for its Sync */
+    db_queue_push(&q, &p[5]);
+    send_batch(1);               /* p3 sent in a second group; p4 p5 queued */
     db_pending *list = db_queue_take_all(&q);
-    db_pending *want[] = {&p[2], &p[3], &p[4]};
-    size_t n = 0;
-    for (db_pending *it = list; it; it = it->next, n++)
-        cr_expect_eq(it, want[n < 3 ? n : 2], "entry %zu", n);
-    cr_expect_eq(n, 3);
+    db_pending *want[] = {&p[1], &p[2], &p[3], &p[4], &p[5]};
+    expect_list(list, want, 5);
     cr_expect_not(db_queue_busy(&q));
     cr_expect_eq(q.queued, 0);
 }

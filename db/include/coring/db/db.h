@@ -6,19 +6,25 @@
  * coroutine calls db_run(): the query (a registered statement and its
  * parameters) is queued on the least-loaded live connection of the thread
  * and the coroutine parks. The connection's driver, a coroutine of its own,
- * sends everything queued in one go (PQsendQueryPrepared each, then
- * PQpipelineSync), waits for the socket through the ring (net_park on
- * PQsocket), reads the results in order (PQconsumeInput, PQisBusy,
- * PQgetResult) and wakes each waiter with its own result. Many concurrent
- * requests thus share one round trip. After start-up no libpq call blocks a
- * worker thread.
+ * sends everything queued in one go (PQsendQueryPrepared each, then one
+ * Sync: PQsendPipelineSync with libpq 17, PQpipelineSync before), waits for
+ * the socket through the ring (net_park on PQsocket), reads the results in
+ * order (PQconsumeInput, PQisBusy, PQgetResult) and wakes each waiter with
+ * its own result. Many concurrent requests thus share one round trip. A
+ * query queued while a round trip is in flight is sent at the loop's next
+ * turn, in a Sync group of its own, while fewer than 4 groups are in flight
+ * on the connection (else as soon as the oldest one's results are read).
+ * After start-up no libpq call blocks a worker thread.
  *
- * Statements are prepared once per connection when it opens. A statement
- * marked `writes` gets a Sync of its own, so that it is its own implicit
- * transaction: a failing write never rolls back another request's write,
- * and a write is reported done only once its Sync confirmed the commit.
- * Queries skipped because an earlier query of their Sync group failed
- * (PGRES_PIPELINE_ABORTED) are re-sent: up to 3 sends in all.
+ * Statements are prepared once per connection when it opens. Reads and
+ * writes share a Sync group, which PostgreSQL runs as one implicit
+ * transaction. A query marked `writes`, and any query after a write in its
+ * group, is reported done only once the group's Sync confirmed the commit.
+ * When a query of a group fails, PostgreSQL rolls back the group's earlier
+ * queries and skips the later ones (PGRES_PIPELINE_ABORTED): those are
+ * sent again (in the next group, then alone in a group of their own: up to
+ * 3 sends in all), so no request's write is rolled back or failed by
+ * another's error; the failing query gets its own error.
  *
  * Failures: a connection that breaks fails its queries with -ECONNRESET and
  * is re-opened with exponential backoff (backoff_min_ns doubling up to
@@ -105,7 +111,7 @@ typedef enum db_type {
 /* A statement to prepare on every connection of the pool (db_register). */
 typedef struct db_statement {
     const char *sql;   /* with $1..$n placeholders */
-    bool writes;       /* changes data: gets its own Sync (own transaction) */
+    bool writes;       /* changes data: done only once its Sync group committed */
     bool replica_ok;   /* a read that may be answered by the read replica
                           (read_conninfo), lag included; never with writes */
     db_type types[DB_MAX_PARAMS]; /* of $1.. in order, then DB_TYPE_NONE: their count */
