@@ -14,6 +14,7 @@
 #include "coring/embed/bert.h"
 
 #include "coring/core/json.h"
+#include "coring/embed/blas.h"
 #include "coring/embed/qgemm.h"
 
 #include <cblas.h>
@@ -422,7 +423,7 @@ AVX512 __m512 _ZGVeN16v_expf(__m512 x);
 
 static bool have_avx512(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return __builtin_cpu_supports("avx512f") && !embed_kernels_portable();
 }
 
 /* Lanes [0, n - i) of the 16 from @i, as a mask. */
@@ -558,6 +559,11 @@ static void softmax_rows(float *s, size_t rows, size_t cols)
         for (size_t j = 0; j < cols; j++)
             row[j] *= inv;
     }
+}
+
+bool embed_bert_avx512(void)
+{
+    return have_avx512();
 }
 
 void embed_mean_pool(const float *hidden, size_t tokens, size_t dim, float *out)
