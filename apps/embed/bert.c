@@ -30,6 +30,11 @@ typedef struct bert_layer {
     const float *inter_w, *inter_b, *out_w, *out_b, *out_norm_w, *out_norm_b;
 } bert_layer;
 
+/* A layer's float32 linear weights packed once at load (embed_fweights). */
+typedef struct bert_flayer {
+    embed_fweights query, key, value, attn_out, inter, out;
+} bert_flayer;
+
 /* A layer's linear weights in int8 (embed_bert_quantize_int8). */
 typedef struct bert_qlayer {
     embed_qweights query, key, value, attn_out, inter, out;
@@ -41,6 +46,7 @@ struct embed_bert {
     const float *word, *position, *token_type, *emb_norm_w, *emb_norm_b;
     bert_layer *layers;
     bert_qlayer *qlayers; /* NULL: float32 linear layers */
+    bert_flayer *flayers; /* NULL: OpenBLAS on the unpacked weights */
 };
 
 struct embed_bert_workspace {
@@ -57,8 +63,9 @@ struct embed_bert_workspace {
 
 /* Rows per pass through the feed-forward block in int8: its [rows, 1536]
  * intermediate then stays in L2 between the first product, GELU,
- * quantisation and the second product (float32 runs all rows at once:
- * OpenBLAS repacks the weights on every call). */
+ * quantisation and the second product; the same with float32 weights
+ * packed once (with OpenBLAS, which repacks the weights on every call,
+ * all rows at once). */
 #ifndef FFN_ROWS_INT8
 #define FFN_ROWS_INT8 64
 #endif
@@ -185,10 +192,57 @@ static const float *weight(const embed_safetensors *st, const char *name, int64_
     return t->data;
 }
 
+/* Free @n layers of packed float32 weights (any possibly empty) and @f. */
+static void free_flayers(bert_flayer *f, unsigned n)
+{
+    for (unsigned i = 0; f && i < n; i++) {
+        embed_fweights *all[] = {&f[i].query,    &f[i].key,   &f[i].value,
+                                 &f[i].attn_out, &f[i].inter, &f[i].out};
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
+            embed_fweights_free(all[j]);
+    }
+    free(f);
+}
+
+/* Pack every linear layer's weights for embed_sgemm_packed; the mapped
+ * originals leave the resident set (read again from the file only by
+ * embed_bert_quantize_int8). */
+static int pack_float32(embed_bert *m)
+{
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size;
+    bert_flayer *f = calloc(c->num_layers, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    for (unsigned i = 0; i < c->num_layers; i++) {
+        const bert_layer *l = &m->layers[i];
+        struct {
+            embed_fweights *dst;
+            const float *w;
+            size_t out, in;
+        } todo[] = {
+            {&f[i].query, l->query_w, h, h},      {&f[i].key, l->key_w, h, h},
+            {&f[i].value, l->value_w, h, h},      {&f[i].attn_out, l->attn_out_w, h, h},
+            {&f[i].inter, l->inter_w, inter, h}, {&f[i].out, l->out_w, h, inter},
+        };
+        for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
+            int err = embed_fweights_init(todo[j].dst, todo[j].w, todo[j].out, todo[j].in);
+            if (err < 0) {
+                free_flayers(f, c->num_layers);
+                return err;
+            }
+            embed_safetensors_drop(m->st, todo[j].w, todo[j].out * todo[j].in * sizeof(float));
+        }
+    }
+    m->flayers = f;
+    return 0;
+}
+
 int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, embed_bert **out,
                     char *err, size_t err_len)
 {
     *out = NULL;
+    int ret;
     embed_bert *m = calloc(1, sizeof(*m));
     if (!m || !(m->layers = calloc(cfg->num_layers, sizeof(*m->layers)))) {
         free(m);
@@ -235,6 +289,11 @@ int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, e
 #undef LW
     }
 #undef W
+    if (embed_sgemm_packed_available() && (ret = pack_float32(m)) < 0) {
+        snprintf(err, err_len, "out of memory packing the weights");
+        embed_bert_free(m);
+        return ret;
+    }
     *out = m;
     return 0;
 bad:
@@ -259,6 +318,7 @@ void embed_bert_free(embed_bert *m)
     if (!m)
         return;
     free_qlayers(m->qlayers, m->cfg.num_layers);
+    free_flayers(m->flayers, m->cfg.num_layers);
     free(m->layers);
     free(m);
 }
@@ -299,6 +359,8 @@ int embed_bert_quantize_int8(embed_bert *m)
         }
     }
     m->qlayers = q;
+    free_flayers(m->flayers, c->num_layers); /* not used again */
+    m->flayers = NULL;
     return 0;
 }
 
@@ -396,12 +458,16 @@ static void quantize_input(embed_bert_workspace *ws, const float *x, size_t n, s
 }
 
 /* y = x W^T + b (+ y when @accumulate): in int8 when @qw is given (then
- * @ws holds x quantised by quantize_input), else in float32 with @w. */
+ * @ws holds x quantised by quantize_input), else in float32 with @fw
+ * (packed) or @w. */
 static void dense(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
-                  const float *w, const embed_qweights *qw, const float *b, size_t out, float *y,
-                  bool accumulate)
+                  const float *w, const embed_qweights *qw, const embed_fweights *fw,
+                  const float *b, size_t out, float *y, bool accumulate)
 {
-    if (qw)
+    if (fw)
+        embed_sgemm_packed(x, n, in, fw, b, y, out,
+                           accumulate ? EMBED_EPI_BIAS_ADD : EMBED_EPI_BIAS);
+    else if (qw)
         embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, qw, b, y, out, accumulate);
     else
         linear(x, n, in, w, b, out, y, accumulate);
@@ -609,7 +675,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     if (count == 0)
         return 0;
     /* The feed-forward block takes the rows a chunk at a time in int8. */
-    size_t ffn_rows = m->qlayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
+    size_t ffn_rows =
+        (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
     if (workspace_fit(ws, tokens, ffn_rows, longest, h, inter) < 0 ||
         (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
         return -ENOMEM;
@@ -629,11 +696,15 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     for (unsigned li = 0; li < c->num_layers; li++) {
         const bert_layer *l = &m->layers[li];
         const bert_qlayer *ql = m->qlayers ? &m->qlayers[li] : NULL;
+        const bert_flayer *fl = m->flayers ? &m->flayers[li] : NULL;
         if (ql)
             quantize_input(ws, x, tokens, h);
-        dense(ws, x, tokens, h, l->query_w, ql ? &ql->query : NULL, l->query_b, h, ws->q, false);
-        dense(ws, x, tokens, h, l->key_w, ql ? &ql->key : NULL, l->key_b, h, ws->k, false);
-        dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, l->value_b, h, ws->v, false);
+        dense(ws, x, tokens, h, l->query_w, ql ? &ql->query : NULL, fl ? &fl->query : NULL,
+              l->query_b, h, ws->q, false);
+        dense(ws, x, tokens, h, l->key_w, ql ? &ql->key : NULL, fl ? &fl->key : NULL, l->key_b, h,
+              ws->k, false);
+        dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, fl ? &fl->value : NULL,
+              l->value_b, h, ws->v, false);
         for (size_t b = 0, start = 0; b < count; start += lens[b], b++) {
             int len = (int)lens[b];
             for (size_t hd = 0; hd < heads; hd++) {
@@ -648,8 +719,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
         /* x = LayerNorm(x + ctx Wo^T + bo) */
         if (ql)
             quantize_input(ws, ws->ctx, tokens, h);
-        dense(ws, ws->ctx, tokens, h, l->attn_out_w, ql ? &ql->attn_out : NULL, l->attn_out_b, h,
-              x, true);
+        dense(ws, ws->ctx, tokens, h, l->attn_out_w, ql ? &ql->attn_out : NULL,
+              fl ? &fl->attn_out : NULL, l->attn_out_b, h, x, true);
         layer_norm(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps);
         /* x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2), a chunk of rows at a time */
         for (size_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
@@ -657,12 +728,18 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
             float *xr = x + r0 * h;
             if (ql)
                 quantize_input(ws, xr, n, h);
-            dense(ws, xr, n, h, l->inter_w, ql ? &ql->inter : NULL, l->inter_b, inter, ws->inter,
-                  false);
-            gelu(ws->inter, n * inter);
+            if (fl) /* bias and GELU in the product's epilogue */
+                embed_sgemm_packed(xr, n, h, &fl->inter, l->inter_b, ws->inter, inter,
+                                   EMBED_EPI_BIAS_GELU);
+            else {
+                dense(ws, xr, n, h, l->inter_w, ql ? &ql->inter : NULL, NULL, l->inter_b, inter,
+                      ws->inter, false);
+                gelu(ws->inter, n * inter);
+            }
             if (ql)
                 quantize_input(ws, ws->inter, n, inter);
-            dense(ws, ws->inter, n, inter, l->out_w, ql ? &ql->out : NULL, l->out_b, h, xr, true);
+            dense(ws, ws->inter, n, inter, l->out_w, ql ? &ql->out : NULL, fl ? &fl->out : NULL,
+                  l->out_b, h, xr, true);
             layer_norm(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps);
         }
     }

@@ -38,4 +38,52 @@ bool embed_kernels_portable(void);
  */
 void embed_blas_describe(char *buf, size_t len);
 
+/*
+ * A float32 weight matrix [out, in] (PyTorch's nn.Linear layout) packed once
+ * at load for embed_sgemm_packed: block j holds outputs 64j .. 64j+63, and
+ * inside it input k takes 64 consecutive floats (one per output, zero past
+ * @out). A linear layer then reads its weights in the order the kernel uses
+ * them, never copying them per call (OpenBLAS's sgemm repacks B on every
+ * call: ~15 % of a forward pass at one text).
+ */
+typedef struct embed_fweights {
+    float *packed; /* out_pad * in floats, 64-byte aligned */
+    size_t in, out, out_pad;
+} embed_fweights;
+
+/* What embed_sgemm_packed does after the product, per output value v. */
+typedef enum embed_epilogue {
+    EMBED_EPI_BIAS,          /* y = v + b */
+    EMBED_EPI_BIAS_ADD,      /* y += v + b (a residual already in y) */
+    EMBED_EPI_BIAS_GELU,     /* y = GELU(v + b), exact erf GELU */
+} embed_epilogue;
+
+/*
+ * embed_fweights_init - pack @w (@out x @in floats, row-major, read only;
+ * the caller keeps it) into @q. Returns 0, -EINVAL (a zero size) or -ENOMEM
+ * (then @q holds nothing to free). Any thread; load time.
+ */
+int embed_fweights_init(embed_fweights *q, const float *w, size_t out, size_t in);
+
+/* embed_fweights_free - release what embed_fweights_init allocated; @q may
+ * be zeroed (then nothing happens). */
+void embed_fweights_free(embed_fweights *q);
+
+/*
+ * embed_sgemm_packed_available - true when embed_sgemm_packed runs here:
+ * the CPU has AVX-512F, libmvec was found at build time and
+ * CORING_EMBED_KERNELS is not "portable". Otherwise the caller uses
+ * OpenBLAS's sgemm on the unpacked weights. Any thread, after start-up.
+ */
+bool embed_sgemm_packed_available(void);
+
+/*
+ * embed_sgemm_packed - y[r][o] = epilogue(sum_k x[r][k] w[o][k], b[o]) for
+ * the @n rows of @x (@w->in floats each, @ldx apart) and the @w->out
+ * outputs (@y: rows @ldy floats apart). @b: @w->out floats. Only when
+ * embed_sgemm_packed_available(); any thread.
+ */
+void embed_sgemm_packed(const float *x, size_t n, size_t ldx, const embed_fweights *w,
+                        const float *b, float *y, size_t ldy, embed_epilogue epi);
+
 #endif
