@@ -559,6 +559,56 @@ AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols)
         }
     }
 }
+
+/* Heads at most this wide take the fused attention kernel. */
+#define ATTN_MAX_D 256
+
+/*
+ * One sequence's head in one pass per query row, for @d a multiple of 16
+ * (at most ATTN_MAX_D): scores = scale q k^T into @scores (@len floats),
+ * softmax, ctx = p v, with no BLAS call (two OpenBLAS calls per sequence,
+ * head and layer cost more than the arithmetic at 30 tokens). @q, @k, @v,
+ * @ctx: @len rows @ld floats apart, from this head's first column.
+ */
+AVX512 static void attention_head_avx512(const float *q, const float *k, const float *v,
+                                         float *ctx, size_t len, size_t d, size_t ld,
+                                         float scale, float *scores)
+{
+    size_t vecs = d / 16;
+    for (size_t i = 0; i < len; i++) {
+        __m512 qi[ATTN_MAX_D / 16];
+        for (size_t c = 0; c < vecs; c++)
+            qi[c] = _mm512_mul_ps(_mm512_loadu_ps(q + i * ld + c * 16), _mm512_set1_ps(scale));
+        float max = -INFINITY;
+        for (size_t j = 0; j < len; j++) {
+            __m512 acc = _mm512_mul_ps(qi[0], _mm512_loadu_ps(k + j * ld));
+            for (size_t c = 1; c < vecs; c++)
+                acc = _mm512_fmadd_ps(qi[c], _mm512_loadu_ps(k + j * ld + c * 16), acc);
+            float sj = _mm512_reduce_add_ps(acc);
+            scores[j] = sj;
+            max = sj > max ? sj : max;
+        }
+        __m512 top = _mm512_set1_ps(max), sum = _mm512_setzero_ps();
+        for (size_t j = 0; j < len; j += 16) {
+            __mmask16 m = tail_mask(j, len);
+            __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), top));
+            e = _mm512_maskz_mov_ps(m, e);
+            sum = _mm512_add_ps(sum, e);
+            _mm512_mask_storeu_ps(scores + j, m, e);
+        }
+        __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+        __m512 out[ATTN_MAX_D / 16];
+        for (size_t c = 0; c < vecs; c++)
+            out[c] = _mm512_setzero_ps();
+        for (size_t j = 0; j < len; j++) {
+            __m512 p = _mm512_set1_ps(scores[j]);
+            for (size_t c = 0; c < vecs; c++)
+                out[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + j * ld + c * 16), out[c]);
+        }
+        for (size_t c = 0; c < vecs; c++)
+            _mm512_storeu_ps(ctx + i * ld + c * 16, _mm512_mul_ps(out[c], inv));
+    }
+}
 #else
 static bool have_avx512(void)
 {
@@ -709,6 +759,13 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
             int len = (int)lens[b];
             for (size_t hd = 0; hd < heads; hd++) {
                 size_t off = start * h + hd * d;
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+                if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
+                    attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off,
+                                          (size_t)len, d, h, scale, ws->scores);
+                    continue;
+                }
+#endif
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, (int)d, scale,
                             ws->q + off, (int)h, ws->k + off, (int)h, 0.0f, ws->scores, len);
                 softmax_rows(ws->scores, (size_t)len, (size_t)len);
