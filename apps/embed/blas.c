@@ -33,15 +33,19 @@ void embed_blas_describe(char *buf, size_t len)
 {
     const char *core = openblas_get_corename();
     const char *forced = getenv("OPENBLAS_CORETYPE");
-    const char *own = embed_bert_avx512() ? "AVX-512" : "portable C";
+    char blas[160];
     if (forced)
-        snprintf(buf, len,
-                 "OpenBLAS %s kernels (OPENBLAS_CORETYPE=%s in the environment); "
-                 "element-wise kernels %s%s",
-                 core ? core : "?", forced, own, portable_only ? " (CORING_EMBED_KERNELS=portable)" : "");
+        snprintf(blas, sizeof(blas), "OpenBLAS %s kernels (OPENBLAS_CORETYPE=%s in the environment)",
+                 core ? core : "?", forced);
     else
-        snprintf(buf, len, "OpenBLAS %s kernels; element-wise kernels %s%s", core ? core : "?", own,
-                 portable_only ? " (CORING_EMBED_KERNELS=portable)" : "");
+        snprintf(blas, sizeof(blas), "OpenBLAS %s kernels", core ? core : "?");
+    snprintf(buf, len, "%s%s; element-wise kernels %s%s",
+             embed_sgemm_packed_available()
+                 ? "float32 linear layers on AVX-512 with weights packed at load, attention "
+                   "on AVX-512, "
+                 : "",
+             blas, embed_bert_avx512() ? "AVX-512" : "portable C",
+             portable_only ? " (CORING_EMBED_KERNELS=portable)" : "");
 }
 
 /* --- float32 weights packed once --------------------------------------------- */

@@ -32,7 +32,8 @@ bool embed_kernels_portable(void);
  * (openblas_get_corename(): "Cooperlake", "Haswell", ...) and whether the
  * environment forced them (OPENBLAS_CORETYPE, read once when OpenBLAS is
  * loaded; DYNAMIC_ARCH builds such as Debian's pick by CPU otherwise),
- * and which element-wise kernels run (AVX-512 or portable C, see
+ * whether the float32 linear layers run on packed weights
+ * (embed_sgemm_packed_available), and which element-wise kernels run (AVX-512 or portable C, see
  * embed_kernels_select), into @buf (@len bytes, NUL-terminated). Any
  * thread.
  */
