@@ -120,7 +120,11 @@ static void usage(FILE *f)
             "                           DATABASE_URL (docs/operating.md)\n"
             "  VIACEP_URL               the cep app's upstream (default https://viacep.com.br/ws)\n"
             "  OPENBLAS_CORETYPE        read by OpenBLAS: forces its kernels for the embed app\n"
-            "                           (Haswell, SkylakeX, ...); unset, it picks them for the CPU\n"
+            "                           (Haswell, SkylakeX, ...; used where coring's AVX-512\n"
+            "                           kernels do not run); unset, it picks them for the CPU\n"
+            "  CORING_EMBED_KERNELS     auto (default: AVX-512 where the CPU has it) or portable:\n"
+            "                           the embed app's element-wise kernels and int8 product\n"
+            "                           in portable C whatever the CPU (docs/embeddings.md)\n"
             "\n"
             "Apps:\n");
     for (size_t i = 0; i < NUM_APPS; i++)

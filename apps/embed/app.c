@@ -29,6 +29,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -422,6 +423,11 @@ static int load(void)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char err[512];
+    const char *kernels = getenv("CORING_EMBED_KERNELS");
+    if (embed_kernels_select(kernels) < 0) {
+        cr_log_error("embed: CORING_EMBED_KERNELS=%s: expected auto or portable", kernels);
+        return -EINVAL;
+    }
     int ret = embed_model_open(options.model_dir, &model, err, sizeof(err));
     if (ret < 0) {
         cr_log_error("embed: cannot load the model: %s", err);

@@ -14,6 +14,7 @@
 #include "coring/embed/bert.h"
 
 #include "coring/core/json.h"
+#include "coring/embed/blas.h"
 #include "coring/embed/qgemm.h"
 
 #include <cblas.h>
@@ -29,6 +30,11 @@ typedef struct bert_layer {
     const float *inter_w, *inter_b, *out_w, *out_b, *out_norm_w, *out_norm_b;
 } bert_layer;
 
+/* A layer's float32 linear weights packed once at load (embed_fweights). */
+typedef struct bert_flayer {
+    embed_fweights query, key, value, attn_out, inter, out;
+} bert_flayer;
+
 /* A layer's linear weights in int8 (embed_bert_quantize_int8). */
 typedef struct bert_qlayer {
     embed_qweights query, key, value, attn_out, inter, out;
@@ -40,6 +46,7 @@ struct embed_bert {
     const float *word, *position, *token_type, *emb_norm_w, *emb_norm_b;
     bert_layer *layers;
     bert_qlayer *qlayers; /* NULL: float32 linear layers */
+    bert_flayer *flayers; /* NULL: OpenBLAS on the unpacked weights */
 };
 
 struct embed_bert_workspace {
@@ -56,8 +63,9 @@ struct embed_bert_workspace {
 
 /* Rows per pass through the feed-forward block in int8: its [rows, 1536]
  * intermediate then stays in L2 between the first product, GELU,
- * quantisation and the second product (float32 runs all rows at once:
- * OpenBLAS repacks the weights on every call). */
+ * quantisation and the second product; the same with float32 weights
+ * packed once (with OpenBLAS, which repacks the weights on every call,
+ * all rows at once). */
 #ifndef FFN_ROWS_INT8
 #define FFN_ROWS_INT8 64
 #endif
@@ -184,10 +192,57 @@ static const float *weight(const embed_safetensors *st, const char *name, int64_
     return t->data;
 }
 
+/* Free @n layers of packed float32 weights (any possibly empty) and @f. */
+static void free_flayers(bert_flayer *f, unsigned n)
+{
+    for (unsigned i = 0; f && i < n; i++) {
+        embed_fweights *all[] = {&f[i].query,    &f[i].key,   &f[i].value,
+                                 &f[i].attn_out, &f[i].inter, &f[i].out};
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++)
+            embed_fweights_free(all[j]);
+    }
+    free(f);
+}
+
+/* Pack every linear layer's weights for embed_sgemm_packed; the mapped
+ * originals leave the resident set (read again from the file only by
+ * embed_bert_quantize_int8). */
+static int pack_float32(embed_bert *m)
+{
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size;
+    bert_flayer *f = calloc(c->num_layers, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    for (unsigned i = 0; i < c->num_layers; i++) {
+        const bert_layer *l = &m->layers[i];
+        struct {
+            embed_fweights *dst;
+            const float *w;
+            size_t out, in;
+        } todo[] = {
+            {&f[i].query, l->query_w, h, h},      {&f[i].key, l->key_w, h, h},
+            {&f[i].value, l->value_w, h, h},      {&f[i].attn_out, l->attn_out_w, h, h},
+            {&f[i].inter, l->inter_w, inter, h}, {&f[i].out, l->out_w, h, inter},
+        };
+        for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
+            int err = embed_fweights_init(todo[j].dst, todo[j].w, todo[j].out, todo[j].in);
+            if (err < 0) {
+                free_flayers(f, c->num_layers);
+                return err;
+            }
+            embed_safetensors_drop(m->st, todo[j].w, todo[j].out * todo[j].in * sizeof(float));
+        }
+    }
+    m->flayers = f;
+    return 0;
+}
+
 int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, embed_bert **out,
                     char *err, size_t err_len)
 {
     *out = NULL;
+    int ret;
     embed_bert *m = calloc(1, sizeof(*m));
     if (!m || !(m->layers = calloc(cfg->num_layers, sizeof(*m->layers)))) {
         free(m);
@@ -234,6 +289,11 @@ int embed_bert_load(const embed_bert_config *cfg, const embed_safetensors *st, e
 #undef LW
     }
 #undef W
+    if (embed_sgemm_packed_available() && (ret = pack_float32(m)) < 0) {
+        snprintf(err, err_len, "out of memory packing the weights");
+        embed_bert_free(m);
+        return ret;
+    }
     *out = m;
     return 0;
 bad:
@@ -258,6 +318,7 @@ void embed_bert_free(embed_bert *m)
     if (!m)
         return;
     free_qlayers(m->qlayers, m->cfg.num_layers);
+    free_flayers(m->flayers, m->cfg.num_layers);
     free(m->layers);
     free(m);
 }
@@ -298,6 +359,8 @@ int embed_bert_quantize_int8(embed_bert *m)
         }
     }
     m->qlayers = q;
+    free_flayers(m->flayers, c->num_layers); /* not used again */
+    m->flayers = NULL;
     return 0;
 }
 
@@ -395,12 +458,16 @@ static void quantize_input(embed_bert_workspace *ws, const float *x, size_t n, s
 }
 
 /* y = x W^T + b (+ y when @accumulate): in int8 when @qw is given (then
- * @ws holds x quantised by quantize_input), else in float32 with @w. */
+ * @ws holds x quantised by quantize_input), else in float32 with @fw
+ * (packed) or @w. */
 static void dense(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
-                  const float *w, const embed_qweights *qw, const float *b, size_t out, float *y,
-                  bool accumulate)
+                  const float *w, const embed_qweights *qw, const embed_fweights *fw,
+                  const float *b, size_t out, float *y, bool accumulate)
 {
-    if (qw)
+    if (fw)
+        embed_sgemm_packed(x, n, in, fw, b, y, out,
+                           accumulate ? EMBED_EPI_BIAS_ADD : EMBED_EPI_BIAS);
+    else if (qw)
         embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, qw, b, y, out, accumulate);
     else
         linear(x, n, in, w, b, out, y, accumulate);
@@ -422,7 +489,7 @@ AVX512 __m512 _ZGVeN16v_expf(__m512 x);
 
 static bool have_avx512(void)
 {
-    return __builtin_cpu_supports("avx512f");
+    return __builtin_cpu_supports("avx512f") && !embed_kernels_portable();
 }
 
 /* Lanes [0, n - i) of the 16 from @i, as a mask. */
@@ -490,6 +557,56 @@ AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols)
             __mmask16 m = tail_mask(j, cols);
             _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
         }
+    }
+}
+
+/* Heads at most this wide take the fused attention kernel. */
+#define ATTN_MAX_D 256
+
+/*
+ * One sequence's head in one pass per query row, for @d a multiple of 16
+ * (at most ATTN_MAX_D): scores = scale q k^T into @scores (@len floats),
+ * softmax, ctx = p v, with no BLAS call (two OpenBLAS calls per sequence,
+ * head and layer cost more than the arithmetic at 30 tokens). @q, @k, @v,
+ * @ctx: @len rows @ld floats apart, from this head's first column.
+ */
+AVX512 static void attention_head_avx512(const float *q, const float *k, const float *v,
+                                         float *ctx, size_t len, size_t d, size_t ld,
+                                         float scale, float *scores)
+{
+    size_t vecs = d / 16;
+    for (size_t i = 0; i < len; i++) {
+        __m512 qi[ATTN_MAX_D / 16];
+        for (size_t c = 0; c < vecs; c++)
+            qi[c] = _mm512_mul_ps(_mm512_loadu_ps(q + i * ld + c * 16), _mm512_set1_ps(scale));
+        float max = -INFINITY;
+        for (size_t j = 0; j < len; j++) {
+            __m512 acc = _mm512_mul_ps(qi[0], _mm512_loadu_ps(k + j * ld));
+            for (size_t c = 1; c < vecs; c++)
+                acc = _mm512_fmadd_ps(qi[c], _mm512_loadu_ps(k + j * ld + c * 16), acc);
+            float sj = _mm512_reduce_add_ps(acc);
+            scores[j] = sj;
+            max = sj > max ? sj : max;
+        }
+        __m512 top = _mm512_set1_ps(max), sum = _mm512_setzero_ps();
+        for (size_t j = 0; j < len; j += 16) {
+            __mmask16 m = tail_mask(j, len);
+            __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), top));
+            e = _mm512_maskz_mov_ps(m, e);
+            sum = _mm512_add_ps(sum, e);
+            _mm512_mask_storeu_ps(scores + j, m, e);
+        }
+        __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+        __m512 out[ATTN_MAX_D / 16];
+        for (size_t c = 0; c < vecs; c++)
+            out[c] = _mm512_setzero_ps();
+        for (size_t j = 0; j < len; j++) {
+            __m512 p = _mm512_set1_ps(scores[j]);
+            for (size_t c = 0; c < vecs; c++)
+                out[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + j * ld + c * 16), out[c]);
+        }
+        for (size_t c = 0; c < vecs; c++)
+            _mm512_storeu_ps(ctx + i * ld + c * 16, _mm512_mul_ps(out[c], inv));
     }
 }
 #else
@@ -560,6 +677,11 @@ static void softmax_rows(float *s, size_t rows, size_t cols)
     }
 }
 
+bool embed_bert_avx512(void)
+{
+    return have_avx512();
+}
+
 void embed_mean_pool(const float *hidden, size_t tokens, size_t dim, float *out)
 {
     for (size_t j = 0; j < dim; j++)
@@ -603,7 +725,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     if (count == 0)
         return 0;
     /* The feed-forward block takes the rows a chunk at a time in int8. */
-    size_t ffn_rows = m->qlayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
+    size_t ffn_rows =
+        (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
     if (workspace_fit(ws, tokens, ffn_rows, longest, h, inter) < 0 ||
         (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
         return -ENOMEM;
@@ -623,15 +746,26 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     for (unsigned li = 0; li < c->num_layers; li++) {
         const bert_layer *l = &m->layers[li];
         const bert_qlayer *ql = m->qlayers ? &m->qlayers[li] : NULL;
+        const bert_flayer *fl = m->flayers ? &m->flayers[li] : NULL;
         if (ql)
             quantize_input(ws, x, tokens, h);
-        dense(ws, x, tokens, h, l->query_w, ql ? &ql->query : NULL, l->query_b, h, ws->q, false);
-        dense(ws, x, tokens, h, l->key_w, ql ? &ql->key : NULL, l->key_b, h, ws->k, false);
-        dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, l->value_b, h, ws->v, false);
+        dense(ws, x, tokens, h, l->query_w, ql ? &ql->query : NULL, fl ? &fl->query : NULL,
+              l->query_b, h, ws->q, false);
+        dense(ws, x, tokens, h, l->key_w, ql ? &ql->key : NULL, fl ? &fl->key : NULL, l->key_b, h,
+              ws->k, false);
+        dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, fl ? &fl->value : NULL,
+              l->value_b, h, ws->v, false);
         for (size_t b = 0, start = 0; b < count; start += lens[b], b++) {
             int len = (int)lens[b];
             for (size_t hd = 0; hd < heads; hd++) {
                 size_t off = start * h + hd * d;
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+                if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
+                    attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off,
+                                          (size_t)len, d, h, scale, ws->scores);
+                    continue;
+                }
+#endif
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, (int)d, scale,
                             ws->q + off, (int)h, ws->k + off, (int)h, 0.0f, ws->scores, len);
                 softmax_rows(ws->scores, (size_t)len, (size_t)len);
@@ -642,8 +776,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
         /* x = LayerNorm(x + ctx Wo^T + bo) */
         if (ql)
             quantize_input(ws, ws->ctx, tokens, h);
-        dense(ws, ws->ctx, tokens, h, l->attn_out_w, ql ? &ql->attn_out : NULL, l->attn_out_b, h,
-              x, true);
+        dense(ws, ws->ctx, tokens, h, l->attn_out_w, ql ? &ql->attn_out : NULL,
+              fl ? &fl->attn_out : NULL, l->attn_out_b, h, x, true);
         layer_norm(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps);
         /* x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2), a chunk of rows at a time */
         for (size_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
@@ -651,12 +785,18 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
             float *xr = x + r0 * h;
             if (ql)
                 quantize_input(ws, xr, n, h);
-            dense(ws, xr, n, h, l->inter_w, ql ? &ql->inter : NULL, l->inter_b, inter, ws->inter,
-                  false);
-            gelu(ws->inter, n * inter);
+            if (fl) /* bias and GELU in the product's epilogue */
+                embed_sgemm_packed(xr, n, h, &fl->inter, l->inter_b, ws->inter, inter,
+                                   EMBED_EPI_BIAS_GELU);
+            else {
+                dense(ws, xr, n, h, l->inter_w, ql ? &ql->inter : NULL, NULL, l->inter_b, inter,
+                      ws->inter, false);
+                gelu(ws->inter, n * inter);
+            }
             if (ql)
                 quantize_input(ws, ws->inter, n, inter);
-            dense(ws, ws->inter, n, inter, l->out_w, ql ? &ql->out : NULL, l->out_b, h, xr, true);
+            dense(ws, ws->inter, n, inter, l->out_w, ql ? &ql->out : NULL, fl ? &fl->out : NULL,
+                  l->out_b, h, xr, true);
             layer_norm(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps);
         }
     }

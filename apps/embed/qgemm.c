@@ -14,6 +14,8 @@
  */
 #include "coring/embed/qgemm.h"
 
+#include "coring/embed/blas.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -247,7 +249,7 @@ VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float
 /* libgcc reads CPUID in a constructor; this only tests its bits. */
 static bool have_vnni(void)
 {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    return !embed_kernels_portable() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 #else
@@ -275,14 +277,26 @@ void embed_qgemm_portable(const uint8_t *qx, size_t n, size_t ldq, const float *
                           const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
                           size_t ldy, bool accumulate)
 {
-    for (size_t r = 0; r < n; r++) {
-        const uint8_t *row = qx + r * ldq;
-        for (size_t o = 0; o < w->out; o++) {
-            int32_t acc = 0;
-            for (size_t k = 0; k < w->in_pad; k++)
-                acc += (int32_t)row[k] * w->packed[packed_index(o, k, w->in_pad)];
-            float v = (float)(acc - zx[r] * w->colsum[o]) * (sx[r] * w->scale[o]) + bias[o];
-            y[r * ldy + o] = accumulate ? y[r * ldy + o] + v : v;
+    /* A block's 64 outputs (64 x in_pad bytes) stay in cache while every
+     * row passes over them; output o's 4 inputs of group g lie at
+     * packed_index(o, 4g, in_pad), 256 bytes after those of group g - 1. */
+    size_t groups = w->in_pad / GROUP;
+    for (size_t o0 = 0; o0 < w->out; o0 += BLOCK) {
+        size_t end = w->out - o0 < BLOCK ? w->out : o0 + BLOCK;
+        for (size_t r = 0; r < n; r++) {
+            const uint8_t *row = qx + r * ldq;
+            for (size_t o = o0; o < end; o++) {
+                const int8_t *wo = w->packed + packed_index(o, 0, w->in_pad);
+                int32_t acc = 0;
+                for (size_t g = 0; g < groups; g++) {
+                    const int8_t *wg = wo + g * (BLOCK * GROUP);
+                    const uint8_t *xg = row + g * GROUP;
+                    acc += (int32_t)xg[0] * wg[0] + (int32_t)xg[1] * wg[1] +
+                           (int32_t)xg[2] * wg[2] + (int32_t)xg[3] * wg[3];
+                }
+                float v = (float)(acc - zx[r] * w->colsum[o]) * (sx[r] * w->scale[o]) + bias[o];
+                y[r * ldy + o] = accumulate ? y[r * ldy + o] + v : v;
+            }
         }
     }
 }

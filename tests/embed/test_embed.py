@@ -13,7 +13,10 @@
 - The HTTP API: /v1/embeddings, errors, 503 without a model.
 
 Environment (set by CMake): EMBED_TOKENIZE (the embed_tokenize binary),
-EMBED_JS_DIR (a folder with tokenize.mjs after `npm ci`).
+EMBED_JS_DIR (a folder with tokenize.mjs after `npm ci`), and
+CORING_EMBED_KERNELS, passed on to the server: ctest runs the embedding
+checks once as it is (auto: AVX-512 here) and once with "portable"
+(embed_reference_portable), and the log must name the kernels asked for.
 """
 
 import concurrent.futures
@@ -36,6 +39,12 @@ DATA = os.path.join(ROOT, "tests", "data", "minilm")
 TOLERANCE = 1e-4
 MAX_IDS = 256
 PY = "/usr/bin/python3"
+PORTABLE = os.environ.get("CORING_EMBED_KERNELS") == "portable"
+# What the start-up log must say of the element-wise kernels and int8 product.
+ELEMENTWISE = r"element-wise kernels portable C" if PORTABLE else r"element-wise kernels (AVX-512|portable C)"
+with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+    AVX512 = " avx512f" in f.read()
+INT8 = r"int8 linear layers on portable C" if PORTABLE else r"int8 linear layers on (AVX-512 VNNI|portable C)"
 
 with open(os.path.join(HERE, "sentences.json"), encoding="utf-8") as f:
     SENTENCES = json.load(f)
@@ -145,6 +154,15 @@ class Embeddings(CoringTestCase):
         self.assertLessEqual(diff, TOLERANCE, "%s: max abs diff %.3g" % (what, diff))
         return diff
 
+    def test_log_names_the_kernels(self):
+        log = self.server.stderr_text()
+        self.assertRegex(log, ELEMENTWISE)
+        packed = "float32 linear layers on AVX-512 with weights packed at load"
+        if PORTABLE:
+            self.assertNotIn(packed, log)
+        elif AVX512:
+            self.assertIn(packed, log)
+
     def test_unbatched_matches_torch(self):
         ref = Models.refs[self.model]["normalized"]
         worst = 0
@@ -241,7 +259,18 @@ class Int8Model(CoringTestCase):
         sys.stderr.write("\n[minilm int8] vs torch: max abs diff %.3g, lowest cosine %.6f\n" % (worst, lowest))
 
     def test_log_says_int8(self):
-        self.assertRegex(self.server.stderr_text(), r"int8 linear layers on (AVX-512 VNNI|portable C)")
+        self.assertRegex(self.server.stderr_text(), INT8)
+        self.assertRegex(self.server.stderr_text(), ELEMENTWISE)
+
+
+class BadKernelsValue(CoringTestCase):
+    def test_unknown_value_is_a_start_up_error(self):
+        Models.setup()
+        cmd = [coring_server.binary(), "--port", "0", "--apps", "embed", "--embed-model", Models.dirs["tiny"]]
+        env = dict(os.environ, CORING_EMBED_KERNELS="avx1024")
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(res.returncode, 1, res.stderr)
+        self.assertIn("CORING_EMBED_KERNELS=avx1024", res.stderr)
 
 
 class Errors(CoringTestCase):

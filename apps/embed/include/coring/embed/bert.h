@@ -101,6 +101,14 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
                       const int32_t *const *ids, const size_t *lens, float *const *out);
 
 /*
+ * embed_bert_avx512 - true when the element-wise kernels (LayerNorm, GELU,
+ * softmax) run in AVX-512: the CPU has AVX-512F, libmvec was found at build
+ * time and CORING_EMBED_KERNELS is not "portable" (embed_kernels_select).
+ * Any thread, after start-up.
+ */
+bool embed_bert_avx512(void);
+
+/*
  * embed_mean_pool - @out[j] = mean over the @tokens rows of @hidden
  * (@tokens x @dim, row-major) of hidden[t][j]. @tokens >= 1.
  * (sentence-transformers models.Pooling, pooling_mode_mean_tokens.)
