@@ -224,12 +224,10 @@ static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *token
     return true;
 }
 
+/* Each float with the fewest digits that read back as it (docs/embed.md). */
 static void write_vector(cr_json_writer *w, const float *v, size_t n)
 {
-    cr_json_array_begin(w);
-    for (size_t j = 0; j < n; j++)
-        cr_json_double(w, v[j]);
-    cr_json_array_end(w);
+    cr_json_float_array(w, v, n);
 }
 
 /* Writes the body of a successful answer: @vectors holds in->count vectors
