@@ -106,23 +106,15 @@ const char *http_date_now(void)
  * difference (one memmove, what a body built elsewhere paid always). */
 #define RESERVED_LENGTH_DIGITS 3
 
-static size_t decimal_digits(size_t v)
+/* @v in decimal into the end of @tmp (20 bytes); returns where it starts. */
+static char *format_decimal(char tmp[20], size_t v)
 {
-    size_t n = 1;
-    while (v >= 10) {
-        v /= 10;
-        n++;
-    }
-    return n;
-}
-
-/* @v in decimal at @p, @n digits exactly (n = decimal_digits(v)). */
-static void put_decimal(char *p, size_t n, size_t v)
-{
+    char *p = tmp + 20;
     do {
-        p[--n] = (char)('0' + v % 10);
+        *--p = (char)('0' + v % 10);
         v /= 10;
-    } while (n);
+    } while (v);
+    return p;
 }
 
 static char *put(char *p, const void *src, size_t n)
@@ -149,8 +141,8 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
                         size_t room_after)
 {
     cr_buf *out = in->out;
-    const char *reason = http_status_reason(status);
-    size_t reason_len = strlen(reason);
+    const char *reason = status == 200 ? "OK" : http_status_reason(status);
+    size_t reason_len = status == 200 ? 2 : strlen(reason);
     size_t type_len = content_type ? strlen(content_type) : 0;
     size_t id_len = in->request_id ? strlen(in->request_id) : 0;
     size_t extra_len = 0;
@@ -158,11 +150,11 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
         extra_len += 4 + strlen(in->extra_name[i]) + strlen(in->extra_value[i]);
     size_t need = 15 + reason_len + 22 + 29 + 16 + type_len + 16 + id_len + extra_len +
                   in->cors_lines_len + 24 + 18 + room_after + 4;
-    if (cr_buf_reserve(out, need) < 0)
+    if (out->cap - out->len < need && cr_buf_reserve(out, need) < 0)
         return NULL;
     char *p = out->data + out->len;
     if (status == 200) {
-        p = put(p, "HTTP/1.1 200 OK\r\n", 17);
+        p = put(p, "HTTP/1.1 200 OK\r\nServer: coring\r\nDate: ", 39);
     } else {
         p = put(p, "HTTP/1.1 ", 9);
         *p++ = (char)('0' + status / 100 % 10);
@@ -170,9 +162,8 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
         *p++ = (char)('0' + status % 10);
         *p++ = ' ';
         p = put(p, reason, reason_len);
-        p = put(p, "\r\n", 2);
+        p = put(p, "\r\nServer: coring\r\nDate: ", 24);
     }
-    p = put(p, "Server: coring\r\nDate: ", 22);
     p = put(p, http_date_now(), 29);
     if (content_type && !has_no_content(status)) {
         p = put(p, "\r\nContent-Type: ", 16);
@@ -205,13 +196,13 @@ void http_write_response(struct http_ctx_internal *in, int status, const char *c
 {
     bool no_content = has_no_content(status);
     bool send_body = !no_content && !in->head;
-    size_t digits = decimal_digits(len);
-    char *p = write_head(in, status, content_type, digits + (send_body ? len : 0));
+    char tmp[20];
+    char *digits = format_decimal(tmp, len);
+    size_t n = (size_t)(tmp + sizeof(tmp) - digits);
+    char *p = write_head(in, status, content_type, n + (send_body ? len : 0));
     if (p) {
-        if (!no_content) {
-            put_decimal(p, digits, len);
-            p += digits;
-        }
+        if (!no_content)
+            p = put(p, digits, n);
         p = put(p, "\r\n\r\n", 4);
         if (send_body)
             p = put(p, body, len);
@@ -303,7 +294,9 @@ void http_response_end(http_ctx *ctx)
     }
     if (in->head)
         out->len = in->body_start; /* the length of the body a GET would get */
-    size_t digits = decimal_digits(len);
+    char tmp[20];
+    char *text = format_decimal(tmp, len);
+    size_t digits = (size_t)(tmp + sizeof(tmp) - text);
     size_t tail = in->length_at + RESERVED_LENGTH_DIGITS; /* "\r\n\r\n" then the body */
     if (digits > RESERVED_LENGTH_DIGITS && cr_buf_reserve(out, digits - RESERVED_LENGTH_DIGITS) < 0)
         return;
@@ -311,7 +304,7 @@ void http_response_end(http_ctx *ctx)
         memmove(out->data + in->length_at + digits, out->data + tail, out->len - tail);
         out->len = out->len + digits - RESERVED_LENGTH_DIGITS;
     }
-    put_decimal(out->data + in->length_at, digits, len);
+    memcpy(out->data + in->length_at, text, digits);
 }
 
 /* Take the response being built back out of the output buffer. */
