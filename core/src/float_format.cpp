@@ -12,7 +12,8 @@
 #include <cmath>
 #include <cstring>
 
-namespace {
+namespace
+{
 
 using double_conversion::DoubleToStringConverter;
 
@@ -45,9 +46,9 @@ extern "C" size_t cr_float_shortest(float v, char *out)
     /* Lengths without the sign: plain, and d[.ddd]e[-]x. Float exponents
      * stay within -45..38, two digits. */
     int e = point - 1;
-    size_t plain = point <= 0 ? 2 + (size_t)(-point) + (size_t)n /* 0.000ddd */
-                   : point >= n ? (size_t)point                  /* ddd000 */
-                                : (size_t)n + 1;                 /* dd.ddd */
+    size_t plain = point <= 0   ? 2 + (size_t)(-point) + (size_t)n /* 0.000ddd */
+                   : point >= n ? (size_t)point                    /* ddd000 */
+                                : (size_t)n + 1;                   /* dd.ddd */
     size_t exponent = (size_t)n + (n > 1) + 1 + (e < 0) + exponent_digits(e < 0 ? -e : e);
     if (plain <= exponent) {
         if (point <= 0) {

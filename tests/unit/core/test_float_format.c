@@ -218,8 +218,9 @@ Test(float_format, json_writer_arrays_and_null)
     cr_json_float(&w, NAN);
     cr_json_object_end(&w);
     cr_assert_not(b.failed);
-    cr_expect(b.len == strlen("{\"v\":[0.1,-2,null,null,1e-7,0.044281036],\"empty\":[],\"one\":0.25,"
-                              "\"nan\":null}") &&
+    cr_expect(b.len ==
+                      strlen("{\"v\":[0.1,-2,null,null,1e-7,0.044281036],\"empty\":[],\"one\":0.25,"
+                             "\"nan\":null}") &&
                   memcmp(b.data,
                          "{\"v\":[0.1,-2,null,null,1e-7,0.044281036],\"empty\":[],\"one\":0.25,"
                          "\"nan\":null}",

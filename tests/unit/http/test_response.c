@@ -188,7 +188,7 @@ static void expect_second_dropped(void (*second)(void))
     do {                                                                                           \
         http_respond(&ctx, 200, "text/plain", "first", 5);                                         \
         fn();                                                                                      \
-        cr_assert_fail("a second answer did not abort");                                                 \
+        cr_assert_fail("a second answer did not abort");                                           \
     } while (0)
 #endif
 
@@ -243,8 +243,7 @@ Test(one_answer, respond_while_building_is_dropped, .init = setup, .fini = teard
     cr_expect(memcmp(out.data + out.len - 27, "\r\nContent-Length: 4\r\n\r\nbody", 27) == 0);
 }
 #else
-Test(one_answer, respond_while_building_aborts, .init = setup, .fini = teardown,
-     .signal = SIGABRT)
+Test(one_answer, respond_while_building_aborts, .init = setup, .fini = teardown, .signal = SIGABRT)
 {
     http_response_begin(&ctx, 200, "text/plain");
     http_respond_error(&ctx, 500, "second");
