@@ -57,6 +57,7 @@
           buildInputs = [
             pkgs.liburing
             pkgs.simdjson
+            pkgs.double-conversion # shortest round-trip floats (core/src/float_format.cpp)
             pkgs.libpq # PostgreSQL's client library (users, cep)
             pkgs.curl # libcurl (cep)
             pkgs.openblas # embed
@@ -313,6 +314,7 @@
             pkgs.ninja
             pkgs.liburing
             pkgs.simdjson
+            pkgs.double-conversion
             pkgs.libpq
             pkgs.curl
             pkgs.openblas

@@ -478,10 +478,10 @@ static void get_cep(http_ctx *ctx, void *user)
             http_respond_error(ctx, 500, "database error");
             return;
         }
-        cr_buf *b = http_scratch();
-        write_address(b, digits, values, lens, "database");
+        write_address(http_response_begin(ctx, 200, "application/json"), digits, values, lens,
+                      "database");
+        http_response_end(ctx);
         db_result_clear(&r);
-        http_respond_json(ctx, 200, b);
         return;
     }
     db_result_clear(&r);

@@ -78,9 +78,8 @@ static void fail(http_ctx *ctx, const embed_input *in, int status, const char *p
         http_respond_error(ctx, status, message);
         return;
     }
-    cr_buf *b = http_scratch();
     cr_json_writer w;
-    cr_json_writer_init(&w, b);
+    cr_json_writer_init(&w, http_response_begin(ctx, status, "application/json"));
     cr_json_object_begin(&w);
     cr_json_key(&w, "error", 5);
     cr_json_object_begin(&w);
@@ -94,10 +93,7 @@ static void fail(http_ctx *ctx, const embed_input *in, int status, const char *p
     cr_json_cstring(&w, code);
     cr_json_object_end(&w);
     cr_json_object_end(&w);
-    if (b->failed)
-        http_respond_error(ctx, 500, "out of memory");
-    else
-        http_respond_json(ctx, status, b);
+    http_response_end(ctx); /* out of memory: the connection closes */
 }
 
 /* Check the model is loaded and the body is a JSON object, and parse it
@@ -229,12 +225,10 @@ static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *token
     return true;
 }
 
+/* Each float with the fewest digits that read back as it (docs/embed.md). */
 static void write_vector(cr_json_writer *w, const float *v, size_t n)
 {
-    cr_json_array_begin(w);
-    for (size_t j = 0; j < n; j++)
-        cr_json_double(w, v[j]);
-    cr_json_array_end(w);
+    cr_json_float_array(w, v, n);
 }
 
 /* Writes the body of a successful answer: @vectors holds in->count vectors
@@ -249,16 +243,12 @@ static void answer(http_ctx *ctx, const embed_input *in, embed_writer_fn write)
     size_t tokens;
     if (!run(ctx, in, &vectors, &tokens))
         return;
-    cr_buf *b = http_scratch();
     cr_json_writer w;
-    cr_json_writer_init(&w, b);
+    cr_json_writer_init(&w, http_response_begin(ctx, 200, "application/json"));
     cr_json_object_begin(&w);
     write(&w, in, vectors, model->config.hidden_size, tokens);
     cr_json_object_end(&w);
-    if (b->failed)
-        fail(ctx, in, 500, NULL, NULL, "out of memory");
-    else
-        http_respond_json(ctx, 200, b);
+    http_response_end(ctx); /* out of memory: the connection closes */
 }
 
 /* {"embedding": [...]} or {"embeddings": [[...], ...]} */

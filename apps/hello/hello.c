@@ -24,14 +24,13 @@ static void get_plaintext(http_ctx *ctx, void *user)
 static void get_json(http_ctx *ctx, void *user)
 {
     (void)user;
-    cr_buf *b = http_scratch();
     cr_json_writer w;
-    cr_json_writer_init(&w, b);
+    cr_json_writer_init(&w, http_response_begin(ctx, 200, "application/json"));
     cr_json_object_begin(&w);
     cr_json_key(&w, "message", 7);
     cr_json_cstring(&w, "Hello, World!");
     cr_json_object_end(&w);
-    http_respond_json(ctx, 200, b);
+    http_response_end(ctx);
 }
 
 static int mount(http_router *r)

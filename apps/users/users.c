@@ -138,11 +138,10 @@ static void answer_bad_row(http_ctx *ctx, int err)
 /* Answer @status with user @u. */
 static void respond_user(http_ctx *ctx, int status, const user_row *u)
 {
-    cr_buf *b = http_scratch();
     cr_json_writer w;
-    cr_json_writer_init(&w, b);
+    cr_json_writer_init(&w, http_response_begin(ctx, status, "application/json"));
     write_user(&w, u);
-    http_respond_json(ctx, status, b);
+    http_response_end(ctx);
 }
 
 /* Answer a failed query: the database's state decides the status (the
@@ -274,9 +273,8 @@ static void list_users(http_ctx *ctx, void *user)
         db_result_clear(&r);
         return;
     }
-    cr_buf *b = http_scratch();
     cr_json_writer w;
-    cr_json_writer_init(&w, b);
+    cr_json_writer_init(&w, http_response_begin(ctx, 200, "application/json"));
     cr_json_array_begin(&w);
     for (int i = 0, n = db_result_rows(&r); i < n; i++) {
         user_row u;
@@ -285,10 +283,12 @@ static void list_users(http_ctx *ctx, void *user)
         write_user(&w, &u);
     }
     cr_json_array_end(&w);
-    if (err < 0)
+    if (err < 0) {
+        http_response_cancel(ctx);
         answer_bad_row(ctx, err);
-    else
-        http_respond_json(ctx, 200, b);
+    } else {
+        http_response_end(ctx);
+    }
     db_result_clear(&r);
 }
 

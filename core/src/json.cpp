@@ -1,7 +1,7 @@
 /*
  * JSON parsing: simdjson's DOM parser behind the C API of coring/core/json.h.
  *
- * This is the only C++ file in coring. It exists so that the rest of the
+ * One of coring's two C++ files (with float_format.cpp). It exists so that the rest of the
  * runtime stays C17 while requests are parsed at simdjson's speed. Nothing
  * here throws across the C boundary: simdjson is used through its error-code
  * API, helpers are noexcept, and allocations are nothrow or caught.

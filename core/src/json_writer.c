@@ -7,6 +7,7 @@
  * copied with one append.
  */
 #include "coring/core/json_writer.h"
+#include "coring/core/float_format.h"
 #include "coring/core/utf8.h"
 
 #include <math.h>
@@ -223,6 +224,42 @@ void cr_json_double(cr_json_writer *w, double v)
             tmp[i] = '.';
     }
     cr_buf_append(w->out, tmp, (size_t)n);
+}
+
+void cr_json_float(cr_json_writer *w, float v)
+{
+    before_value(w);
+    char tmp[CR_FLOAT_SHORTEST_MAX];
+    size_t n = cr_float_shortest(v, tmp);
+    if (n == 0)
+        cr_buf_append(w->out, "null", 4);
+    else
+        cr_buf_append(w->out, tmp, n);
+}
+
+void cr_json_float_array(cr_json_writer *w, const float *v, size_t n)
+{
+    cr_json_array_begin(w);
+    cr_buf *out = w->out;
+    /* a comma and the longest float each, "null" being shorter */
+    if (n > (((size_t)-1) >> 1) / (CR_FLOAT_SHORTEST_MAX + 1) ||
+        cr_buf_reserve(out, n * (CR_FLOAT_SHORTEST_MAX + 1)) < 0) {
+        out->failed = true;
+        return;
+    }
+    char *p = out->data + out->len;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        size_t len = cr_float_shortest(v[i], p);
+        if (len == 0) {
+            memcpy(p, "null", 4);
+            len = 4;
+        }
+        p += len;
+    }
+    out->len = (size_t)(p - out->data);
+    cr_json_array_end(w);
 }
 
 void cr_json_bool(cr_json_writer *w, bool v)

@@ -196,6 +196,7 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
             ctx.params = m.params;
             route = m.route;
             m.handler(&ctx, m.user);
+            http_response_drop_unfinished(&in);
             if (!in.responded) {
                 char path[80];
                 cr_log_escape(path, sizeof(path), req->path.ptr, req->path.len);

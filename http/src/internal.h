@@ -15,7 +15,14 @@ struct http_ctx_internal {
     bool head;               /* HEAD request: no body in the response */
     bool close;              /* add Connection: close */
     bool keep_alive_10;      /* HTTP/1.0 keep-alive: say so */
+    bool building;           /* between http_response_begin and _end */
     int status;
+    /* The response being built (response.c), as offsets into *out, which
+     * may move as it grows: where it starts, where the Content-Length
+     * digits are reserved, where the body starts. */
+    size_t response_start;
+    size_t length_at;
+    size_t body_start;
     const char *request_id;  /* X-Request-Id to send back, or NULL */
     size_t num_extra;
     const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
@@ -40,6 +47,11 @@ extern _Thread_local http_thread *http_tl;
 /* Append a complete response to @out (internal form of http_respond). */
 void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
                          const void *body, size_t len);
+
+/* After the handler returned: a response begun and never ended is taken
+ * back out of the output buffer, with an error logged, and the request is
+ * left unanswered (the connection then answers 500). */
+void http_response_drop_unfinished(struct http_ctx_internal *in);
 
 /* The current HTTP date for this thread (formatted at most once a second). */
 const char *http_date_now(void);

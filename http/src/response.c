@@ -8,8 +8,11 @@
 
 #include "coring/core/clock.h"
 #include "coring/core/json_writer.h"
+#include "coring/core/log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -98,78 +101,239 @@ const char *http_date_now(void)
     return t->date;
 }
 
-static void append_status_line(cr_buf *out, int status)
+/* Digits of Content-Length reserved by http_response_begin: bodies of
+ * 100..999 bytes are patched in place; another width moves the body by the
+ * difference (one memmove, what a body built elsewhere paid always). */
+#define RESERVED_LENGTH_DIGITS 3
+
+/* @v in decimal into the end of @tmp (20 bytes); returns where it starts. */
+static char *format_decimal(char tmp[20], size_t v)
 {
+    char *p = tmp + 20;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return p;
+}
+
+static char *put(char *p, const void *src, size_t n)
+{
+    memcpy(p, src, n);
+    return p + n;
+}
+
+/* RFC 9110 sections 6.4.1 and 8.6: 1xx, 204 and 304 carry no content. */
+static bool has_no_content(int status)
+{
+    return status == 204 || status == 304 || status < 200;
+}
+
+/*
+ * The status line and header section of a response, up to and including
+ * "Content-Length: " (left out for a status without content), written into
+ * @in->out with one capacity check. Content-Length comes last so that the
+ * digits, known or patched later, sit just before the body. Returns a
+ * pointer just past what was written (out->len is moved there), or NULL
+ * when the buffer could not grow (out->failed set).
+ */
+static char *write_head(struct http_ctx_internal *in, int status, const char *content_type,
+                        size_t room_after)
+{
+    cr_buf *out = in->out;
+    const char *reason = status == 200 ? "OK" : http_status_reason(status);
+    size_t reason_len = status == 200 ? 2 : strlen(reason);
+    size_t type_len = content_type ? strlen(content_type) : 0;
+    size_t id_len = in->request_id ? strlen(in->request_id) : 0;
+    size_t extra_len = 0;
+    for (size_t i = 0; i < in->num_extra; i++)
+        extra_len += 4 + strlen(in->extra_name[i]) + strlen(in->extra_value[i]);
+    size_t need = 15 + reason_len + 22 + 29 + 16 + type_len + 16 + id_len + extra_len +
+                  in->cors_lines_len + 24 + 18 + room_after + 4;
+    if (out->cap - out->len < need && cr_buf_reserve(out, need) < 0)
+        return NULL;
+    char *p = out->data + out->len;
     if (status == 200) {
-        cr_buf_append(out, "HTTP/1.1 200 OK\r\n", 17);
-        return;
+        p = put(p, "HTTP/1.1 200 OK\r\nServer: coring\r\nDate: ", 39);
+    } else {
+        p = put(p, "HTTP/1.1 ", 9);
+        *p++ = (char)('0' + status / 100 % 10);
+        *p++ = (char)('0' + status / 10 % 10);
+        *p++ = (char)('0' + status % 10);
+        *p++ = ' ';
+        p = put(p, reason, reason_len);
+        p = put(p, "\r\nServer: coring\r\nDate: ", 24);
     }
-    char line[64];
-    const char *reason = http_status_reason(status);
-    size_t n = 0;
-    memcpy(line, "HTTP/1.1 ", 9);
-    n = 9;
-    line[n++] = (char)('0' + status / 100 % 10);
-    line[n++] = (char)('0' + status / 10 % 10);
-    line[n++] = (char)('0' + status % 10);
-    line[n++] = ' ';
-    size_t rl = strlen(reason);
-    memcpy(line + n, reason, rl);
-    n += rl;
-    line[n++] = '\r';
-    line[n++] = '\n';
-    cr_buf_append(out, line, n);
+    p = put(p, http_date_now(), 29);
+    if (content_type && !has_no_content(status)) {
+        p = put(p, "\r\nContent-Type: ", 16);
+        p = put(p, content_type, type_len);
+    }
+    if (in->request_id) {
+        p = put(p, "\r\nX-Request-Id: ", 16);
+        p = put(p, in->request_id, id_len);
+    }
+    for (size_t i = 0; i < in->num_extra; i++) {
+        p = put(p, "\r\n", 2);
+        p = put(p, in->extra_name[i], strlen(in->extra_name[i]));
+        p = put(p, ": ", 2);
+        p = put(p, in->extra_value[i], strlen(in->extra_value[i]));
+    }
+    if (in->cors_lines_len)
+        p = put(p, in->cors_lines, in->cors_lines_len);
+    if (in->close)
+        p = put(p, "\r\nConnection: close", 19);
+    else if (in->keep_alive_10)
+        p = put(p, "\r\nConnection: keep-alive", 24);
+    if (!has_no_content(status))
+        p = put(p, "\r\nContent-Length: ", 18);
+    out->len = (size_t)(p - out->data);
+    return p;
 }
 
 void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
                          const void *body, size_t len)
 {
-    cr_buf *out = in->out;
-    bool no_content = status == 204 || status == 304 || status < 200;
-    append_status_line(out, status);
-    cr_buf_append(out, "Server: coring\r\nDate: ", 22);
-    cr_buf_append(out, http_date_now(), 29);
-    if (!no_content) {
-        if (content_type) {
-            cr_buf_append(out, "\r\nContent-Type: ", 16);
-            cr_buf_append_str(out, content_type);
-        }
-        cr_buf_append(out, "\r\nContent-Length: ", 18);
-        cr_buf_append_u64(out, len);
+    bool no_content = has_no_content(status);
+    bool send_body = !no_content && !in->head;
+    char tmp[20];
+    char *digits = format_decimal(tmp, len);
+    size_t n = (size_t)(tmp + sizeof(tmp) - digits);
+    char *p = write_head(in, status, content_type, n + (send_body ? len : 0));
+    if (p) {
+        if (!no_content)
+            p = put(p, digits, n);
+        p = put(p, "\r\n\r\n", 4);
+        if (send_body)
+            p = put(p, body, len);
+        in->out->len = (size_t)(p - in->out->data);
     }
-    if (in->request_id) {
-        cr_buf_append(out, "\r\nX-Request-Id: ", 16);
-        cr_buf_append_str(out, in->request_id);
-    }
-    for (size_t i = 0; i < in->num_extra; i++) {
-        cr_buf_append(out, "\r\n", 2);
-        cr_buf_append_str(out, in->extra_name[i]);
-        cr_buf_append(out, ": ", 2);
-        cr_buf_append_str(out, in->extra_value[i]);
-    }
-    if (in->cors_lines_len)
-        cr_buf_append(out, in->cors_lines, in->cors_lines_len);
-    if (in->close)
-        cr_buf_append(out, "\r\nConnection: close", 19);
-    else if (in->keep_alive_10)
-        cr_buf_append(out, "\r\nConnection: keep-alive", 24);
-    cr_buf_append(out, "\r\n\r\n", 4);
-    if (!no_content && !in->head)
-        cr_buf_append(out, body, len);
     in->responded = true;
     in->status = status;
 }
 
+/*
+ * A second answer to a request that has one: the handler's bug. A debug
+ * build says so and aborts, at the place (a core dump or a debugger shows
+ * the handler); a release build logs it once per process and drops the
+ * second answer, so that the client gets the first.
+ */
+static void second_answer(struct http_ctx_internal *in, const char *call, int status)
+{
+#ifndef NDEBUG
+    cr_log_error("%s(%d): the request was already answered (%d%s): one answer per request; "
+                 "aborting (debug build)",
+                 call, status, in->status, in->building ? ", response being built" : "");
+    abort();
+#else
+    static atomic_bool logged;
+    if (!atomic_exchange_explicit(&logged, true, memory_order_relaxed))
+        cr_log_error("%s(%d): the request was already answered (%d%s): one answer per "
+                     "request; dropped (logged once)",
+                     call, status, in->status, in->building ? ", response being built" : "");
+#endif
+}
+
 void http_respond(http_ctx *ctx, int status, const char *content_type, const void *body, size_t len)
 {
-    if (ctx->internal->responded)
+    struct http_ctx_internal *in = ctx->internal;
+    if (in->responded) {
+        second_answer(in, "http_respond", status);
         return;
-    http_write_response(ctx->internal, status, content_type, body, len);
+    }
+    http_write_response(in, status, content_type, body, len);
 }
 
 void http_respond_json(http_ctx *ctx, int status, const cr_buf *json)
 {
     http_respond(ctx, status, "application/json", json->data, json->len);
+}
+
+cr_buf *http_response_begin(http_ctx *ctx, int status, const char *content_type)
+{
+    struct http_ctx_internal *in = ctx->internal;
+    if (in->responded) {
+        second_answer(in, "http_response_begin", status);
+        return NULL;
+    }
+    cr_buf *out = in->out;
+    in->responded = true;
+    in->building = true;
+    in->status = status;
+    in->response_start = out->len;
+    char *p = write_head(in, status, content_type, RESERVED_LENGTH_DIGITS);
+    if (!p) {
+        /* out->failed: the connection closes after the handler; the
+         * handler's appends to a failed buffer are dropped. */
+        in->length_at = in->body_start = out->len;
+        return out;
+    }
+    in->length_at = out->len;
+    if (!has_no_content(status))
+        p += RESERVED_LENGTH_DIGITS;
+    p = put(p, "\r\n\r\n", 4);
+    out->len = in->body_start = (size_t)(p - out->data);
+    return out;
+}
+
+void http_response_end(http_ctx *ctx)
+{
+    struct http_ctx_internal *in = ctx->internal;
+    cr_buf *out = in->out;
+    if (!in->building) {
+        second_answer(in, "http_response_end", in->status);
+        return;
+    }
+    in->building = false;
+    if (out->failed || out->len < in->body_start)
+        return;
+    size_t len = out->len - in->body_start;
+    if (has_no_content(in->status)) {
+        out->len = in->body_start; /* no body, and no Content-Length to patch */
+        return;
+    }
+    if (in->head)
+        out->len = in->body_start; /* the length of the body a GET would get */
+    char tmp[20];
+    char *text = format_decimal(tmp, len);
+    size_t digits = (size_t)(tmp + sizeof(tmp) - text);
+    size_t tail = in->length_at + RESERVED_LENGTH_DIGITS; /* "\r\n\r\n" then the body */
+    if (digits > RESERVED_LENGTH_DIGITS && cr_buf_reserve(out, digits - RESERVED_LENGTH_DIGITS) < 0)
+        return;
+    if (digits != RESERVED_LENGTH_DIGITS) {
+        memmove(out->data + in->length_at + digits, out->data + tail, out->len - tail);
+        out->len = out->len + digits - RESERVED_LENGTH_DIGITS;
+    }
+    memcpy(out->data + in->length_at, text, digits);
+}
+
+/* Take the response being built back out of the output buffer. */
+static void take_back(struct http_ctx_internal *in)
+{
+    in->out->len = in->response_start;
+    in->building = false;
+    in->responded = false;
+    in->status = 0;
+}
+
+void http_response_cancel(http_ctx *ctx)
+{
+    struct http_ctx_internal *in = ctx->internal;
+    if (!in->building) {
+        second_answer(in, "http_response_cancel", in->status);
+        return;
+    }
+    take_back(in);
+}
+
+void http_response_drop_unfinished(struct http_ctx_internal *in)
+{
+    if (!in->building)
+        return;
+    cr_log_error("the handler began a response (%d) and did not end it (http_response_end): "
+                 "dropped",
+                 in->status);
+    take_back(in);
 }
 
 void http_error_body(cr_buf *out, const char *message, size_t len)
@@ -181,9 +345,11 @@ void http_error_body(cr_buf *out, const char *message, size_t len)
 
 void http_respond_error(http_ctx *ctx, int status, const char *message)
 {
-    cr_buf *b = http_scratch();
-    http_error_body(b, message, strlen(message));
-    http_respond_json(ctx, status, b);
+    cr_buf *out = http_response_begin(ctx, status, "application/json");
+    if (!out)
+        return; /* a second answer, reported */
+    http_error_body(out, message, strlen(message));
+    http_response_end(ctx);
 }
 
 void http_respond_errorf(http_ctx *ctx, int status, const char *fmt, ...)

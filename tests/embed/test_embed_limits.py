@@ -225,6 +225,32 @@ class Checks(CoringTestCase):
         self.assertEqual(err["code"], code, ctx)
         return err
 
+    def test_floats_are_shortest_round_trip(self):
+        """Every number of an /embed answer, normalized and not, is the
+        shortest text that reads back as its float32: numpy's (Dragon4,
+        unique=True) digits, in no more characters than %.9g's."""
+        import re
+        import numpy as np
+        texts = ["the quick brown fox %d jumps over the lazy dog" % i for i in range(16)]
+        count = 0
+        for normalize in (True, False):
+            resp = self.post("/embed", {"texts": texts, "normalize": normalize})
+            self.assertEqual(resp.status, 200, resp)
+            doc = json.loads(resp.body)
+            numbers = re.findall(rb"-?[0-9][0-9.]*(?:e-?[0-9]+)?", resp.body.split(b"[", 1)[1])
+            self.assertEqual(len(numbers), len(texts) * HIDDEN, resp.body[:200])
+            flat = [x for vec in doc["embeddings"] for x in vec]
+            for raw, value in zip(numbers, flat):
+                text = raw.decode()
+                f = np.float32(text)
+                self.assertEqual(np.float32(value), f, text)
+                want = np.format_float_scientific(f, unique=True, trim="-")
+                digits = lambda t: len(t.split("e")[0].lstrip("-").replace(".", "").lstrip("0").rstrip("0")) or 1
+                self.assertEqual(digits(text), digits(want), "%s is not the shortest (%s)" % (text, want))
+                self.assertLessEqual(len(text), len("%.9g" % f), text)
+                count += 1
+        sys.stderr.write("\n[embed floats] %d numbers checked against numpy\n" % count)
+
     def test_unknown_model_is_404_model_not_found(self):
         for model in ("all-MiniLM-L6-v2", "text-embedding-3-small", "x/" + self.name + "x", self.name + "/",
                       "a/b/" + self.name, ""):

@@ -195,6 +195,7 @@ class CoringServer:
                                  % (self.pid, timeout, sig, self.stderr_text()))
         if self._reader is not None:
             self._reader.join(2.0)
+        self.check_one_answer()
         if expect_status is not None and status != expect_status:
             raise AssertionError("coring exited with status %d, expected %d (negative = killed by "
                                  "that signal); stderr:\n%s" % (status, expect_status, self.stderr_text()))
@@ -205,7 +206,17 @@ class CoringServer:
 
     def __exit__(self, *exc):
         self.kill()
+        if exc[0] is None:
+            self.check_one_answer()
         return False
+
+    def check_one_answer(self):
+        """A handler that answered one request twice (http/src/response.c
+        logs it, the first of the process, in a release build) fails the test."""
+        with self._lock:
+            twice = [line for line in self._lines if "the request was already answered" in line]
+        if twice:
+            raise AssertionError("a handler answered a request twice: %s" % twice[0])
 
     # -- clients ---------------------------------------------------------
     def connect(self, timeout=SOCK_TIMEOUT, nodelay=False):

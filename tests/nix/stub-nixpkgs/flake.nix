@@ -242,6 +242,7 @@
           # libraries coring links
           liburing = pkg "liburing";
           simdjson = pkg "simdjson";
+          double-conversion = pkg "double-conversion";
           libpq = pkg "libpq";
           curl = pkg "curl";
           openblas = pkg "openblas";

@@ -48,6 +48,13 @@ void cr_json_cstring(cr_json_writer *w, const char *s); /* NULL writes null */
 void cr_json_uint64(cr_json_writer *w, uint64_t v);
 void cr_json_int64(cr_json_writer *w, int64_t v);
 void cr_json_double(cr_json_writer *w, double v);
+/* cr_json_float - @v (binary32) with the fewest digits that read back as
+ * the same float (cr_float_shortest, coring/core/float_format.h: never
+ * longer than %.9g); NaN and infinities as null. */
+void cr_json_float(cr_json_writer *w, float v);
+/* cr_json_float_array - @n floats at @v as one JSON array of
+ * cr_json_float values, with one capacity check for the whole array. */
+void cr_json_float_array(cr_json_writer *w, const float *v, size_t n);
 void cr_json_bool(cr_json_writer *w, bool v);
 void cr_json_null(cr_json_writer *w);
 

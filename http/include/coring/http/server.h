@@ -6,8 +6,11 @@
  *
  * Handlers run in the connection's coroutine and may block on coroutine
  * I/O (net_call, net_poll, the database...). A handler must answer exactly
- * once with one of the http_respond* functions; a handler that returns
- * without answering gets a 500.
+ * once: with one of the http_respond* functions, or with a response built
+ * in place (http_response_begin ... http_response_end). A handler that
+ * returns without answering gets a 500. A second answer is the handler's
+ * bug: a debug build (NDEBUG not defined) logs it and aborts; a release
+ * build logs the first one of the process and drops it (docs/handlers.md).
  */
 #ifndef CORING_HTTP_SERVER_H
 #define CORING_HTTP_SERVER_H
@@ -79,6 +82,44 @@ void http_respond(http_ctx *ctx, int status, const char *content_type, const voi
 
 /* http_respond_json - http_respond with application/json and @json's bytes. */
 void http_respond_json(http_ctx *ctx, int status, const cr_buf *json);
+
+/*
+ * http_response_begin - start the answer to @ctx's request in place: the
+ * status line and headers (@status; @content_type, NUL-terminated, NULL
+ * for none; the headers added so far with http_add_header) are written
+ * into the connection's output buffer, with the digits of Content-Length
+ * reserved, and that buffer is returned for the body to be appended to it
+ * (cr_buf_append*, or a cr_json_writer over it), with no copy. The body
+ * ends with http_response_end, which patches Content-Length. In between:
+ * no yield that lets another request of the connection run is possible
+ * (one request at a time per connection), so the handler may block on
+ * coroutine I/O; but nothing else may answer (a second answer), headers
+ * added after begin are not sent, and the buffer's data pointer may move
+ * as it grows (keep offsets, not pointers). For HEAD the body is measured
+ * and dropped; for 1xx, 204 and 304 it is dropped with no Content-Type or
+ * Content-Length. An allocation failure marks the buffer failed and the
+ * connection closes after the handler, as for http_respond.
+ * Returns the buffer (not owned: valid until http_response_end), or NULL
+ * when the request already has an answer (see the top of this file).
+ * Handler context. RFC 9112 section 6.3, RFC 9110 section 8.6.
+ */
+cr_buf *http_response_begin(http_ctx *ctx, int status, const char *content_type);
+
+/*
+ * http_response_end - end the response begun by http_response_begin: its
+ * Content-Length is the bytes appended since. Without a begin, it is a
+ * misuse reported like a second answer. Handler context.
+ */
+void http_response_end(http_ctx *ctx);
+
+/*
+ * http_response_cancel - take back the response begun by
+ * http_response_begin (headers and the body so far leave the output
+ * buffer), so that the handler may answer otherwise: an error found
+ * halfway through the body. Without a begin, a misuse reported like a
+ * second answer. Handler context.
+ */
+void http_response_cancel(http_ctx *ctx);
 
 /*
  * http_respond_error - answer @status with application/json and the body
