@@ -100,6 +100,8 @@ int net_bind_listeners(uint16_t *port_out)
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+        /* Once here: accepted sockets inherit it (no setsockopt per accept). */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (ss.ss_family == AF_INET)
             ((struct sockaddr_in *)&ss)->sin_port = htons(port);
         else
@@ -148,8 +150,7 @@ static void serve_accepted(net_loop *loop, int fd)
         close(fd);
         return;
     }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* TCP_NODELAY comes from the listener (net_bind_listeners). */
     if (net_task_start_connection(loop, fd) < 0) {
         cr_log_warn("out of memory for a connection coroutine: closing it");
         close(fd);

@@ -78,7 +78,14 @@ int net_poll(int fd, unsigned events, uint64_t timeout_ns);
  * or -ECANCELED. */
 int net_sleep(uint64_t ns);
 
-/* net_close - close(2) through the ring. 0 or -errno. */
+/*
+ * net_close - close(2) @fd through the ring, without waiting: on a worker
+ * coroutine the close is queued (IOSQE_CQE_SKIP_SUCCESS, nobody reads its
+ * completion) and runs at the loop's next submit; returns 0 (close(2)
+ * releases the descriptor even when it reports an error). Elsewhere a
+ * plain close(2): 0 or -errno. Ends the connection's armed receive, if
+ * any (net_recv_provided). Never fails to release @fd.
+ */
 int net_close(int fd);
 
 /*
