@@ -11,6 +11,10 @@
  *                      in the loop's slot table, gen (32 bits, never 0) the
  *                      generation of that slot's operation; resume the task
  *                      if the slot's operation in flight has that generation
+ *   gen << 32 | slot << 3 | TAG_RECV
+ *                      a connection's multishot recv (io.c): queued on the
+ *                      slot's task if its recv_gen is still gen, else stale
+ *                      (its provided buffer, if any, is given back)
  *   TAG_ACCEPT         the multishot accept: a new connection, or an error
  *   pointer | TAG_MSG  a cross-core message arriving (request or reply)
  *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted: retry
@@ -208,6 +212,9 @@ static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
         net_loop_resume(loop, op->task);
         return;
     }
+    case NET_TAG_RECV:
+        net_recv_dispatch(loop, data, res, flags);
+        return;
     case NET_TAG_ACCEPT:
         net_accepted(loop, res, flags);
         return;

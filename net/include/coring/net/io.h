@@ -45,6 +45,12 @@ typedef struct net_rbuf {
  * when data arrives. Returns the byte count (0 at EOF), -ENOBUFS when every
  * provided buffer is in use (then read with net_recv into memory of your
  * own), -ETIMEDOUT, -ECANCELED or -errno.
+ * On the descriptor of the calling connection task (the one passed to
+ * net_hooks.on_connection) it reads from that connection's multishot recv
+ * (armed at the first call, kernel 6.0+; single shots on older kernels):
+ * data that arrived while the task was busy elsewhere is returned first,
+ * one kernel completion per call, in order; its timeout then fires up to
+ * one 100 ms tick late. On any other descriptor, one recv per call.
  */
 ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns);
 
@@ -52,7 +58,9 @@ ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns);
  * not provided). The data must not be used after. */
 void net_rbuf_release(net_rbuf *b);
 
-/* net_recv - recv(2) into @buf. Returns bytes, 0 at EOF, or -errno. */
+/* net_recv - recv(2) into @buf. Returns bytes, 0 at EOF, or -errno. On a
+ * connection whose multishot recv is armed or holds data (net_recv_provided)
+ * it copies from that, so the two never race for the bytes. */
 ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns);
 
 /*
