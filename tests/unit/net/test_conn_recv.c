@@ -32,7 +32,9 @@ static struct {
     size_t got_len;
     ssize_t last;      /* the receive after the client's shutdown(SHUT_WR) */
     int all_provided;  /* every piece came in a provided buffer */
-} r = {.nodelay = -1, .all_provided = 1};
+    int direct;        /* on_connection got a direct descriptor */
+    int shutdown_res;  /* net_shutdown(SHUT_WR) at the end */
+} r = {.nodelay = -1, .all_provided = 1, .shutdown_res = 1};
 
 static void on_listening(const char *host, uint16_t p, unsigned threads, void *user)
 {
@@ -45,7 +47,8 @@ static void serve(int fd, void *user)
     (void)user;
     int v = 0;
     socklen_t vl = sizeof(v);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0)
+    r.direct = net_fd_is_direct(fd);
+    if (!r.direct && getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0)
         r.nodelay = v;
     net_rbuf rb = {0};
     /* The first receive: "go", which tells the client to send three
@@ -69,6 +72,7 @@ static void serve(int fd, void *user)
         r.pieces++;
     }
     r.last = n;
+    r.shutdown_res = net_shutdown(fd, SHUT_WR); /* the client reads EOF */
 out:
     net_close(fd);
     kill(getpid(), SIGTERM);
@@ -104,9 +108,10 @@ static void *client(void *arg)
     return NULL;
 }
 
-Test(conn_recv, inherited_nodelay_queued_pieces_in_order_then_eof, .timeout = 30)
+static void run_server(bool direct)
 {
     net_config cfg = net_config_default();
+    cfg.direct_descriptors = direct;
     cfg.threads = 1;
     cfg.host = "127.0.0.1";
     cfg.port = 0;
@@ -116,8 +121,10 @@ Test(conn_recv, inherited_nodelay_queued_pieces_in_order_then_eof, .timeout = 30
     cr_assert_eq(pthread_create(&th, NULL, client, NULL), 0);
     cr_assert_eq(net_run(&cfg, &hooks), 0);
     pthread_join(th, NULL);
+}
 
-    cr_expect_eq(r.nodelay, 1, "an accepted socket inherits TCP_NODELAY from its listener");
+static void expect_pieces(void)
+{
     r.got[r.got_len] = '\0';
     cr_expect_str_eq(r.got, "one,two,three,four,five,six");
     cr_expect(r.all_provided);
@@ -130,4 +137,23 @@ Test(conn_recv, inherited_nodelay_queued_pieces_in_order_then_eof, .timeout = 30
     cr_expect_geq(r.pieces, 4, "queued receives: %d", r.pieces);
     cr_expect_leq(r.pieces, 6, "queued receives: %d", r.pieces);
     cr_expect_eq(r.last, 0, "EOF after the queued data");
+}
+
+Test(conn_recv, inherited_nodelay_queued_pieces_in_order_then_eof, .timeout = 30)
+{
+    run_server(false);
+    cr_expect_eq(r.direct, 0);
+    cr_expect_eq(r.nodelay, 1, "an accepted socket inherits TCP_NODELAY from its listener");
+    expect_pieces();
+    cr_expect_eq(r.shutdown_res, 0);
+}
+
+/* The same through a direct descriptor (--direct-descriptors on): fixed-file
+ * multishot recv, shutdown and close through the ring. */
+Test(conn_recv, direct_descriptor_queued_pieces_in_order_then_eof, .timeout = 30)
+{
+    run_server(true);
+    cr_expect_eq(r.direct, 1, "on_connection got a direct descriptor");
+    expect_pieces();
+    cr_expect_eq(r.shutdown_res, 0, "net_shutdown on a direct descriptor: %d", r.shutdown_res);
 }

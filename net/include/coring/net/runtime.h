@@ -47,6 +47,9 @@ typedef struct net_config {
     uint64_t drain_grace_ns;      /* after the first SIGINT/SIGTERM: how long to go on
                                    * accepting and serving as usual, with
                                    * net_stopping() true, before the drain; 0: none */
+    bool direct_descriptors;      /* accept connections into each ring's fixed file table:
+                                   * on_connection then gets a direct descriptor
+                                   * (coring/net/io.h, NET_FD_DIRECT) */
 } net_config;
 
 typedef struct net_hooks {
