@@ -278,8 +278,8 @@ static int recv_wait(net_task *task, uint64_t timeout_ns, bool drain_cancel)
     if (drain_cancel && net_fd_is_direct(r->fd)) {
         /* No poll(2) on a direct descriptor: a request already in the
          * socket may not be received yet (its task work runs at the next
-         * enter). Cancel at the next tick instead; its CQE wins first. */
-        timeout_ns = 1;
+         * enter). Cancel a whole tick later instead; its CQE wins first. */
+        timeout_ns = NET_TICK_NS;
         drain_cancel = false;
         r->drain_late = true;
     }

@@ -51,7 +51,7 @@ void net_drain_start(net_loop *loop)
                  * tick instead, once the request that may already sit in
                  * the socket has been received (its CQE then wins). */
                 net_wheel_remove(&loop->wheel, &t->timer);
-                net_wheel_add(&loop->wheel, &t->timer, loop->now_ns + 1);
+                net_wheel_add(&loop->wheel, &t->timer, loop->now_ns + NET_TICK_NS);
                 continue;
             }
             net_submit_cancel(loop, t->op_data);
