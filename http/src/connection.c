@@ -415,7 +415,7 @@ static bool pending_too_large(const http_conn *c, size_t pending)
  * the connection before the client has read our answer. */
 static void linger(http_conn *c)
 {
-    shutdown(c->fd, SHUT_WR);
+    net_shutdown(c->fd, SHUT_WR);
     net_task_set_idle(true); /* shutdown need not wait for this */
     /* The sink comes from the arena, not the stack (a 4 KiB frame would
      * step over a 4 KiB guard page in one go). */

@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* --- binding ----------------------------------------------------------- */
@@ -100,6 +101,8 @@ int net_bind_listeners(uint16_t *port_out)
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+        /* Once here: accepted sockets inherit it (no setsockopt per accept). */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (ss.ss_family == AF_INET)
             ((struct sockaddr_in *)&ss)->sin_port = htons(port);
         else
@@ -126,10 +129,54 @@ int net_bind_listeners(uint16_t *port_out)
 
 /* --- accept ------------------------------------------------------------ */
 
+/*
+ * With --direct-descriptors: a sparse fixed file table for this ring,
+ * sized to the thread's connection limit and some room (the limit closes
+ * connections beyond it; at most RLIMIT_NOFILE, beyond which an accept
+ * fails -ENFILE and backs off), which the multishot accept fills
+ * (IORING_FILE_INDEX_ALLOC) and net_close empties. Falls back to fds when
+ * the kernel refuses it (before 5.19). See io_uring_register_files(3).
+ */
+void net_direct_setup(net_loop *loop)
+{
+    if (!net_rt.cfg.direct_descriptors)
+        return;
+    /* The kernel caps the table at RLIMIT_NOFILE (EMFILE beyond). */
+    uint64_t n = (uint64_t)net_rt.max_conn_per_thread + 64;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && n > rl.rlim_cur)
+        n = rl.rlim_cur;
+    int ret = io_uring_register_files_sparse(&loop->ring, (unsigned)n);
+    if (ret < 0) {
+        if (loop->index == 0)
+            cr_log_warn("direct descriptors unavailable (%s): connections use fds",
+                        cr_strerror(ret));
+        return;
+    }
+    loop->direct = true;
+}
+
+/* Close accepted connection @fd (an fd, or a direct descriptor) from the
+ * loop, without waiting. */
+static void close_accepted(net_loop *loop, int fd)
+{
+    if (!net_fd_is_direct(fd)) {
+        close(fd);
+        return;
+    }
+    struct io_uring_sqe *sqe = net_loop_sqe(loop);
+    io_uring_prep_close_direct(sqe, (unsigned)(fd & ~NET_FD_DIRECT));
+    io_uring_sqe_set_data64(sqe, 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
 void net_accept_arm(net_loop *loop)
 {
     struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (loop->direct)
+        io_uring_prep_multishot_accept_direct(sqe, loop->listen_fd, NULL, NULL, 0);
+    else
+        io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
     loop->accept_armed = true;
 }
@@ -145,14 +192,13 @@ static void serve_accepted(net_loop *loop, int fd)
                         net_rt.max_conn_per_thread);
             loop->last_limit_log = now;
         }
-        close(fd);
+        close_accepted(loop, fd);
         return;
     }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* TCP_NODELAY comes from the listener (net_bind_listeners). */
     if (net_task_start_connection(loop, fd) < 0) {
         cr_log_warn("out of memory for a connection coroutine: closing it");
-        close(fd);
+        close_accepted(loop, fd);
     }
 }
 
@@ -198,8 +244,9 @@ void net_accepted(net_loop *loop, int res, uint32_t flags)
     if (!(flags & IORING_CQE_F_MORE))
         loop->accept_armed = false;
     if (res >= 0) {
-        /* Draining too: the kernel accepted it before the cancel. */
-        serve_accepted(loop, res);
+        /* Draining too: the kernel accepted it before the cancel. A direct
+         * accept's result is its slot in the fixed file table. */
+        serve_accepted(loop, loop->direct ? (res | NET_FD_DIRECT) : res);
     } else if (res != -ECANCELED) {
         uint64_t now = cr_clock_now_ns();
         if (now - loop->last_accept_log > CR_NS_PER_S) {

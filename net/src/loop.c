@@ -11,6 +11,10 @@
  *                      in the loop's slot table, gen (32 bits, never 0) the
  *                      generation of that slot's operation; resume the task
  *                      if the slot's operation in flight has that generation
+ *   gen << 32 | slot << 3 | TAG_RECV
+ *                      a connection's multishot recv (io.c): queued on the
+ *                      slot's task if its recv_gen is still gen, else stale
+ *                      (its provided buffer, if any, is given back)
  *   TAG_ACCEPT         the multishot accept: a new connection, or an error
  *   pointer | TAG_MSG  a cross-core message arriving (request or reply)
  *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted: retry
@@ -145,6 +149,8 @@ static void deadline_passed(net_timer *timer, void *arg)
     } else if (t->op && (t->state == NET_TASK_WAITING || t->state == NET_TASK_PARKED_SQE)) {
         t->state = NET_TASK_TIMING_OUT;
         net_submit_cancel(loop, t->op_data);
+    } else if (t->op && t->state == NET_TASK_DRAINING && net_fd_is_direct(t->op_fd)) {
+        net_submit_cancel(loop, t->op_data); /* the drain's, one tick late (shutdown.c) */
     }
 }
 
@@ -208,6 +214,9 @@ static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
         net_loop_resume(loop, op->task);
         return;
     }
+    case NET_TAG_RECV:
+        net_recv_dispatch(loop, data, res, flags);
+        return;
     case NET_TAG_ACCEPT:
         net_accepted(loop, res, flags);
         return;
@@ -247,6 +256,7 @@ static void dispatch_backlog(net_loop *loop)
 
 void net_loop_run(net_loop *loop)
 {
+    net_direct_setup(loop);
     net_accept_arm(loop);
     loop->now_ns = cr_clock_now_ns();
     net_submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);

@@ -23,6 +23,7 @@ enum {
     NET_TAG_MSG = 2,
     NET_TAG_MSG_FAILED = 3,
     NET_TAG_CTRL = 4,
+    NET_TAG_RECV = 5, /* a connection's multishot recv: gen << 32 | slot << 3 | TAG_RECV */
     NET_TAG_MASK = 7,
 };
 
@@ -104,6 +105,29 @@ typedef struct net_op {
     net_task_state ended; /* the task's state when the wait ended (net_loop_wait) */
 } net_op;
 
+/*
+ * A connection task's multishot recv (io.c): one IORING_OP_RECV with
+ * IORING_RECV_MULTISHOT and IOSQE_BUFFER_SELECT armed on the connection's
+ * descriptor, posting a CQE (a provided buffer) each time data arrives.
+ * Its CQEs are queued here in order, whether or not the task waits for
+ * them, and handed out by net_recv_provided / net_recv. Lives in the task.
+ */
+#define NET_RECV_INLINE 8 /* queued CQEs held without malloc */
+#define NET_RECV_PAUSE 4  /* queued CQEs at which the recv is cancelled until they are read */
+typedef struct net_recv_state {
+    int fd;              /* the connection's descriptor, or -1 (not a connection task, or closed) */
+    bool armed;          /* its SQE is live (no CQE without IORING_CQE_F_MORE seen yet) */
+    bool paused;         /* cancelled by us because NET_RECV_PAUSE CQEs wait unread */
+    bool drain_late;     /* this wait's tick timeout is the drain's (a direct descriptor) */
+    uint64_t data;       /* its user_data (NET_TAG_RECV) */
+    net_op *wait;        /* the task's op while it waits for the next CQE, or NULL */
+    net_cqe *q;          /* queued CQEs: inline, or malloc'd once more arrive */
+    uint32_t cap, head, len;
+    uint32_t off;        /* bytes of the head CQE already handed out (net_recv) */
+    int error;           /* -ENOMEM: a CQE could not be queued; returned once the queue is read */
+    net_cqe inline_q[NET_RECV_INLINE];
+} net_recv_state;
+
 struct net_task {
     cr_coro *coro;
     net_loop *loop;
@@ -122,6 +146,7 @@ struct net_task {
     unsigned replies_pending; /* in net_call_all: replies still awaited past the
                                  one that resumes it (0 otherwise) */
     net_task *prev, *next;
+    net_recv_state recv; /* the connection's multishot recv (io.c) */
 };
 
 /*
@@ -134,7 +159,9 @@ struct net_task {
  */
 typedef struct net_slot {
     net_op *op;          /* the operation in flight, or NULL */
+    net_task *task;      /* the task holding the slot, or NULL while free */
     uint32_t gen;        /* of the latest operation; never 0 */
+    uint32_t recv_gen;   /* of the task's armed multishot recv; 0: none */
     uint32_t next_free;  /* in the loop's free list, while unused: index + 1, 0 ends it */
 } net_slot;
 
@@ -165,6 +192,9 @@ struct net_loop {
     unsigned connections;
     bool draining;
     bool accept_armed;
+    bool direct;               /* connections are accepted as direct descriptors */
+    bool recv_single;          /* the kernel lacks multishot recv: single shots (io.c) */
+    bool recv_multishot_seen;  /* a multishot recv has delivered data on this ring */
     bool retry_armed;
     net_msg *retry;      /* messages to re-post */
     _Atomic(net_msg *) failed_replies; /* pushed by other threads whose reply to a waiter
@@ -199,8 +229,18 @@ int net_loop_wait(net_task *task, net_op *op);
 /* Resume @task (parked with no SQE) at the loop's next turn with @res. */
 void net_loop_make_ready(net_loop *loop, net_task *task, int res);
 
+/* A CQE of a multishot recv (TAG_RECV): queue it on its task, resume the
+ * task if it waits for it; a stale one (its task gone or re-armed) gives
+ * its buffer back. Loop context (io.c). */
+void net_recv_dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags);
+
+/* The task is ending: cancel its armed recv, give back the buffers of
+ * its queued CQEs (io.c). */
+void net_recv_release(net_task *task);
+
 /* Has @fd input waiting (or end of file, or an error) right now? poll(2)
- * with no timeout; false for fd < 0. Any thread. */
+ * with no timeout; false for fd < 0 and for a direct descriptor (a
+ * connection's multishot recv then decides, io.c). Any thread. */
 bool net_fd_has_input(int fd);
 
 /* The calling thread's loop, or NULL off the worker threads. */

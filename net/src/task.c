@@ -42,7 +42,7 @@ static int slot_alloc(net_loop *loop, uint32_t *out)
         loop->slots_cap = cap;
     }
     /* A new slot's generations start at 1: 0 is never a valid one. */
-    loop->slots[loop->slots_len] = (net_slot){.op = NULL, .gen = 0};
+    loop->slots[loop->slots_len] = (net_slot){.op = NULL, .gen = 0, .recv_gen = 0};
     *out = loop->slots_len++;
     return 0;
 }
@@ -52,6 +52,8 @@ static int slot_alloc(net_loop *loop, uint32_t *out)
 static void slot_free(net_loop *loop, uint32_t slot)
 {
     loop->slots[slot].op = NULL;
+    loop->slots[slot].task = NULL;
+    loop->slots[slot].recv_gen = 0;
     loop->slots[slot].next_free = loop->free_slot;
     loop->free_slot = slot + 1;
 }
@@ -75,6 +77,8 @@ static void task_main(void *p)
     int fd = s->fd;
     net_loop *loop = s->loop;
 
+    task.recv.fd = fd;
+    loop->slots[task.slot].task = &task;
     cr_coro_set_data(task.coro, &task);
     task.next = loop->tasks;
     if (loop->tasks)
@@ -89,6 +93,7 @@ static void task_main(void *p)
     else
         fn(arg);
 
+    net_recv_release(&task);
     if (fd >= 0)
         loop->connections--;
     if (task.service)
@@ -186,8 +191,8 @@ void net_task_set_idle(bool idle)
 
 bool net_fd_has_input(int fd)
 {
-    if (fd < 0)
-        return false;
+    if (fd < 0 || net_fd_is_direct(fd))
+        return false; /* cannot be polled: the caller's recv decides (io.c) */
     struct pollfd p = {.fd = fd, .events = POLLIN};
     return poll(&p, 1, 0) > 0;
 }

@@ -23,6 +23,23 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+/*
+ * A descriptor with NET_FD_DIRECT set is a direct descriptor: an index in
+ * the thread's ring's fixed file table (io_uring_register_files(3)), not
+ * an fd. With net_config.direct_descriptors, on_connection gets those for
+ * the connections the multishot accept takes (the drain's accept4(2) still
+ * hands out fds). The net_* calls take either (IOSQE_FIXED_FILE for a
+ * direct one); system calls on a direct one fail (EBADF): use
+ * net_shutdown, net_close, and no getpeername(2), poll(2) or setsockopt(2).
+ */
+#define NET_FD_DIRECT (1 << 30)
+
+/* net_fd_is_direct - is @fd a direct descriptor (NET_FD_DIRECT)? */
+static inline bool net_fd_is_direct(int fd)
+{
+    return fd >= 0 && (fd & NET_FD_DIRECT);
+}
+
 /* A coroutine known to the loop (one per connection, or spawned). */
 typedef struct net_task net_task;
 
@@ -45,6 +62,12 @@ typedef struct net_rbuf {
  * when data arrives. Returns the byte count (0 at EOF), -ENOBUFS when every
  * provided buffer is in use (then read with net_recv into memory of your
  * own), -ETIMEDOUT, -ECANCELED or -errno.
+ * On the descriptor of the calling connection task (the one passed to
+ * net_hooks.on_connection) it reads from that connection's multishot recv
+ * (armed at the first call, kernel 6.0+; single shots on older kernels):
+ * data that arrived while the task was busy elsewhere is returned first,
+ * one kernel completion per call, in order; its timeout then fires up to
+ * one 100 ms tick late. On any other descriptor, one recv per call.
  */
 ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns);
 
@@ -52,7 +75,9 @@ ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns);
  * not provided). The data must not be used after. */
 void net_rbuf_release(net_rbuf *b);
 
-/* net_recv - recv(2) into @buf. Returns bytes, 0 at EOF, or -errno. */
+/* net_recv - recv(2) into @buf. Returns bytes, 0 at EOF, or -errno. On a
+ * connection whose multishot recv is armed or holds data (net_recv_provided)
+ * it copies from that, so the two never race for the bytes. */
 ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns);
 
 /*
@@ -78,7 +103,24 @@ int net_poll(int fd, unsigned events, uint64_t timeout_ns);
  * or -ECANCELED. */
 int net_sleep(uint64_t ns);
 
-/* net_close - close(2) through the ring. 0 or -errno. */
+/*
+ * net_shutdown - shutdown(2) @fd (SHUT_RD, SHUT_WR, SHUT_RDWR): a direct
+ * descriptor through the ring (IORING_OP_SHUTDOWN, waited for), an fd with
+ * shutdown(2) itself. 0 or -errno (-ENOTCONN...; -EPERM for a direct one off
+ * a worker coroutine).
+ */
+int net_shutdown(int fd, int how);
+
+/*
+ * net_close - close(2) @fd through the ring, without waiting: on a worker
+ * coroutine the close is queued (IOSQE_CQE_SKIP_SUCCESS, nobody reads its
+ * completion) and runs at the loop's next submit; returns 0 (close(2)
+ * releases the descriptor even when it reports an error). Elsewhere a
+ * plain close(2): 0 or -errno (-EBADF for a direct descriptor there). A
+ * direct descriptor is closed on its table slot (io_uring_prep_close_direct).
+ * Ends the connection's armed receive, if
+ * any (net_recv_provided). Never fails to release @fd.
+ */
 int net_close(int fd);
 
 /*

@@ -52,6 +52,9 @@ typedef struct net_config {
                                    * false: every worker may run on any CPU of the mask and
                                    * the kernel's scheduler moves them (a thread whose core
                                    * is busy with another process can leave it) */
+    bool direct_descriptors;      /* accept connections into each ring's fixed file table:
+                                   * on_connection then gets a direct descriptor
+                                   * (coring/net/io.h, NET_FD_DIRECT) */
 } net_config;
 
 typedef struct net_hooks {
