@@ -92,7 +92,13 @@ static void usage(FILE *f)
             "                           docs/todo.md)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
-            "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
+            "  --embed-threads N        inference threads (default: the spare CPUs with\n"
+            "                           --embed-placement spare, else the CPUs in the mask)\n"
+            "  --embed-placement P      where inference runs: auto (default: spare when the\n"
+            "                           affinity mask has more CPUs than ring threads, else\n"
+            "                           low), spare (pinned to the CPUs the rings leave),\n"
+            "                           low (every CPU, SCHED_BATCH + nice 10, below the\n"
+            "                           rings), shared (every CPU, the rings' priority)\n"
             "  --embed-max-batch N      texts per forward pass (default 16)\n"
             "  --embed-max-wait-us N    time a batch may wait to fill, microseconds (default 1000)\n"
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
@@ -355,7 +361,7 @@ int main(int argc, char **argv)
         OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_CEP_MAX_CONN, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
-        OPT_EMBED_INT8,
+        OPT_EMBED_INT8, OPT_EMBED_PLACEMENT,
         OPT_LIST_ROUTES,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
         OPT_CORS_ORIGINS,
@@ -399,6 +405,7 @@ int main(int argc, char **argv)
         {"embed-max-wait-us", required_argument, NULL, OPT_EMBED_MAX_WAIT},
         {"embed-max-queue", required_argument, NULL, OPT_EMBED_MAX_QUEUE},
         {"embed-int8", no_argument, NULL, OPT_EMBED_INT8},
+        {"embed-placement", required_argument, NULL, OPT_EMBED_PLACEMENT},
         {"user", required_argument, NULL, OPT_USER},
         {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
         {"list-routes", no_argument, NULL, OPT_LIST_ROUTES},
@@ -522,6 +529,19 @@ int main(int argc, char **argv)
             embed.max_queue = (unsigned)number("--embed-max-queue", optarg, 1, 1u << 20);
             break;
         case OPT_EMBED_INT8: embed.int8 = true; break;
+        case OPT_EMBED_PLACEMENT: {
+            static const char *const names[] = {"auto", "spare", "low", "shared"};
+            size_t k = 0;
+            while (k < 4 && strcmp(optarg, names[k]) != 0)
+                k++;
+            if (k == 4) {
+                fprintf(stderr, "coring: %s: expected auto, spare, low or shared\n",
+                        env_config_name("--embed-placement"));
+                return 2;
+            }
+            embed.placement = (app_embed_placement)k;
+            break;
+        }
         case OPT_CEP_UPSTREAM:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
                 fprintf(stderr, "coring: %s: expected on or off\n",
@@ -588,6 +608,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    embed.ring_threads = net.threads;
     app_embed_configure(&embed);
     http_router *router = http_router_create();
     if (!router) {
