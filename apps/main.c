@@ -97,8 +97,9 @@ static void usage(FILE *f)
             "  --embed-placement P      where inference runs: auto (default: spare when the\n"
             "                           affinity mask has more CPUs than ring threads, else\n"
             "                           low), spare (pinned to the CPUs the rings leave),\n"
-            "                           low (every CPU, SCHED_BATCH + nice 10, below the\n"
-            "                           rings), shared (every CPU, the rings' priority)\n"
+            "                           low (every CPU, SCHED_IDLE: only when the rings do\n"
+            "                           not want it), batch (every CPU, SCHED_BATCH + nice\n"
+            "                           10), shared (every CPU, the rings' priority)\n"
             "  --embed-max-batch N      texts per forward pass (default 16)\n"
             "  --embed-max-wait-us N    time a batch may wait to fill, microseconds (default 1000)\n"
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
@@ -530,12 +531,12 @@ int main(int argc, char **argv)
             break;
         case OPT_EMBED_INT8: embed.int8 = true; break;
         case OPT_EMBED_PLACEMENT: {
-            static const char *const names[] = {"auto", "spare", "low", "shared"};
+            static const char *const names[] = {"auto", "spare", "low", "shared", "batch"};
             size_t k = 0;
-            while (k < 4 && strcmp(optarg, names[k]) != 0)
+            while (k < 5 && strcmp(optarg, names[k]) != 0)
                 k++;
-            if (k == 4) {
-                fprintf(stderr, "coring: %s: expected auto, spare, low or shared\n",
+            if (k == 5) {
+                fprintf(stderr, "coring: %s: expected auto, spare, low, batch or shared\n",
                         env_config_name("--embed-placement"));
                 return 2;
             }

@@ -452,7 +452,9 @@ static void place_pool(embed_pool_config *cfg, char *what, size_t len)
     if (p == APP_EMBED_PLACEMENT_AUTO || p == APP_EMBED_PLACEMENT_SPARE)
         p = num_spare ? APP_EMBED_PLACEMENT_SPARE : APP_EMBED_PLACEMENT_LOW;
     cfg->use_cpus = p == APP_EMBED_PLACEMENT_SPARE;
-    cfg->low_priority = p == APP_EMBED_PLACEMENT_LOW;
+    cfg->policy = p == APP_EMBED_PLACEMENT_LOW     ? SCHED_IDLE
+                  : p == APP_EMBED_PLACEMENT_BATCH ? SCHED_BATCH
+                                                   : SCHED_OTHER;
     if (!cfg->threads)
         cfg->threads = cfg->use_cpus ? num_spare : cpus_available();
     char cpus[128];
@@ -463,8 +465,11 @@ static void place_pool(embed_pool_config *cfg, char *what, size_t len)
         snprintf(what, len, "on the CPUs the %u ring thread(s) leave (CPUs %s)", rings, cpus);
         break;
     case APP_EMBED_PLACEMENT_LOW:
-        snprintf(what, len, "below the ring threads (SCHED_BATCH, nice %d)%s", EMBED_POOL_LOW_NICE,
+        snprintf(what, len, "below the ring threads (SCHED_IDLE)%s",
                  num_spare ? "" : ": no CPU in the affinity mask beyond the rings'");
+        break;
+    case APP_EMBED_PLACEMENT_BATCH:
+        snprintf(what, len, "below the ring threads (SCHED_BATCH, nice %d)", EMBED_POOL_LOW_NICE);
         break;
     default:
         snprintf(what, len, "at the ring threads' priority (--embed-placement shared)");

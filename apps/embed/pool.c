@@ -11,9 +11,9 @@
  * batch fills by itself).
  *
  * Placement (the caller's choice, apps/embed/app.c): on CPUs of their own,
- * or below the ring threads' priority (SCHED_BATCH, nice 10), so that a
- * ring waking for a request does not wait behind a forward pass on its
- * core. Each thread sets both on its own tid: on Linux the scheduling
+ * or below the ring threads' priority (SCHED_IDLE, or SCHED_BATCH at nice
+ * 10), so that a ring waking for a request does not wait behind a forward
+ * pass on its core. Each thread sets both on its own tid: on Linux the scheduling
  * policy, the nice value and the affinity are per thread.
  */
 #include "coring/embed/pool.h"
@@ -126,21 +126,25 @@ static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs,
         jobs[i]->done(jobs[i]);
 }
 
-/* Apply @cfg's placement to the calling thread, by its tid. SCHED_BATCH
- * (sched(7)): the scheduler treats the thread as CPU-bound, so it does not
- * preempt a waking ring thread; nice (setpriority(2), per thread on Linux)
- * gives it a smaller share of a core the rings also want. Raising nice and
- * leaving SCHED_OTHER need no privilege. Failures are logged, not fatal. */
+/* Apply @cfg's placement to the calling thread, by its tid. SCHED_IDLE
+ * (sched(7)): the thread runs only when no normal thread wants its core,
+ * and a waking ring thread preempts it at once. SCHED_BATCH: treated as
+ * CPU-bound, it does not preempt others on its wake-ups, but a waking ring
+ * can still wait for its slice (EEVDF). nice 10 (setpriority(2), per
+ * thread on Linux) on both: a smaller share where the policy is refused.
+ * Raising nice and entering SCHED_BATCH or SCHED_IDLE need no privilege.
+ * Failures are logged, not fatal. */
 static void place_thread(const embed_pool_config *cfg)
 {
     pid_t tid = gettid();
     if (cfg->use_cpus && sched_setaffinity(tid, sizeof(cfg->cpus), &cfg->cpus) < 0)
         cr_log_warn("embed: cannot pin the inference thread to its CPUs: %s", cr_strerror(-errno));
-    if (!cfg->low_priority)
+    if (cfg->policy != SCHED_IDLE && cfg->policy != SCHED_BATCH)
         return;
     struct sched_param param = {.sched_priority = 0};
-    if (sched_setscheduler(tid, SCHED_BATCH, &param) < 0)
-        cr_log_warn("embed: cannot set SCHED_BATCH on the inference thread: %s", cr_strerror(-errno));
+    if (sched_setscheduler(tid, cfg->policy, &param) < 0)
+        cr_log_warn("embed: cannot set %s on the inference thread: %s",
+                    cfg->policy == SCHED_IDLE ? "SCHED_IDLE" : "SCHED_BATCH", cr_strerror(-errno));
     if (setpriority(PRIO_PROCESS, (id_t)tid, EMBED_POOL_LOW_NICE) < 0)
         cr_log_warn("embed: cannot lower the inference thread's priority: %s", cr_strerror(-errno));
 }

@@ -14,9 +14,9 @@
 - Both routes take a body only as Content-Type: application/json (415).
 - Where the inference threads run (--embed-placement): with CPUs in the
   affinity mask beyond the ring threads' (auto), pinned to those, at the
-  rings' priority; with none (auto on one CPU, or low), SCHED_BATCH at
-  nice 10 while the rings stay SCHED_OTHER at nice 0; shared: as the
-  rings. Read from /proc/PID/task/TID/{comm,stat} and the threads'
+  rings' priority; with none (auto on one CPU, or low), SCHED_IDLE while
+  the rings stay SCHED_OTHER at nice 0; batch: SCHED_BATCH at nice 10;
+  shared: as the rings. Read from /proc/PID/task/TID/{comm,stat} and the threads'
   affinity.
 
 The model is apps/embed/make_model.py's, tiny (1 layer, hidden 32), on
@@ -199,7 +199,7 @@ class RingStaysResponsive(CoringTestCase):
         self.assertLess(best, P99_BOUND_MS, "GET / p99 %.2f ms while a worst-case embed body ran" % best)
 
 
-SCHED_OTHER, SCHED_BATCH = 0, 3
+SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5
 
 
 def threads_of(pid):
@@ -247,17 +247,18 @@ class Placement(CoringTestCase):
 
     def test_no_spare_cpu_runs_the_pool_below_the_rings(self):
         first = min(os.sched_getaffinity(0))
-        cases = [(1, (), {first}, "auto on one CPU")]
+        cases = [(1, (), {first}, "auto on one CPU", SCHED_IDLE, "(SCHED_IDLE)"),
+                 (1, ["--embed-placement", "batch"], None, "batch", SCHED_BATCH, "(SCHED_BATCH, nice 10)")]
         if len(os.sched_getaffinity(0)) >= 2:
-            cases.append((1, ["--embed-placement", "low"], None, "low with a spare CPU"))
-        for threads, extra, cpus, what in cases:
+            cases.append((1, ["--embed-placement", "low"], None, "low with a spare CPU", SCHED_IDLE, "(SCHED_IDLE)"))
+        for threads, extra, cpus, what, want, log in cases:
             with self.start(threads, extra, cpus) as srv:
                 pool, others = self.inference_threads(srv)
                 for comm, nice, policy, _ in pool:
-                    self.assertEqual((nice, policy), (10, SCHED_BATCH), "%s (%s)" % (comm, what))
+                    self.assertEqual((nice, policy), (10, want), "%s (%s)" % (comm, what))
                 for comm, nice, policy, _ in others:
                     self.assertEqual((nice, policy), (0, SCHED_OTHER), "%s (%s)" % (comm, what))
-                self.assertIn("below the ring threads (SCHED_BATCH, nice 10)", srv.stderr_text())
+                self.assertIn("below the ring threads " + log, srv.stderr_text())
                 srv.stop(expect_status=0)
 
     def test_shared_keeps_the_rings_priority(self):
@@ -272,7 +273,7 @@ class Placement(CoringTestCase):
         res = subprocess.run([coring_server.binary(), "--embed-placement", "fast", "--check-config"],
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(res.returncode, 2, res)
-        self.assertIn("expected auto, spare, low or shared", res.stderr)
+        self.assertIn("expected auto, spare, low, batch or shared", res.stderr)
 
 
 class Checks(CoringTestCase):

@@ -52,9 +52,10 @@ typedef struct embed_pool_config {
     unsigned max_batch;   /* texts per forward pass (>= 1) */
     unsigned max_wait_us; /* how long a batch waits to fill (0: take what is there) */
     unsigned max_queue;   /* texts waiting at most (>= max_batch) */
-    bool low_priority;    /* each thread sets SCHED_BATCH and nice EMBED_POOL_LOW_NICE on
-                           * its own tid (sched(7), setpriority(2)), below the ring
-                           * threads (SCHED_OTHER, nice 0); false: the creator's */
+    int policy;           /* SCHED_IDLE or SCHED_BATCH: each thread sets it and nice
+                           * EMBED_POOL_LOW_NICE on its own tid (sched(7),
+                           * setpriority(2)), below the ring threads (SCHED_OTHER,
+                           * nice 0); SCHED_OTHER: the creator's policy and nice */
     bool use_cpus;        /* each thread sets its affinity to cpus (sched_setaffinity(2)
                            * on its tid); false: the creator's affinity */
     cpu_set_t cpus;       /* with use_cpus: the CPUs the threads may run on (not empty) */
