@@ -2,7 +2,7 @@
 """perf/embed_priority.py: GET / latency on a core that also runs inference.
 
   perf/embed_priority.py [--binary PATH] [--cpus 0] [--client-cpu 1]
-                         [--placements shared,low] [--rounds 3] [--seconds 5]
+                         [--placements shared,batch,low] [--rounds 3] [--seconds 5]
                          [--embed-connections 4] [--get-interval-ms 5]
 
 Issue 16 ("Embeddings"): inference threads must not take the rings' core
@@ -19,7 +19,7 @@ placement GET / p50/p99/max and embed req/s, then the median of the
 rounds' p99 per placement and its ratio to the first placement's.
 
 The model is the embed scenario's (perf/results/models/minilm-random,
-written by perf/lib/embed.py model). Wrap it in `flock /work/bench.lock`
+written by perf/lib/embed.py model). Wrap it in `flock LOCKFILE`
 on a shared machine. Every loop is bounded by --seconds; traffic only on
 127.0.0.1.
 """
@@ -136,7 +136,7 @@ def main():
     ap.add_argument("--cpus", default="0", help="the server's CPUs (taskset -c)")
     ap.add_argument("--ring-threads", type=int, default=0, help="--threads (default: one per CPU given)")
     ap.add_argument("--client-cpu", default="1")
-    ap.add_argument("--placements", default="shared,low")
+    ap.add_argument("--placements", default="shared,batch,low")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--embed-connections", type=int, default=4)
