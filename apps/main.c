@@ -92,14 +92,15 @@ static void usage(FILE *f)
             "                           docs/todo.md)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
-            "  --embed-threads N        inference threads (default: the spare CPUs with\n"
-            "                           --embed-placement spare, else the CPUs in the mask)\n"
+            "  --embed-threads N        inference threads (default: one per spare CPU when\n"
+            "                           inference runs on them, else the CPUs in the mask)\n"
             "  --embed-placement P      where inference runs: auto (default: spare when the\n"
             "                           affinity mask has more CPUs than ring threads, else\n"
-            "                           low), spare (pinned to the CPUs the rings leave),\n"
-            "                           low (every CPU, SCHED_IDLE: only when the rings do\n"
-            "                           not want it), batch (every CPU, SCHED_BATCH + nice\n"
-            "                           10), shared (every CPU, the rings' priority)\n"
+            "                           batch), spare (pinned to the CPUs the rings leave),\n"
+            "                           batch (every CPU, SCHED_BATCH + nice 10, below the\n"
+            "                           rings), idle (every CPU, SCHED_IDLE: only when no\n"
+            "                           other thread wants it), shared (every CPU, the\n"
+            "                           rings' priority)\n"
             "  --embed-max-batch N      texts per forward pass (default 16)\n"
             "  --embed-max-wait-us N    time a batch may wait to fill, microseconds (default 1000)\n"
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
@@ -531,12 +532,12 @@ int main(int argc, char **argv)
             break;
         case OPT_EMBED_INT8: embed.int8 = true; break;
         case OPT_EMBED_PLACEMENT: {
-            static const char *const names[] = {"auto", "spare", "low", "shared", "batch"};
+            static const char *const names[] = {"auto", "spare", "batch", "idle", "shared"};
             size_t k = 0;
             while (k < 5 && strcmp(optarg, names[k]) != 0)
                 k++;
             if (k == 5) {
-                fprintf(stderr, "coring: %s: expected auto, spare, low, batch or shared\n",
+                fprintf(stderr, "coring: %s: expected auto, spare, batch, idle or shared\n",
                         env_config_name("--embed-placement"));
                 return 2;
             }

@@ -2,7 +2,7 @@
 """perf/embed_priority.py: GET / latency on a core that also runs inference.
 
   perf/embed_priority.py [--binary PATH] [--cpus 0] [--client-cpu 1]
-                         [--placements shared,batch,low] [--rounds 3] [--seconds 5]
+                         [--placements shared,batch,idle] [--rounds 3] [--seconds 5]
                          [--embed-connections 4] [--get-interval-ms 5]
 
 Issue 16 ("Embeddings"): inference threads must not take the rings' core
@@ -136,7 +136,7 @@ def main():
     ap.add_argument("--cpus", default="0", help="the server's CPUs (taskset -c)")
     ap.add_argument("--ring-threads", type=int, default=0, help="--threads (default: one per CPU given)")
     ap.add_argument("--client-cpu", default="1")
-    ap.add_argument("--placements", default="shared,batch,low")
+    ap.add_argument("--placements", default="shared,batch,idle")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--embed-connections", type=int, default=4)

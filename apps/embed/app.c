@@ -450,9 +450,9 @@ static void place_pool(embed_pool_config *cfg, char *what, size_t len)
     unsigned num_spare = (unsigned)CPU_COUNT(&spare);
     app_embed_placement p = options.placement;
     if (p == APP_EMBED_PLACEMENT_AUTO || p == APP_EMBED_PLACEMENT_SPARE)
-        p = num_spare ? APP_EMBED_PLACEMENT_SPARE : APP_EMBED_PLACEMENT_LOW;
+        p = num_spare ? APP_EMBED_PLACEMENT_SPARE : APP_EMBED_PLACEMENT_BATCH;
     cfg->use_cpus = p == APP_EMBED_PLACEMENT_SPARE;
-    cfg->policy = p == APP_EMBED_PLACEMENT_LOW     ? SCHED_IDLE
+    cfg->policy = p == APP_EMBED_PLACEMENT_IDLE    ? SCHED_IDLE
                   : p == APP_EMBED_PLACEMENT_BATCH ? SCHED_BATCH
                                                    : SCHED_OTHER;
     if (!cfg->threads)
@@ -464,12 +464,12 @@ static void place_pool(embed_pool_config *cfg, char *what, size_t len)
         describe_cpus(&spare, cpus, sizeof(cpus));
         snprintf(what, len, "on the CPUs the %u ring thread(s) leave (CPUs %s)", rings, cpus);
         break;
-    case APP_EMBED_PLACEMENT_LOW:
-        snprintf(what, len, "below the ring threads (SCHED_IDLE)%s",
+    case APP_EMBED_PLACEMENT_BATCH:
+        snprintf(what, len, "below the ring threads (SCHED_BATCH, nice %d)%s", EMBED_POOL_LOW_NICE,
                  num_spare ? "" : ": no CPU in the affinity mask beyond the rings'");
         break;
-    case APP_EMBED_PLACEMENT_BATCH:
-        snprintf(what, len, "below the ring threads (SCHED_BATCH, nice %d)", EMBED_POOL_LOW_NICE);
+    case APP_EMBED_PLACEMENT_IDLE:
+        snprintf(what, len, "below the ring threads (SCHED_IDLE)");
         break;
     default:
         snprintf(what, len, "at the ring threads' priority (--embed-placement shared)");

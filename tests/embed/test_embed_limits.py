@@ -14,8 +14,8 @@
 - Both routes take a body only as Content-Type: application/json (415).
 - Where the inference threads run (--embed-placement): with CPUs in the
   affinity mask beyond the ring threads' (auto), pinned to those, at the
-  rings' priority; with none (auto on one CPU, or low), SCHED_IDLE while
-  the rings stay SCHED_OTHER at nice 0; batch: SCHED_BATCH at nice 10;
+  rings' priority; with none (auto on one CPU, or batch), SCHED_BATCH at
+  nice 10 while the rings stay SCHED_OTHER at nice 0; idle: SCHED_IDLE;
   shared: as the rings. Read from /proc/PID/task/TID/{comm,stat} and the threads'
   affinity.
 
@@ -247,10 +247,11 @@ class Placement(CoringTestCase):
 
     def test_no_spare_cpu_runs_the_pool_below_the_rings(self):
         first = min(os.sched_getaffinity(0))
-        cases = [(1, (), {first}, "auto on one CPU", SCHED_IDLE, "(SCHED_IDLE)"),
-                 (1, ["--embed-placement", "batch"], None, "batch", SCHED_BATCH, "(SCHED_BATCH, nice 10)")]
+        cases = [(1, (), {first}, "auto on one CPU", SCHED_BATCH, "(SCHED_BATCH, nice 10)"),
+                 (1, ["--embed-placement", "idle"], None, "idle", SCHED_IDLE, "(SCHED_IDLE)")]
         if len(os.sched_getaffinity(0)) >= 2:
-            cases.append((1, ["--embed-placement", "low"], None, "low with a spare CPU", SCHED_IDLE, "(SCHED_IDLE)"))
+            cases.append((1, ["--embed-placement", "batch"], None, "batch with a spare CPU", SCHED_BATCH,
+                          "(SCHED_BATCH, nice 10)"))
         for threads, extra, cpus, what, want, log in cases:
             with self.start(threads, extra, cpus) as srv:
                 pool, others = self.inference_threads(srv)
@@ -273,7 +274,7 @@ class Placement(CoringTestCase):
         res = subprocess.run([coring_server.binary(), "--embed-placement", "fast", "--check-config"],
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(res.returncode, 2, res)
-        self.assertIn("expected auto, spare, low, batch or shared", res.stderr)
+        self.assertIn("expected auto, spare, batch, idle or shared", res.stderr)
 
 
 class Checks(CoringTestCase):

@@ -89,11 +89,11 @@ extern const app_def app_embed;
 
 /* Where the inference threads run (--embed-placement; docs/embeddings.md). */
 typedef enum app_embed_placement {
-    APP_EMBED_PLACEMENT_AUTO = 0, /* spare when the affinity mask has CPUs the rings leave, else low */
-    APP_EMBED_PLACEMENT_SPARE,    /* pinned to the CPUs the ring threads leave (low when none) */
-    APP_EMBED_PLACEMENT_LOW,      /* on every CPU, below the rings: SCHED_IDLE */
+    APP_EMBED_PLACEMENT_AUTO = 0, /* spare when the affinity mask has CPUs the rings leave, else batch */
+    APP_EMBED_PLACEMENT_SPARE,    /* pinned to the CPUs the ring threads leave (batch when none) */
+    APP_EMBED_PLACEMENT_BATCH,    /* on every CPU, below the rings: SCHED_BATCH at nice 10 */
+    APP_EMBED_PLACEMENT_IDLE,     /* on every CPU, SCHED_IDLE: only when no normal thread wants it */
     APP_EMBED_PLACEMENT_SHARED,   /* on every CPU, at the rings' priority */
-    APP_EMBED_PLACEMENT_BATCH,    /* on every CPU, SCHED_BATCH at nice 10 */
 } app_embed_placement;
 
 typedef struct app_embed_options {
