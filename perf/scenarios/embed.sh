@@ -21,7 +21,9 @@
 # cores. Inference is the work (~10 ms of sgemm a sentence against µs of
 # HTTP), so one inference thread per core keeps every core on forward
 # passes; more would only time-slice them, fewer would leave a core idle.
-# The ring thread(s) sleep in io_uring between requests and share the cores.
+# The ring thread(s) sleep in io_uring between requests and share the cores;
+# with no CPU spare (--threads = cores) --embed-placement auto runs the
+# inference threads SCHED_BATCH at nice 10, below the rings.
 # The peers get the same cores: torch.set_num_threads(N) and onnxruntime's
 # intraOpNumThreads = N.
 
