@@ -101,7 +101,15 @@ static void usage(FILE *f)
             "                           built per request, as the peers in perf/ (docs/todo.md)\n"
             "  --embed-model DIR        embedding model folder (config.json, model.safetensors,\n"
             "                           vocab.txt); without it /embed answers 503\n"
-            "  --embed-threads N        inference threads (default: CPUs in the affinity mask)\n"
+            "  --embed-threads N        inference threads (default: one per spare CPU when\n"
+            "                           inference runs on them, else the CPUs in the mask)\n"
+            "  --embed-placement P      where inference runs: auto (default: spare when the\n"
+            "                           affinity mask has more CPUs than ring threads, else\n"
+            "                           batch), spare (pinned to the CPUs the rings leave),\n"
+            "                           batch (every CPU, SCHED_BATCH + nice 10, below the\n"
+            "                           rings), idle (every CPU, SCHED_IDLE: only when no\n"
+            "                           other thread wants it), shared (every CPU, the\n"
+            "                           rings' priority)\n"
             "  --embed-max-batch N      texts per forward pass (default 16)\n"
             "  --embed-max-wait-us N    time a batch may wait to fill, microseconds (default 1000)\n"
             "  --embed-max-queue N      texts waiting at most before 503 (default 1024)\n"
@@ -368,7 +376,7 @@ int main(int argc, char **argv)
         OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_CEP_MAX_CONN, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
-        OPT_EMBED_INT8,
+        OPT_EMBED_INT8, OPT_EMBED_PLACEMENT,
         OPT_LIST_ROUTES,
         OPT_USER, OPT_CHECK_CONFIG, OPT_ALLOW_BARE_LF, OPT_TODO_MAX_ITEMS,
         OPT_CORS_ORIGINS,
@@ -416,6 +424,7 @@ int main(int argc, char **argv)
         {"embed-max-wait-us", required_argument, NULL, OPT_EMBED_MAX_WAIT},
         {"embed-max-queue", required_argument, NULL, OPT_EMBED_MAX_QUEUE},
         {"embed-int8", no_argument, NULL, OPT_EMBED_INT8},
+        {"embed-placement", required_argument, NULL, OPT_EMBED_PLACEMENT},
         {"user", required_argument, NULL, OPT_USER},
         {"check-config", no_argument, NULL, OPT_CHECK_CONFIG},
         {"list-routes", no_argument, NULL, OPT_LIST_ROUTES},
@@ -548,6 +557,19 @@ int main(int argc, char **argv)
             embed.max_queue = (unsigned)number("--embed-max-queue", optarg, 1, 1u << 20);
             break;
         case OPT_EMBED_INT8: embed.int8 = true; break;
+        case OPT_EMBED_PLACEMENT: {
+            static const char *const names[] = {"auto", "spare", "batch", "idle", "shared"};
+            size_t k = 0;
+            while (k < 5 && strcmp(optarg, names[k]) != 0)
+                k++;
+            if (k == 5) {
+                fprintf(stderr, "coring: %s: expected auto, spare, batch, idle or shared\n",
+                        env_config_name("--embed-placement"));
+                return 2;
+            }
+            embed.placement = (app_embed_placement)k;
+            break;
+        }
         case OPT_CEP_UPSTREAM:
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
                 fprintf(stderr, "coring: %s: expected on or off\n",
@@ -637,6 +659,7 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    embed.ring_threads = net.threads;
     app_embed_configure(&embed);
     http_router *router = http_router_create();
     if (!router) {

@@ -408,6 +408,66 @@ static unsigned cpus_available(void)
     return 1;
 }
 
+/* Write "0-1,4" for @set into @buf. */
+static void describe_cpus(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < len; c++) {
+        if (!CPU_ISSET(c, set) || (c > 0 && CPU_ISSET(c - 1, set)))
+            continue;
+        int last = c;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, set))
+            last++;
+        int w = last > c ? snprintf(buf + n, len - n, "%s%d-%d", n ? "," : "", c, last)
+                         : snprintf(buf + n, len - n, "%s%d", n ? "," : "", c);
+        n += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* Decide where the inference threads run (--embed-placement) and say it
+ * in @what. The ring threads take the affinity mask's first ring_threads
+ * CPUs (net/src/setup.c pick_cpus); "spare" is the rest of the mask. */
+static void place_pool(embed_pool_config *cfg, char *what, size_t len)
+{
+    cpu_set_t mask, spare;
+    CPU_ZERO(&spare);
+    unsigned rings = options.ring_threads ? options.ring_threads : cpus_available();
+    unsigned seen = 0;
+    if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &mask) && seen++ >= rings)
+                CPU_SET(c, &spare);
+    unsigned num_spare = (unsigned)CPU_COUNT(&spare);
+    app_embed_placement p = options.placement;
+    if (p == APP_EMBED_PLACEMENT_AUTO || p == APP_EMBED_PLACEMENT_SPARE)
+        p = num_spare ? APP_EMBED_PLACEMENT_SPARE : APP_EMBED_PLACEMENT_BATCH;
+    cfg->use_cpus = p == APP_EMBED_PLACEMENT_SPARE;
+    cfg->policy = p == APP_EMBED_PLACEMENT_IDLE    ? SCHED_IDLE
+                  : p == APP_EMBED_PLACEMENT_BATCH ? SCHED_BATCH
+                                                   : SCHED_OTHER;
+    if (!cfg->threads)
+        cfg->threads = cfg->use_cpus ? num_spare : cpus_available();
+    char cpus[128];
+    switch (p) {
+    case APP_EMBED_PLACEMENT_SPARE:
+        cfg->cpus = spare;
+        describe_cpus(&spare, cpus, sizeof(cpus));
+        snprintf(what, len, "on the CPUs the %u ring thread(s) leave (CPUs %s)", rings, cpus);
+        break;
+    case APP_EMBED_PLACEMENT_BATCH:
+        snprintf(what, len, "below the ring threads (SCHED_BATCH, nice %d)%s", EMBED_POOL_LOW_NICE,
+                 num_spare ? "" : ": no CPU in the affinity mask beyond the rings'");
+        break;
+    case APP_EMBED_PLACEMENT_IDLE:
+        snprintf(what, len, "below the ring threads (SCHED_IDLE)");
+        break;
+    default:
+        snprintf(what, len, "at the ring threads' priority (--embed-placement shared)");
+        break;
+    }
+}
+
 static int load(void)
 {
     struct timespec t0, t1;
@@ -433,13 +493,15 @@ static int load(void)
         cr_log_warn("embed: --embed-int8 without AVX-512 VNNI on this CPU runs portable C, "
                     "slower than float32 here");
     embed_pool_config cfg = {
-        .threads = options.threads ? options.threads : cpus_available(),
+        .threads = options.threads,
         .max_batch = options.max_batch ? options.max_batch : APP_EMBED_DEFAULT_MAX_BATCH,
         .max_wait_us = options.max_wait_us,
         .max_queue = options.max_queue ? options.max_queue : 1024,
     };
     if (cfg.max_queue < cfg.max_batch)
         cfg.max_queue = cfg.max_batch;
+    char placement[256];
+    place_pool(&cfg, placement, sizeof(placement));
     if ((ret = embed_pool_create(model->bert, model->tokenizer, &cfg, &pool)) < 0) {
         cr_log_error("embed: cannot start the inference threads: %s", cr_strerror(ret));
         embed_model_close(model);
@@ -454,11 +516,11 @@ static int load(void)
         snprintf(blas + strlen(blas), sizeof(blas) - strlen(blas),
                  "; int8 linear layers on %s", embed_qgemm_kernel());
     cr_log_info("embed: model %s (%u layers, hidden %u, %u heads, vocab %u, max %zu tokens) "
-                "loaded in %.1f ms; %u inference threads, batches of up to %u, wait %u us; %s",
+                "loaded in %.1f ms; %u inference threads %s, batches of up to %u, wait %u us; %s",
                 model->name, c->num_layers, c->hidden_size, c->num_heads, c->vocab_size,
                 model->max_tokens,
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
-                cfg.threads, cfg.max_batch, cfg.max_wait_us, blas);
+                cfg.threads, placement, cfg.max_batch, cfg.max_wait_us, blas);
     return 0;
 }
 

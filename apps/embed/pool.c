@@ -9,6 +9,12 @@
  * inference thread is idle it runs at once (waiting then would only add
  * latency: under load, jobs pile up during a forward pass and the next
  * batch fills by itself).
+ *
+ * Placement (the caller's choice, apps/embed/app.c): on CPUs of their own,
+ * or below the ring threads' priority (SCHED_IDLE, or SCHED_BATCH at nice
+ * 10), so that a ring waking for a request does not wait behind a forward
+ * pass on its core. Each thread sets both on its own tid: on Linux the scheduling
+ * policy, the nice value and the affinity are per thread.
  */
 #include "coring/embed/pool.h"
 
@@ -18,13 +24,12 @@
 #include <cblas.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sys/resource.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
-
-/* The inference threads' nice value (the ring threads keep 0). */
-#define EMBED_POOL_NICE 10
+#include <unistd.h>
 
 struct embed_pool {
     const embed_bert *model;
@@ -121,17 +126,35 @@ static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs,
         jobs[i]->done(jobs[i]);
 }
 
+/* Apply @cfg's placement to the calling thread, by its tid. SCHED_IDLE
+ * (sched(7)): the thread runs only when no normal thread wants its core,
+ * and a waking ring thread preempts it at once. SCHED_BATCH: treated as
+ * CPU-bound, it does not preempt others on its wake-ups, but a waking ring
+ * can still wait for its slice (EEVDF). nice 10 (setpriority(2), per
+ * thread on Linux) on both: a smaller share where the policy is refused.
+ * Raising nice and entering SCHED_BATCH or SCHED_IDLE need no privilege.
+ * Failures are logged, not fatal. */
+static void place_thread(const embed_pool_config *cfg)
+{
+    pid_t tid = gettid();
+    if (cfg->use_cpus && sched_setaffinity(tid, sizeof(cfg->cpus), &cfg->cpus) < 0)
+        cr_log_warn("embed: cannot pin the inference thread to its CPUs: %s", cr_strerror(-errno));
+    if (cfg->policy != SCHED_IDLE && cfg->policy != SCHED_BATCH)
+        return;
+    struct sched_param param = {.sched_priority = 0};
+    if (sched_setscheduler(tid, cfg->policy, &param) < 0)
+        cr_log_warn("embed: cannot set %s on the inference thread: %s",
+                    cfg->policy == SCHED_IDLE ? "SCHED_IDLE" : "SCHED_BATCH", cr_strerror(-errno));
+    if (setpriority(PRIO_PROCESS, (id_t)tid, EMBED_POOL_LOW_NICE) < 0)
+        cr_log_warn("embed: cannot lower the inference thread's priority: %s", cr_strerror(-errno));
+}
+
 static void *inference_main(void *arg)
 {
     embed_pool *p = arg;
     cr_log_set_thread_name("embed");
     cr_metrics_thread_attach("embed", false);
-    /* Below the ring threads: a ring waking for a request must not wait
-     * behind a forward pass on its core (setpriority(2): on Linux the
-     * nice value is per thread; 0 means the calling one). */
-    if (setpriority(PRIO_PROCESS, 0, EMBED_POOL_NICE) < 0)
-        cr_log_warn("embed: cannot lower the inference thread's priority: %s",
-                    cr_strerror(-errno));
+    place_thread(&p->cfg);
     size_t max = p->cfg.max_batch;
     embed_bert_workspace *ws = embed_bert_workspace_create();
     embed_job **jobs = malloc(2 * max * sizeof(*jobs)); /* taken, then run */
@@ -210,7 +233,8 @@ int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
                       const embed_pool_config *cfg, embed_pool **out)
 {
     *out = NULL;
-    if (!tokenizer || cfg->threads < 1 || cfg->max_batch < 1 || cfg->max_queue < cfg->max_batch)
+    if (!tokenizer || cfg->threads < 1 || cfg->max_batch < 1 || cfg->max_queue < cfg->max_batch ||
+        (cfg->use_cpus && CPU_COUNT(&cfg->cpus) == 0))
         return -EINVAL;
     embed_pool *p = calloc(1, sizeof(*p));
     if (!p)
@@ -237,6 +261,9 @@ int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
             return -err;
         }
         p->started++;
+        char name[16];
+        snprintf(name, sizeof(name), "embed-%u", i % 1000u);
+        pthread_setname_np(p->threads[i], name);
     }
     *out = p;
     return 0;

@@ -32,6 +32,7 @@ import sys
 
 SUBJECT = "coring"
 FLOOR = "floor"       # perf/peers/floor: every server's CPU per request is also shown as a ratio to it
+INT8 = "-int8"        # an int8 server's name ends so; its ratios are against coring-int8's
 CLIENT_BOUND = 0.90   # wrk CPU at or above this: req/s is the client's limit
 
 
@@ -332,8 +333,15 @@ def case_table(case):
     subject = next((s["summary"] for s in case["servers"]
                     if s["server"] == SUBJECT and s["status"] == "ok"), None)
     floor = floor_cpu(case)
-    for s in case["servers"]:
+    # Two groups where int8 servers run (the embed cases): a server whose
+    # name ends in -int8 is compared with coring-int8, the others with
+    # coring, float32 with float32 and int8 with int8; the int8 rows last.
+    int8_subject = next((s["summary"] for s in case["servers"]
+                         if s["server"] == SUBJECT + INT8 and s["status"] == "ok"), None)
+    float_subject = subject
+    for s in sorted(case["servers"], key=lambda s: s["server"].endswith(INT8)):
         m = s["summary"]
+        subject = int8_subject if s["server"].endswith(INT8) else float_subject
         if s["status"] != "ok" or m is None:
             reason = (s.get("reason") or s["status"]).replace("|", "/")
             rows.append([s["server"], f"{s['status']}: {reason}"] + [""] * (len(HEADER) - 2))
@@ -342,7 +350,7 @@ def case_table(case):
         rps = fmt_int(m["rps"]) + (" ‡" if bound else "")
         per_run = " / ".join(fmt_int(v) for v in m.get("rps_runs", []))
         lat = m["latency_us"]
-        is_subject = s["server"] == SUBJECT
+        is_subject = s["server"] in (SUBJECT, SUBJECT + INT8)
         rows.append([
             s["server"], rps, per_run,
             fmt_ms(lat.get("p50")), fmt_ms(lat.get("p90")), fmt_ms(lat.get("p99")),
@@ -439,7 +447,9 @@ def markdown(doc, charts):
         "count of status > 399; socket err = connect + read + write + timeout. peak MiB = the case's memory "
         "high-water mark (warm-up included); idle MiB = RSS after the first response; cold start = launch "
         "to first 200; size = what the server runs from disk (see results.json for what each counts). "
-        "coring÷it: above 1 on req/s and below 1 on CPU/req favour coring. CPU/req ÷ floor: the server's CPU µs/req "
+        "coring÷it: above 1 on req/s and below 1 on CPU/req favour coring; an int8 server (name ending "
+        "-int8, listed last) is compared with coring-int8, float32 with float32 and int8 with int8. "
+        "CPU/req ÷ floor: the server's CPU µs/req "
         "divided by the floor peer's in the same case (a minimal epoll server that parses nothing: the kernel's "
         "loopback TCP cost per request); below 1 is under that floor. Latency percentiles are wrk 4's, "
         "corrected for coordinated omission: they rank servers under the same client but are not raw "

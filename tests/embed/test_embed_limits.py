@@ -12,6 +12,12 @@
   The same while a 1 MiB chunked body of 1-byte chunks trickles in on
   another connection of that thread.
 - Both routes take a body only as Content-Type: application/json (415).
+- Where the inference threads run (--embed-placement): with CPUs in the
+  affinity mask beyond the ring threads' (auto), pinned to those, at the
+  rings' priority; with none (auto on one CPU, or batch), SCHED_BATCH at
+  nice 10 while the rings stay SCHED_OTHER at nice 0; idle: SCHED_IDLE;
+  shared: as the rings. Read from /proc/PID/task/TID/{comm,stat} and the threads'
+  affinity.
 
 The model is apps/embed/make_model.py's, tiny (1 layer, hidden 32), on
 the MiniLM vocabulary.
@@ -191,6 +197,84 @@ class RingStaysResponsive(CoringTestCase):
         if coring_server.sanitizer():
             self.skipTest("%s build: the p99 bound is not asserted" % coring_server.sanitizer())
         self.assertLess(best, P99_BOUND_MS, "GET / p99 %.2f ms while a worst-case embed body ran" % best)
+
+
+SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5
+
+
+def threads_of(pid):
+    """{tid: (comm, nice, policy, affinity)} of process @pid (proc(5):
+    stat's fields 19 and 41, counted from 1)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        with open(base + "comm") as f:
+            comm = f.read().strip()
+        with open(base + "stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # fields[0] is stat's field 3 (state).
+        out[int(tid)] = (comm, int(fields[19 - 3]), int(fields[41 - 3]), os.sched_getaffinity(int(tid)))
+    return out
+
+
+class Placement(CoringTestCase):
+    def start(self, threads, extra=(), cpus=None):
+        folder = Model.setup()
+        pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        return CoringServer(threads=threads, apps="hello,embed", preexec_fn=pre,
+                            args=["--embed-model", folder] + list(extra))
+
+    def inference_threads(self, srv):
+        with srv.connect(timeout=30) as c:  # the pool is up: an embedding comes back
+            self.assertEqual(c.request("POST", "/embed", JSON_HDR, {"text": "hello"}).status, 200)
+        all_threads = threads_of(srv.pid)
+        pool = [t for t in all_threads.values() if t[0].startswith("embed-")]
+        self.assertTrue(pool, "no thread named embed-N: %r" % all_threads)
+        return pool, [t for t in all_threads.values() if not t[0].startswith("embed-")]
+
+    def test_spare_cpus_take_the_pool(self):
+        mask = sorted(os.sched_getaffinity(0))
+        if len(mask) < 2:
+            self.skipTest("needs 2 CPUs in the affinity mask, has %d" % len(mask))
+        with self.start(1) as srv:
+            pool, others = self.inference_threads(srv)
+            self.assertEqual(len(pool), len(mask) - 1, "one inference thread per spare CPU")
+            for comm, nice, policy, cpus in pool:
+                self.assertEqual(cpus, set(mask[1:]), "%s runs on the ring's CPU too" % comm)
+                self.assertEqual((nice, policy), (0, SCHED_OTHER), comm)
+            self.assertIn("on the CPUs the 1 ring thread(s) leave", srv.stderr_text())
+            srv.stop(expect_status=0)
+
+    def test_no_spare_cpu_runs_the_pool_below_the_rings(self):
+        first = min(os.sched_getaffinity(0))
+        cases = [(1, (), {first}, "auto on one CPU", SCHED_BATCH, "(SCHED_BATCH, nice 10)"),
+                 (1, ["--embed-placement", "idle"], None, "idle", SCHED_IDLE, "(SCHED_IDLE)")]
+        if len(os.sched_getaffinity(0)) >= 2:
+            cases.append((1, ["--embed-placement", "batch"], None, "batch with a spare CPU", SCHED_BATCH,
+                          "(SCHED_BATCH, nice 10)"))
+        for threads, extra, cpus, what, want, log in cases:
+            with self.start(threads, extra, cpus) as srv:
+                pool, others = self.inference_threads(srv)
+                for comm, nice, policy, _ in pool:
+                    self.assertEqual((nice, policy), (10, want), "%s (%s)" % (comm, what))
+                for comm, nice, policy, _ in others:
+                    self.assertEqual((nice, policy), (0, SCHED_OTHER), "%s (%s)" % (comm, what))
+                self.assertIn("below the ring threads " + log, srv.stderr_text())
+                srv.stop(expect_status=0)
+
+    def test_shared_keeps_the_rings_priority(self):
+        with self.start(1, ["--embed-placement", "shared"]) as srv:
+            pool, _ = self.inference_threads(srv)
+            self.assertEqual(len(pool), len(os.sched_getaffinity(0)))
+            for comm, nice, policy, cpus in pool:
+                self.assertEqual((nice, policy, cpus), (0, SCHED_OTHER, os.sched_getaffinity(0)), comm)
+            srv.stop(expect_status=0)
+
+    def test_unknown_placement_is_refused(self):
+        res = subprocess.run([coring_server.binary(), "--embed-placement", "fast", "--check-config"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(res.returncode, 2, res)
+        self.assertIn("expected auto, spare, batch, idle or shared", res.stderr)
 
 
 class Checks(CoringTestCase):

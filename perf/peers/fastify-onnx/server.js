@@ -7,11 +7,12 @@
 // session.run (async, off the event loop) per request, mean pooling and L2
 // normalisation in JS. fastify with the logger off, a request body schema.
 //
-//   node server.js --port P [--host 127.0.0.1] --model DIR [--threads N]
+//   node server.js --port P [--host 127.0.0.1] --model DIR [--threads N] [--onnx FILE]
 //
 //   POST /embed {"text": "..."} -> 200 {"embedding": [384 floats]}
 // DIR holds model.onnx and tokenizer.json. --threads: onnxruntime's
-// intra-op threads (the cores given).
+// intra-op threads (the cores given). --onnx: the ONNX file in DIR
+// (default model.onnx; the fastify-onnx-int8 peer: model-int8.onnx).
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -27,6 +28,7 @@ const port = Number(arg('--port', process.env.PORT || '3000'))
 const host = arg('--host', '127.0.0.1')
 const modelDir = arg('--model', process.env.PERF_EMBED_MODEL)
 const threads = Number(arg('--threads', '1'))
+const onnxFile = arg('--onnx', 'model.onnx')
 const maxLength = 256
 
 async function main () {
@@ -34,7 +36,7 @@ async function main () {
   const { Tokenizer } = await import('@huggingface/tokenizers')
   const tokenizer = new Tokenizer(
     JSON.parse(fs.readFileSync(path.join(modelDir, 'tokenizer.json'), 'utf8')), {})
-  const session = await ort.InferenceSession.create(path.join(modelDir, 'model.onnx'), {
+  const session = await ort.InferenceSession.create(path.join(modelDir, onnxFile), {
     intraOpNumThreads: threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',

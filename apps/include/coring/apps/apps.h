@@ -88,6 +88,15 @@ extern const app_def app_embed;
  * sentences: p99 188 ms at 32 against 114 ms at 16). */
 #define APP_EMBED_DEFAULT_MAX_BATCH 16
 
+/* Where the inference threads run (--embed-placement; docs/embeddings.md). */
+typedef enum app_embed_placement {
+    APP_EMBED_PLACEMENT_AUTO = 0, /* spare when the affinity mask has CPUs the rings leave, else batch */
+    APP_EMBED_PLACEMENT_SPARE,    /* pinned to the CPUs the ring threads leave (batch when none) */
+    APP_EMBED_PLACEMENT_BATCH,    /* on every CPU, below the rings: SCHED_BATCH at nice 10 */
+    APP_EMBED_PLACEMENT_IDLE,     /* on every CPU, SCHED_IDLE: only when no normal thread wants it */
+    APP_EMBED_PLACEMENT_SHARED,   /* on every CPU, at the rings' priority */
+} app_embed_placement;
+
 typedef struct app_embed_options {
     const char *model_dir;   /* folder with config.json, model.safetensors, vocab.txt; NULL: 503 */
     unsigned threads;        /* inference threads; 0: the CPUs in the affinity mask */
@@ -95,6 +104,9 @@ typedef struct app_embed_options {
     unsigned max_wait_us;    /* how long a batch may wait to fill, microseconds */
     unsigned max_queue;      /* texts waiting at most before 503; 0: 1024 */
     bool int8;               /* linear layers in int8 (embed_bert_quantize_int8) */
+    app_embed_placement placement;
+    unsigned ring_threads;   /* the server's ring threads (net_config.threads); 0: the CPUs in
+                              * the affinity mask. The rings take the mask's first ones. */
 } app_embed_options;
 
 /* app_embed_configure - set the embed app's options (copied; @o->model_dir

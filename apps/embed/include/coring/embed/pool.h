@@ -14,6 +14,7 @@
 #ifndef CORING_EMBED_POOL_H
 #define CORING_EMBED_POOL_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,7 +52,17 @@ typedef struct embed_pool_config {
     unsigned max_batch;   /* texts per forward pass (>= 1) */
     unsigned max_wait_us; /* how long a batch waits to fill (0: take what is there) */
     unsigned max_queue;   /* texts waiting at most (>= max_batch) */
+    int policy;           /* SCHED_IDLE or SCHED_BATCH: each thread sets it and nice
+                           * EMBED_POOL_LOW_NICE on its own tid (sched(7),
+                           * setpriority(2)), below the ring threads (SCHED_OTHER,
+                           * nice 0); SCHED_OTHER: the creator's policy and nice */
+    bool use_cpus;        /* each thread sets its affinity to cpus (sched_setaffinity(2)
+                           * on its tid); false: the creator's affinity */
+    cpu_set_t cpus;       /* with use_cpus: the CPUs the threads may run on (not empty) */
 } embed_pool_config;
+
+/* The nice value of low-priority inference threads (embed_pool_config). */
+#define EMBED_POOL_LOW_NICE 10
 
 typedef struct embed_pool embed_pool;
 
@@ -59,8 +70,11 @@ typedef struct embed_pool embed_pool;
  * embed_pool_create - start @cfg->threads inference threads that tokenize
  * with @tokenizer and encode with @model (both must outlive the pool).
  * Sets OpenBLAS to one thread: the pool's size is the parallelism.
- * Returns 0 and *@out, -EINVAL (bad config), -ENOMEM or -EAGAIN (a thread
- * could not start). Main thread.
+ * Threads are named "embed-N" (pthread_setname_np; /proc/PID/task/TID/comm).
+ * A thread that cannot set @cfg's priority or affinity logs a warning and
+ * runs with the creator's. Returns 0 and *@out, -EINVAL (bad config: also
+ * use_cpus with an empty set), -ENOMEM or -EAGAIN (a thread could not
+ * start). Main thread.
  */
 int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
                       const embed_pool_config *cfg, embed_pool **out);
