@@ -104,8 +104,8 @@ static void usage(FILE *f)
             "  --embed-threads N        inference threads (default: one per spare CPU when\n"
             "                           inference runs on them, else the CPUs in the mask)\n"
             "  --embed-placement P      where inference runs: auto (default: spare when the\n"
-            "                           affinity mask has more CPUs than ring threads, else\n"
-            "                           batch), spare (pinned to the CPUs the rings leave),\n"
+            "                           affinity mask has more CPUs than ring threads and\n"
+            "                           they are pinned, else batch), spare (pinned to the CPUs the rings leave),\n"
             "                           batch (every CPU, SCHED_BATCH + nice 10, below the\n"
             "                           rings), idle (every CPU, SCHED_IDLE: only when no\n"
             "                           other thread wants it), shared (every CPU, the\n"
@@ -660,6 +660,7 @@ int main(int argc, char **argv)
     }
 
     embed.ring_threads = net.threads;
+    embed.rings_pinned = net.pin;
     app_embed_configure(&embed);
     http_router *router = http_router_create();
     if (!router) {

@@ -426,8 +426,10 @@ static void describe_cpus(const cpu_set_t *set, char *buf, size_t len)
 }
 
 /* Decide where the inference threads run (--embed-placement) and say it
- * in @what. The ring threads take the affinity mask's first ring_threads
- * CPUs (net/src/setup.c pick_cpus); "spare" is the rest of the mask. */
+ * in @what. Pinned, the ring threads take the affinity mask's first
+ * ring_threads CPUs (net/src/setup.c pick_cpus); "spare" is the rest of
+ * the mask. Unpinned (--pin off) the rings may run anywhere in the mask,
+ * so no CPU is theirs alone and "auto" chooses "batch". */
 static void place_pool(embed_pool_config *cfg, char *what, size_t len)
 {
     cpu_set_t mask, spare;
@@ -440,6 +442,8 @@ static void place_pool(embed_pool_config *cfg, char *what, size_t len)
                 CPU_SET(c, &spare);
     unsigned num_spare = (unsigned)CPU_COUNT(&spare);
     app_embed_placement p = options.placement;
+    if (p == APP_EMBED_PLACEMENT_AUTO && !options.rings_pinned)
+        p = APP_EMBED_PLACEMENT_BATCH;
     if (p == APP_EMBED_PLACEMENT_AUTO || p == APP_EMBED_PLACEMENT_SPARE)
         p = num_spare ? APP_EMBED_PLACEMENT_SPARE : APP_EMBED_PLACEMENT_BATCH;
     cfg->use_cpus = p == APP_EMBED_PLACEMENT_SPARE;

@@ -141,12 +141,14 @@ static void place_thread(const embed_pool_config *cfg)
         cr_log_warn("embed: cannot pin the inference thread to its CPUs: %s", cr_strerror(-errno));
     if (cfg->policy != SCHED_IDLE && cfg->policy != SCHED_BATCH)
         return;
+    /* nice first: a SCHED_IDLE thread on a busy core may wait long for
+     * its next slice, and it must not wait there at nice 0. */
+    if (setpriority(PRIO_PROCESS, (id_t)tid, EMBED_POOL_LOW_NICE) < 0)
+        cr_log_warn("embed: cannot lower the inference thread's priority: %s", cr_strerror(-errno));
     struct sched_param param = {.sched_priority = 0};
     if (sched_setscheduler(tid, cfg->policy, &param) < 0)
         cr_log_warn("embed: cannot set %s on the inference thread: %s",
                     cfg->policy == SCHED_IDLE ? "SCHED_IDLE" : "SCHED_BATCH", cr_strerror(-errno));
-    if (setpriority(PRIO_PROCESS, (id_t)tid, EMBED_POOL_LOW_NICE) < 0)
-        cr_log_warn("embed: cannot lower the inference thread's priority: %s", cr_strerror(-errno));
 }
 
 static void *inference_main(void *arg)

@@ -808,7 +808,7 @@ static int conn_serve(db_conn *c)
          * often new queries woke the driver: the connection is stalled. */
         uint64_t now = cr_clock_now_ns(), wait = 0;
         bool late = false;
-        if (busy) {
+        if (busy && cfg->query_timeout_ns) { /* 0: no timeout, wait for the socket */
             uint64_t deadline = c->progress_at + cfg->query_timeout_ns;
             late = deadline <= now;
             /* Past it: one last look at the socket, not woken by queries. */

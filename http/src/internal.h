@@ -36,6 +36,7 @@ struct http_ctx_internal {
 typedef struct http_thread {
     cr_json_parser *json;
     cr_buf scratch;
+    cr_buf discard;          /* where a second answer's body goes (release builds) */
     char date[30];           /* IMF-fixdate, refreshed once a second */
     long date_second;
     struct http_header_block *spare_headers; /* header arrays not lent (connection.c) */

@@ -254,7 +254,10 @@ cr_buf *http_response_begin(http_ctx *ctx, int status, const char *content_type)
     struct http_ctx_internal *in = ctx->internal;
     if (in->responded) {
         second_answer(in, "http_response_begin", status);
-        return NULL;
+        /* Release build: the handler writes on into a thread's discard
+         * buffer, emptied here, so no caller needs a NULL check. */
+        cr_buf_reset(&http_tl->discard);
+        return &http_tl->discard;
     }
     cr_buf *out = in->out;
     in->responded = true;

@@ -53,6 +53,7 @@ static void thread_fini(void *user)
     if (t) {
         cr_json_parser_destroy(t->json);
         cr_buf_free(&t->scratch);
+        cr_buf_free(&t->discard);
         http_connection_thread_fini(t);
         free(t);
         http_tl = NULL;

@@ -224,10 +224,19 @@ class Placement(CoringTestCase):
         return CoringServer(threads=threads, apps="hello,embed", preexec_fn=pre,
                             args=["--embed-model", folder] + list(extra))
 
-    def inference_threads(self, srv):
+    def inference_threads(self, srv, settled=None):
         with srv.connect(timeout=30) as c:  # the pool is up: an embedding comes back
             self.assertEqual(c.request("POST", "/embed", JSON_HDR, {"text": "hello"}).status, 200)
-        all_threads = threads_of(srv.pid)
+        # One thread answered; the others place themselves when they first
+        # run, which a SCHED_IDLE thread on a busy machine may do late:
+        # wait (bounded) until every one shows what @settled expects.
+        deadline = time.monotonic() + 10
+        while True:
+            all_threads = threads_of(srv.pid)
+            pool = [t for t in all_threads.values() if t[0].startswith("embed-")]
+            if settled is None or (pool and all(settled(t) for t in pool)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         pool = [t for t in all_threads.values() if t[0].startswith("embed-")]
         self.assertTrue(pool, "no thread named embed-N: %r" % all_threads)
         return pool, [t for t in all_threads.values() if not t[0].startswith("embed-")]
@@ -254,7 +263,7 @@ class Placement(CoringTestCase):
                           "(SCHED_BATCH, nice 10)"))
         for threads, extra, cpus, what, want, log in cases:
             with self.start(threads, extra, cpus) as srv:
-                pool, others = self.inference_threads(srv)
+                pool, others = self.inference_threads(srv, lambda t, want=want: t[1:3] == (10, want))
                 for comm, nice, policy, _ in pool:
                     self.assertEqual((nice, policy), (10, want), "%s (%s)" % (comm, what))
                 for comm, nice, policy, _ in others:

@@ -33,6 +33,7 @@ static void setup(void)
 static void teardown(void)
 {
     cr_buf_free(&out);
+    cr_buf_free(&thread.discard);
 }
 
 /* A new request on the same connection (the output buffer kept). */
@@ -204,7 +205,13 @@ static void error_again(void)
 
 static void begin_again(void)
 {
-    cr_expect_null(http_response_begin(&ctx, 200, "text/plain"));
+    /* Release: a buffer that is not the connection's, so a handler that
+     * writes on (no NULL check) changes nothing on the wire. */
+    cr_buf *b = http_response_begin(&ctx, 200, "text/plain");
+    cr_assert_not_null(b);
+    cr_expect_neq(b, &out);
+    cr_buf_append(b, "second", 6);
+    http_response_end(&ctx);
 }
 
 static void end_without_begin(void)

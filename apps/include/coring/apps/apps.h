@@ -106,7 +106,10 @@ typedef struct app_embed_options {
     bool int8;               /* linear layers in int8 (embed_bert_quantize_int8) */
     app_embed_placement placement;
     unsigned ring_threads;   /* the server's ring threads (net_config.threads); 0: the CPUs in
-                              * the affinity mask. The rings take the mask's first ones. */
+                              * the affinity mask. Pinned (--pin on), the rings take the
+                              * mask's first ones. */
+    bool rings_pinned;       /* net_config.pin: false, the rings may run on any CPU of the
+                              * mask, so "auto" never picks "spare" */
 } app_embed_options;
 
 /* app_embed_configure - set the embed app's options (copied; @o->model_dir

@@ -181,7 +181,7 @@ typedef struct db_config {
     const char *read_conninfo;     /* the read replica's (DATABASE_READ_URL), or NULL/"":
                                       replica_ok statements go to conninfo */
     unsigned connections;          /* per worker thread (2) */
-    uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s) */
+    uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
     uint64_t backoff_max_ns;       /* cap of the doubling delay (2 s) */

@@ -99,8 +99,9 @@ void http_respond_json(http_ctx *ctx, int status, const cr_buf *json);
  * and dropped; for 1xx, 204 and 304 it is dropped with no Content-Type or
  * Content-Length. An allocation failure marks the buffer failed and the
  * connection closes after the handler, as for http_respond.
- * Returns the buffer (not owned: valid until http_response_end), or NULL
- * when the request already has an answer (see the top of this file).
+ * Returns the buffer (not owned: valid until http_response_end). When the
+ * request already has an answer (see the top of this file), a release
+ * build returns a per-thread buffer whose bytes are discarded, never NULL.
  * Handler context. RFC 9112 section 6.3, RFC 9110 section 8.6.
  */
 cr_buf *http_response_begin(http_ctx *ctx, int status, const char *content_type);

@@ -11,8 +11,9 @@
 /*
  * embed_kernels_select - choose the encoder's own kernels from @value, the
  * CORING_EMBED_KERNELS environment variable: NULL, "" or "auto" = AVX-512
- * (element-wise kernels, int8 VNNI product) where the CPU has it, portable C
- * otherwise; "portable" = portable C whatever the CPU (what a CPU without
+ * (the packed float32 linear layers, the fused attention, the element-wise
+ * kernels, the int8 VNNI product) where the CPU has it, OpenBLAS and
+ * portable C otherwise; "portable" = OpenBLAS and portable C whatever the CPU (what a CPU without
  * AVX-512 runs; the embed reference test runs both). Call once at start-up,
  * before any inference thread runs (not thread-safe against
  * embed_kernels_portable). Returns 0, or -EINVAL for any other value (the
