@@ -212,6 +212,17 @@ void net_recv_dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
         r->armed = false;
         s->recv_gen = 0;
     }
+    if (r->error) {
+        /* A CQE of this recv could not be queued (its buffer, a hole in
+         * the byte stream, was given back): what comes after it must never
+         * reach the parser. Drop it; the error stands (recv_multishot). */
+        if (flags & IORING_CQE_F_BUFFER) {
+            uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
+            net_buf_ring_taken(&loop->bufs, bid);
+            net_buf_ring_recycle(&loop->bufs, bid);
+        }
+        return;
+    }
     if (!more && res == -ECANCELED) {
         recv_wake(loop, t, s, -ECANCELED); /* our own cancel: not data */
         return;
@@ -356,11 +367,12 @@ static ssize_t recv_multishot(net_task *task, net_rbuf *out, char *buf, size_t l
             return -ECANCELED;
         if (r->len)
             return recv_take(loop, r, out, buf, len);
-        if (r->error) {
-            int err = r->error;
-            r->error = 0;
-            return err;
-        }
+        /* Only what was queued before the error (dispatch drops the rest)
+         * is handed out, then the error, for good: a later receive (this
+         * recv re-armed, or a single shot) would return bytes after the
+         * hole. */
+        if (r->error)
+            return r->error;
         if (loop->recv_single)
             return NET_RECV_SINGLE;
         bool drain_cancel = false;
@@ -438,8 +450,10 @@ void net_rbuf_release(net_rbuf *b)
 ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns)
 {
     net_task *cur = net_task_current();
-    if (cur && fd >= 0 && fd == cur->recv.fd && (cur->recv.armed || cur->recv.len)) {
-        /* The multishot recv would race a recv of our own: read from it. */
+    if (cur && fd >= 0 && fd == cur->recv.fd &&
+        (cur->recv.armed || cur->recv.len || cur->recv.error)) {
+        /* The multishot recv would race a recv of our own: read from it
+         * (or its error, which stands: see recv_multishot). */
         ssize_t n = recv_multishot(cur, NULL, buf, len, timeout_ns);
         if (n != NET_RECV_SINGLE)
             return n;

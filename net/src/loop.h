@@ -124,7 +124,8 @@ typedef struct net_recv_state {
     net_cqe *q;          /* queued CQEs: inline, or malloc'd once more arrive */
     uint32_t cap, head, len;
     uint32_t off;        /* bytes of the head CQE already handed out (net_recv) */
-    int error;           /* -ENOMEM: a CQE could not be queued; returned once the queue is read */
+    int error;           /* -ENOMEM: a CQE could not be queued; later CQEs are dropped, and it is
+                            returned (every time) once the CQEs queued before it are read */
     net_cqe inline_q[NET_RECV_INLINE];
 } net_recv_state;
 
