@@ -373,7 +373,9 @@ static ssize_t recv_multishot(net_task *task, net_rbuf *out, char *buf, size_t l
          * hole. */
         if (r->error)
             return r->error;
-        if (loop->recv_single)
+        /* Not while this connection's multishot recv is armed: a single
+         * shot would race it. Its CQEs are read until its last one. */
+        if (loop->recv_single && !r->armed)
             return NET_RECV_SINGLE;
         bool drain_cancel = false;
         if (task->life == NET_TASK_IDLE && loop->draining && !task->service &&
