@@ -32,7 +32,13 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     io_uring_sqe_set_data64(sqe, net_op_begin(task, op));
     /* -1 for a timeout; a direct descriptor keeps its NET_FD_DIRECT */
     task->op_fd = (sqe->flags & IOSQE_FIXED_FILE) ? (sqe->fd | NET_FD_DIRECT) : sqe->fd;
-    if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
+    bool drain_late = task->drain_late_op;
+    task->drain_late_op = false;
+    if (drain_late) {
+        /* begin(): the drain's cancel of an idle op on a direct
+         * descriptor, one tick late (its own timeout gives way). */
+        net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + NET_TICK_NS);
+    } else if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
         net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
     } else if (timeout_ns) {
         sqe->flags |= IOSQE_IO_LINK;
@@ -44,6 +50,10 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     }
     int res = net_loop_wait(task, op);
     net_wheel_remove(&task->loop->wheel, &task->timer);
+    if (drain_late && op->ended == NET_TASK_TIMING_OUT && (res == -ECANCELED || res == -EINTR)) {
+        task->life = NET_TASK_CANCELLED; /* nothing came within the tick */
+        return -ECANCELED;
+    }
     switch (op->ended) {
     case NET_TASK_DRAINING:
         /* The drain cancelled this idle wait; a result that won the race
@@ -81,8 +91,17 @@ static net_task *begin(unsigned sqes_needed, int fd)
         return NULL;
     if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service &&
         !(fd >= 0 && fd == task->recv.fd && task->recv.len) && !net_fd_has_input(fd)) {
-        task->life = NET_TASK_CANCELLED;
-        return NULL;
+        if (fd >= 0 && net_fd_is_direct(fd)) {
+            /* No poll(2) on a direct descriptor (the single-shot path: a
+             * kernel without multishot recv): a request already received
+             * would be dropped by a cancel now. Run the op, and let
+             * submit_and_wait cancel it a tick late, as the multishot path
+             * does (recv_wait); its result wins if it comes first. */
+            task->drain_late_op = true;
+        } else {
+            task->life = NET_TASK_CANCELLED;
+            return NULL;
+        }
     }
     net_loop_reserve(task->loop, sqes_needed);
     return task;

@@ -135,6 +135,8 @@ struct net_task {
     net_op *op;          /* in flight, or NULL */
     net_task_state state;
     net_task_life life;
+    bool drain_late_op;  /* begin() -> submit_and_wait (io.c): the drain cancels this
+                            op on a direct descriptor a tick late */
     bool service;        /* a role, not a state: serves other tasks (a database
                             driver, the curl timer), so shutdown ends it only once
                             no other task is left */
