@@ -32,7 +32,13 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     io_uring_sqe_set_data64(sqe, net_op_begin(task, op));
     /* -1 for a timeout; a direct descriptor keeps its NET_FD_DIRECT */
     task->op_fd = (sqe->flags & IOSQE_FIXED_FILE) ? (sqe->fd | NET_FD_DIRECT) : sqe->fd;
-    if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
+    bool drain_late = task->drain_late_op;
+    task->drain_late_op = false;
+    if (drain_late) {
+        /* begin(): the drain's cancel of an idle op on a direct
+         * descriptor, one tick late (its own timeout gives way). */
+        net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + NET_TICK_NS);
+    } else if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
         net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
     } else if (timeout_ns) {
         sqe->flags |= IOSQE_IO_LINK;
@@ -44,6 +50,10 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     }
     int res = net_loop_wait(task, op);
     net_wheel_remove(&task->loop->wheel, &task->timer);
+    if (drain_late && op->ended == NET_TASK_TIMING_OUT && (res == -ECANCELED || res == -EINTR)) {
+        task->life = NET_TASK_CANCELLED; /* nothing came within the tick */
+        return -ECANCELED;
+    }
     switch (op->ended) {
     case NET_TASK_DRAINING:
         /* The drain cancelled this idle wait; a result that won the race
@@ -81,8 +91,17 @@ static net_task *begin(unsigned sqes_needed, int fd)
         return NULL;
     if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service &&
         !(fd >= 0 && fd == task->recv.fd && task->recv.len) && !net_fd_has_input(fd)) {
-        task->life = NET_TASK_CANCELLED;
-        return NULL;
+        if (fd >= 0 && net_fd_is_direct(fd)) {
+            /* No poll(2) on a direct descriptor (the single-shot path: a
+             * kernel without multishot recv): a request already received
+             * would be dropped by a cancel now. Run the op, and let
+             * submit_and_wait cancel it a tick late, as the multishot path
+             * does (recv_wait); its result wins if it comes first. */
+            task->drain_late_op = true;
+        } else {
+            task->life = NET_TASK_CANCELLED;
+            return NULL;
+        }
     }
     net_loop_reserve(task->loop, sqes_needed);
     return task;
@@ -211,6 +230,17 @@ void net_recv_dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
     if (!more) {
         r->armed = false;
         s->recv_gen = 0;
+    }
+    if (r->error) {
+        /* A CQE of this recv could not be queued (its buffer, a hole in
+         * the byte stream, was given back): what comes after it must never
+         * reach the parser. Drop it; the error stands (recv_multishot). */
+        if (flags & IORING_CQE_F_BUFFER) {
+            uint16_t bid = (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT);
+            net_buf_ring_taken(&loop->bufs, bid);
+            net_buf_ring_recycle(&loop->bufs, bid);
+        }
+        return;
     }
     if (!more && res == -ECANCELED) {
         recv_wake(loop, t, s, -ECANCELED); /* our own cancel: not data */
@@ -356,12 +386,15 @@ static ssize_t recv_multishot(net_task *task, net_rbuf *out, char *buf, size_t l
             return -ECANCELED;
         if (r->len)
             return recv_take(loop, r, out, buf, len);
-        if (r->error) {
-            int err = r->error;
-            r->error = 0;
-            return err;
-        }
-        if (loop->recv_single)
+        /* Only what was queued before the error (dispatch drops the rest)
+         * is handed out, then the error, for good: a later receive (this
+         * recv re-armed, or a single shot) would return bytes after the
+         * hole. */
+        if (r->error)
+            return r->error;
+        /* Not while this connection's multishot recv is armed: a single
+         * shot would race it. Its CQEs are read until its last one. */
+        if (loop->recv_single && !r->armed)
             return NET_RECV_SINGLE;
         bool drain_cancel = false;
         if (task->life == NET_TASK_IDLE && loop->draining && !task->service &&
@@ -438,8 +471,10 @@ void net_rbuf_release(net_rbuf *b)
 ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns)
 {
     net_task *cur = net_task_current();
-    if (cur && fd >= 0 && fd == cur->recv.fd && (cur->recv.armed || cur->recv.len)) {
-        /* The multishot recv would race a recv of our own: read from it. */
+    if (cur && fd >= 0 && fd == cur->recv.fd &&
+        (cur->recv.armed || cur->recv.len || cur->recv.error)) {
+        /* The multishot recv would race a recv of our own: read from it
+         * (or its error, which stands: see recv_multishot). */
         ssize_t n = recv_multishot(cur, NULL, buf, len, timeout_ns);
         if (n != NET_RECV_SINGLE)
             return n;

@@ -124,7 +124,8 @@ typedef struct net_recv_state {
     net_cqe *q;          /* queued CQEs: inline, or malloc'd once more arrive */
     uint32_t cap, head, len;
     uint32_t off;        /* bytes of the head CQE already handed out (net_recv) */
-    int error;           /* -ENOMEM: a CQE could not be queued; returned once the queue is read */
+    int error;           /* -ENOMEM: a CQE could not be queued; later CQEs are dropped, and it is
+                            returned (every time) once the CQEs queued before it are read */
     net_cqe inline_q[NET_RECV_INLINE];
 } net_recv_state;
 
@@ -134,6 +135,8 @@ struct net_task {
     net_op *op;          /* in flight, or NULL */
     net_task_state state;
     net_task_life life;
+    bool drain_late_op;  /* begin() -> submit_and_wait (io.c): the drain cancels this
+                            op on a direct descriptor a tick late */
     bool service;        /* a role, not a state: serves other tasks (a database
                             driver, the curl timer), so shutdown ends it only once
                             no other task is left */
