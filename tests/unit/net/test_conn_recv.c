@@ -54,9 +54,14 @@ static void serve(int fd, void *user)
     /* The first receive: "go", which tells the client to send three
      * pieces while this task sleeps (busy elsewhere). */
     ssize_t n = net_recv_provided(fd, &rb, 5 * CR_NS_PER_S);
-    net_rbuf_release(&rb);
     if (n <= 0)
         goto out;
+    /* Kept: on a busy machine "go" and "one," may arrive as one piece. */
+    if ((size_t)n < sizeof(r.got)) {
+        memcpy(r.got, rb.data, (size_t)n);
+        r.got_len = (size_t)n;
+    }
+    net_rbuf_release(&rb);
     net_sleep(400 * CR_NS_PER_MS);
     for (int i = 0; i < 10; i++) {
         n = net_recv_provided(fd, &rb, 5 * CR_NS_PER_S);
@@ -126,7 +131,7 @@ static void run_server(bool direct)
 static void expect_pieces(void)
 {
     r.got[r.got_len] = '\0';
-    cr_expect_str_eq(r.got, "one,two,three,four,five,six");
+    cr_expect_str_eq(r.got, "goone,two,three,four,five,six");
     cr_expect(r.all_provided);
     /* Six writes 40 ms apart arrive while the task sleeps: the armed
      * receive queued one completion each until 4 waited unread (then it
