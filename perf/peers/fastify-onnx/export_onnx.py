@@ -21,12 +21,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from bert import load  # noqa: E402
 
 
-def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit("usage: export_onnx.py MODEL_DIR [OUT]")
-    folder = sys.argv[1]
-    out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(folder, "model.onnx")
-    model = load(folder)
+def export(model, out, what=""):
+    """Write @model to @out (through a .tmp, then renamed) with the inputs
+    and output above; @what is added to the line printed."""
     ids = torch.tensor([[101, 7592, 2088, 102]], dtype=torch.long)
     mask = torch.ones_like(ids)
     tmp = out + ".tmp"
@@ -38,7 +35,15 @@ def main():
                                         "attention_mask": {0: "batch", 1: "sequence"},
                                         "last_hidden_state": {0: "batch", 1: "sequence"}})
     os.replace(tmp, out)
-    print(f"wrote {out} ({os.path.getsize(out)} bytes), torch {torch.__version__}")
+    print(f"wrote {out} ({os.path.getsize(out)} bytes{what}), torch {torch.__version__}")
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: export_onnx.py MODEL_DIR [OUT]")
+    folder = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(folder, "model.onnx")
+    export(load(folder), out)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fastapi-torch"))
 from bert import load  # noqa: E402
+from export_onnx import export  # noqa: E402
 
 
 class _Int8Linear(torch.autograd.Function):
@@ -71,19 +72,7 @@ def main():
         sys.exit("usage: export_onnx_int8.py MODEL_DIR [OUT]")
     folder = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(folder, "model-int8.onnx")
-    model = quantise(load(folder))
-    ids = torch.tensor([[101, 7592, 2088, 102]], dtype=torch.long)
-    mask = torch.ones_like(ids)
-    tmp = out + ".tmp"
-    with torch.no_grad():
-        torch.onnx.export(model, (ids, mask), tmp, opset_version=14,
-                          input_names=["input_ids", "attention_mask"],
-                          output_names=["last_hidden_state"],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
-                                        "attention_mask": {0: "batch", 1: "sequence"},
-                                        "last_hidden_state": {0: "batch", 1: "sequence"}})
-    os.replace(tmp, out)
-    print(f"wrote {out} ({os.path.getsize(out)} bytes, int8 MatMulInteger), torch {torch.__version__}")
+    export(quantise(load(folder)), out, ", int8 MatMulInteger")
 
 
 if __name__ == "__main__":
