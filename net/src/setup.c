@@ -1,8 +1,8 @@
 /*
  * Ring and thread set-up: net_run() sizes the runtime (threads from the
  * affinity mask, the connection limit from RLIMIT_NOFILE), binds the
- * listeners, starts one worker thread per CPU, each pinned (unless
- * net_config.pin is false), with its ring
+ * listeners, starts one worker thread per CPU, each pinned when
+ * net_config.pin is true, with its ring
  * (the newest set-up flags the kernel takes), provided-buffer ring and
  * stack pool, waits for the signal, shuts down and joins them. The
  * process-wide state the other files share (net_rt, rt.h) is defined here.
@@ -200,7 +200,7 @@ net_config net_config_default(void)
         .max_connections = 0,
         .shutdown_timeout_ns = 10 * CR_NS_PER_S,
         .drain_grace_ns = 0,
-        .pin = true,
+        .pin = false,
     };
 }
 

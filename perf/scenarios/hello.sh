@@ -10,9 +10,9 @@ SCENARIO_APP=hello
 SCENARIO_PROBE=/
 
 HELLO_PEERS=floor,nginx,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hyper
-# coring-pin-off: coring with --pin off beside coring (pinned, the default),
+# coring-pin-on: coring with --pin on beside coring (unpinned, the default),
 # for the shape where wrk shares a core with the server (docs/configuration.md).
-HELLO_PIN=coring-pin-off
+HELLO_PIN=coring-pin-on
 # The coring-* peers run the binary perf/run measures.
 export CORING_BIN
 
@@ -43,6 +43,6 @@ scenario_prepare() {
 scenario_notes() {
   case $1 in
     pipeline*) echo "wrk counts every response, so req/s is responses/s; latency is per batch of 16, and wrk's high percentiles often come back empty (—) here. floor answers each request end it reads and parses nothing (perf/peers/floor)." ;;
-    get*) echo "floor is a minimal C epoll server that answers every request end it reads with one fixed response and parses nothing: the kernel's loopback cost per request (perf/peers/floor); coring-pin-off is coring with --pin off." ;;
+    get*) echo "floor is a minimal C epoll server that answers every request end it reads with one fixed response and parses nothing: the kernel's loopback cost per request (perf/peers/floor); coring-pin-on is coring with --pin on (coring's default is off)." ;;
   esac
 }

@@ -245,7 +245,7 @@ class Placement(CoringTestCase):
         mask = sorted(os.sched_getaffinity(0))
         if len(mask) < 2:
             self.skipTest("needs 2 CPUs in the affinity mask, has %d" % len(mask))
-        with self.start(1) as srv:
+        with self.start(1, ["--pin", "on"]) as srv:
             pool, others = self.inference_threads(srv)
             self.assertEqual(len(pool), len(mask) - 1, "one inference thread per spare CPU")
             for comm, nice, policy, cpus in pool:
@@ -260,6 +260,9 @@ class Placement(CoringTestCase):
                  (1, ["--embed-placement", "idle"], None, "idle", SCHED_IDLE, "(SCHED_IDLE)")]
         if len(os.sched_getaffinity(0)) >= 2:
             cases.append((1, ["--embed-placement", "batch"], None, "batch with a spare CPU", SCHED_BATCH,
+                          "(SCHED_BATCH, nice 10)"))
+            # Unpinned rings (--pin off, the default) may run on any CPU: auto never picks spare.
+            cases.append((1, ["--pin", "off"], None, "auto with unpinned rings", SCHED_BATCH,
                           "(SCHED_BATCH, nice 10)"))
         for threads, extra, cpus, what, want, log in cases:
             with self.start(threads, extra, cpus) as srv:

@@ -1,5 +1,6 @@
 /*
- * The per-core runtime: N worker threads, each pinned to one CPU and owning
+ * The per-core runtime: N worker threads, one per CPU (pinned to it with
+ * net_config.pin), each owning
  * one io_uring, one SO_REUSEPORT listener with multishot accept, a pool of
  * coroutine stacks and a provided-buffer ring. Every accepted connection
  * runs in a coroutine of its own on the thread that accepted it.
@@ -79,7 +80,7 @@ typedef struct net_hooks {
 
 /* net_config_default - the defaults: threads 0, host 0.0.0.0, port 8080,
  * backlog 4096, 64 KiB stacks, 1024 SQ entries, 512 provided buffers of
- * 16 KiB, max_connections 0, shutdown timeout 10 s, pin true. */
+ * 16 KiB, max_connections 0, shutdown timeout 10 s, pin false. */
 net_config net_config_default(void);
 
 /* net_host_valid - whether @host is what net_config.host takes: a numeric
