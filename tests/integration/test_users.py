@@ -36,6 +36,24 @@ def pg(cmd, *args, timeout=90):
     return UsersTest.postgres.run(cmd, *args, timeout=timeout)
 
 
+
+@contextlib.contextmanager
+def running_clients(clients, target):
+    """Run @clients threads of target(k, stop, results) for the block; yield
+    (results, threads): the list they share and the threads, joined (bounded)
+    after the stop event is set on the way out."""
+    stop = threading.Event()
+    results = []
+    workers = [threading.Thread(target=target, args=(k, stop, results)) for k in range(clients)]
+    for w in workers:
+        w.start()
+    try:
+        yield results, workers
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(DB_TIMEOUT + 10)
+
 class UsersTest(cs.CoringTestCase):
     server = None
     postgres = None
@@ -314,17 +332,8 @@ class UsersTest(cs.CoringTestCase):
     @contextlib.contextmanager
     def _under_load(self, clients):
         """Run @clients looping GET /users/1 for the block; yield their shared results."""
-        stop = threading.Event()
-        results = []
-        workers = [threading.Thread(target=self._load, args=(stop, results)) for _ in range(clients)]
-        for w in workers:
-            w.start()
-        try:
+        with running_clients(clients, lambda k, stop, results: self._load(stop, results)) as (results, _):
             yield results
-        finally:
-            stop.set()
-            for w in workers:
-                w.join(DB_TIMEOUT + 10)
 
     def test_postgres_stopped_and_started_under_load(self):
         with self._under_load(8) as results:
@@ -472,18 +481,11 @@ class UsersTest(cs.CoringTestCase):
 
     @contextlib.contextmanager
     def _under_mixed_load(self, clients):
-        stop = threading.Event()
-        results = []
-        workers = [threading.Thread(target=self._mixed_load, args=(k, stop, results))
-                   for k in range(clients)]
-        for w in workers:
-            w.start()
+        workers = []
         try:
-            yield results
+            with running_clients(clients, self._mixed_load) as (results, workers):
+                yield results
         finally:
-            stop.set()
-            for w in workers:
-                w.join(DB_TIMEOUT + 10)
             self.assertFalse(any(w.is_alive() for w in workers), "a client hung")
 
     def test_backends_killed_with_several_syncs_in_flight(self):
