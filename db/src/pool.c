@@ -41,7 +41,7 @@
 #include <sys/socket.h>
 
 #define DB_MAX_BATCH 1024   /* queries sent per driver turn */
-#define DB_MAX_ATTEMPTS 3   /* sends of a query skipped or rolled back by another's error */
+#define DB_MAX_ATTEMPTS 3   /* sends of a query rolled back without its own fault */
 #define DB_MAX_SYNCS 4      /* Sync groups in flight per connection (docs/database.md) */
 
 typedef struct db_pool db_pool;
@@ -133,9 +133,11 @@ static const uint64_t query_bounds[] = {100000,   250000,   500000,    1000000, 
                                         5000000,  10000000, 25000000,  50000000,  100000000,
                                         250000000, 500000000, 1000000000, 2500000000, 10000000000};
 static const char *const read_targets[] = {"replica", "primary"};
+static const char *const resend_reasons[] = {"group", "deadlock"};
+static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 2}};
 static const cr_metric_label read_labels[] = {{"target", read_targets, 2}};
 static struct {
-    cr_metric queries, round_trips, waiting, lost, errors, duration, reads, replica_up;
+    cr_metric queries, round_trips, waiting, lost, errors, duration, reads, replica_up, resent;
 } dbm;
 
 int db_metrics_register(void)
@@ -164,9 +166,14 @@ int db_metrics_register(void)
         {.name = "db_replica_up",
          .help = "Worker threads with a DATABASE_READ_URL connection up (reads go there).",
          .type = CR_METRIC_GAUGE},
+        {.name = "db_queries_resent_total",
+         .help = "Queries sent again after PostgreSQL rolled them back without their own "
+                 "fault: another query of their Sync group failed (group), or their group "
+                 "was chosen to end a deadlock or a serialization failure (deadlock).",
+         .type = CR_METRIC_COUNTER, .labels = resend_labels, .num_labels = 1},
     };
     cr_metric *out[] = {&dbm.queries, &dbm.round_trips, &dbm.waiting, &dbm.lost, &dbm.errors,
-                        &dbm.duration, &dbm.reads, &dbm.replica_up};
+                        &dbm.duration, &dbm.reads, &dbm.replica_up, &dbm.resent};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST)
@@ -669,19 +676,39 @@ static db_event classify(const PGresult *r)
     }
 }
 
+/* SQLSTATE class 40 states that PostgreSQL asks the client to retry: the
+ * transaction was rolled back to end a deadlock (40P01) or a serialization
+ * failure (40001), and may succeed when run again (PostgreSQL docs, 13.5
+ * "Serialization Failure Handling"; Appendix A). Writes that share a Sync
+ * group share a transaction, so two groups inserting the same keys in
+ * opposite orders can deadlock without either request being at fault. */
+static bool retry_state(const char *state)
+{
+    return state && (strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0);
+}
+
+/* Send @p again if it may be (a waiter, attempts left): true when queued.
+ * Its result is dropped; @reason is the metric's label index. */
+static bool resend(db_conn *c, db_pending *p, unsigned reason)
+{
+    if (p->result)
+        PQclear(p->result);
+    p->result = NULL;
+    if (!p->waiter || p->attempts >= DB_MAX_ATTEMPTS)
+        return false;
+    cr_metric_inc(&dbm.resent, reason);
+    db_queue_push(&c->q, p);
+    return true;
+}
+
 /* A query's results are complete: retry, fail or hand it over. */
 static void complete(db_conn *c, db_pending *p)
 {
     if ((p->aborted && !p->result) || p->rolled_back) {
         /* Skipped, or rolled back, because another query of its Sync
          * group failed: it did not take effect; send it again. */
-        if (p->result)
-            PQclear(p->result);
-        p->result = NULL;
-        if (p->waiter && p->attempts < DB_MAX_ATTEMPTS) {
-            db_queue_push(&c->q, p);
+        if (resend(c, p, 0))
             return;
-        }
         p->error = -EIO;
     } else if (!p->result) {
         p->error = -EIO;
@@ -691,10 +718,15 @@ static void complete(db_conn *c, db_pending *p)
          * class 08 (connection exception), 57P0x (shutdown, terminated
          * backend): the database went away, not the query's fault. */
         if (!state || !*state || strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-            PQstatus(c->pg) == CONNECTION_BAD)
+            PQstatus(c->pg) == CONNECTION_BAD) {
             p->error = -ECONNRESET;
-        else
+        } else if (retry_state(state) && p->waiter && p->attempts < DB_MAX_ATTEMPTS) {
+            /* Its whole group was rolled back; the third send goes alone. */
+            resend(c, p, 1);
+            return;
+        } else {
             p->error = -EREMOTEIO;
+        }
     } else {
         p->error = 0;
     }

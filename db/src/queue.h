@@ -27,7 +27,9 @@
  *   - when a query of a group fails, the group's queries that succeeded
  *     and wait for the Sync were rolled back with it (rolled_back); those
  *     after it were skipped (aborted). Both are for the driver to send
- *     again; the failing one keeps its own error;
+ *     again; the failing one keeps its own error, unless PostgreSQL
+ *     chose its group to end a deadlock or a serialization failure
+ *     (40P01, 40001: no fault of its own), when it is sent again too;
  *   - a query sent again rides in the next group with the others; one
  *     sent twice already goes in a Sync group of its own
  *     (db_queue_next_alone), where no other query's error can touch it:

@@ -447,6 +447,32 @@ class UsersTest(cs.CoringTestCase):
             for uid, e in created.items():
                 self.assertEqual(in_db.get(uid), e, "201 for id %d (%s), not in the database" % (uid, e))
 
+    def test_deadlocked_groups_are_sent_again(self):
+        """Many emails POSTed twice at once, shuffled: two Sync groups on two
+        connections that insert the same emails in opposite orders deadlock,
+        and PostgreSQL rolls one back (40P01). Each email still answers one
+        201 and one 409, never a 500; the rolled-back inserts were sent
+        again (the run goes on until the server has counted a deadlock)."""
+        tag = self.unique_email("deadlock").split("@")[0]
+        resent0 = self._db_metric('db_queries_resent_total{reason="deadlock"}')
+        rounds = 0
+        while rounds < 40:
+            twice = ["%s-%d-%d@example.com" % (tag, rounds, i) for i in range(48)]
+            emails = twice + twice
+            random.Random(rounds).shuffle(emails)
+            got = self._post_all([{"name": "D", "email": e} for e in emails])
+            by_email = {}
+            for e, r in zip(emails, got):
+                by_email.setdefault(e, []).append(r.status)
+            for e in twice:
+                self.assertEqual(sorted(by_email[e]), [201, 409], e)
+            rounds += 1
+            if self._db_metric('db_queries_resent_total{reason="deadlock"}') > resent0:
+                break
+        else:
+            self.fail("no deadlock in 40 rounds of 48 emails POSTed twice: the test proved nothing")
+        print("a deadlock, resent, after %d rounds" % rounds)
+
     def _mixed_load(self, k, stop, results):
         """Loop a POST and a GET of it on one connection until @stop; record
         (what, status, seconds, email)."""
