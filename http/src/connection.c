@@ -101,6 +101,7 @@ static void reject(http_conn *c, int status, const char *message)
     http_error_body(b, message, strlen(message));
     http_write_response(&in, status, "application/json", b->data, b->len);
     c->error_close = true;
+    http_metrics_refused(status);
 }
 
 /* The access line (docs/logs.md): in text `METHOD TARGET STATUS D ms`

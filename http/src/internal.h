@@ -82,6 +82,10 @@ unsigned http_metrics_unmatched(void);
 void http_metrics_request(unsigned route, http_method method, int status, uint64_t duration_ns,
                           size_t request_bytes, size_t response_bytes);
 
+/* Count one request refused with @status while it was read, before
+ * routing (reject() in connection.c); this worker thread. */
+void http_metrics_refused(int status);
+
 /* A client connection opened (@open) or closed on this worker thread. */
 void http_metrics_connection(bool open);
 

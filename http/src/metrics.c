@@ -45,10 +45,11 @@ static unsigned num_routes;       /* distinct patterns, without "unmatched" */
 static unsigned *pattern_of_route;
 static unsigned num_router_routes;
 static cr_metric_label request_labels[3], duration_labels[2];
+static const cr_metric_label refused_labels[] = {{"status", status_values, NUM_STATUSES + 1}};
 
 static struct {
     cr_metric requests, duration, request_bytes, response_bytes, connections_open,
-        connections_total;
+        connections_total, refused;
 } m;
 
 int http_metrics_register(const http_router *router)
@@ -104,9 +105,13 @@ int http_metrics_register(const http_router *router)
          .type = CR_METRIC_GAUGE},
         {.name = "http_connections_total", .help = "Client connections accepted and served.",
          .type = CR_METRIC_COUNTER},
+        {.name = "http_requests_refused_total",
+         .help = "Requests refused while being read, before routing (400 malformed, 408, 413, "
+                 "431, 500 out of memory...), by status; the connection is closed after each.",
+         .type = CR_METRIC_COUNTER, .labels = refused_labels, .num_labels = 1},
     };
     cr_metric *out[] = {&m.requests, &m.duration, &m.request_bytes, &m.response_bytes,
-                        &m.connections_open, &m.connections_total};
+                        &m.connections_open, &m.connections_total, &m.refused};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST) {
@@ -122,18 +127,29 @@ unsigned http_metrics_unmatched(void)
     return num_router_routes;
 }
 
+/* @status's index into status_values ("other" past the known ones). */
+static unsigned status_label(int status)
+{
+    return status >= 0 && status < (int)sizeof(status_index) ? status_index[status]
+                                                             : NUM_STATUSES;
+}
+
 void http_metrics_request(unsigned route, http_method method, int status, uint64_t duration_ns,
                           size_t request_bytes, size_t response_bytes)
 {
     route = route < num_router_routes ? pattern_of_route[route] : num_routes;
     unsigned mi = (unsigned)method < NUM_METHODS ? (unsigned)method : 0;
-    unsigned si = status >= 0 && status < (int)sizeof(status_index) ? status_index[status]
-                                                                     : NUM_STATUSES;
+    unsigned si = status_label(status);
     uint32_t rm = route * NUM_METHODS + mi;
     cr_metric_inc(&m.requests, rm * (NUM_STATUSES + 1) + si);
     cr_metric_observe(&m.duration, rm, duration_ns);
     cr_metric_add(&m.request_bytes, route, request_bytes);
     cr_metric_add(&m.response_bytes, route, response_bytes);
+}
+
+void http_metrics_refused(int status)
+{
+    cr_metric_inc(&m.refused, status_label(status));
 }
 
 void http_metrics_connection(bool open)

@@ -110,6 +110,27 @@ class MetricsText(unittest.TestCase):
         self.assertGreaterEqual(after['{route="unmatched",method="GET",status="404"}'], 50)
 
 
+    def test_requests_refused_before_routing_are_counted_by_status(self):
+        def refused():
+            _, _, text = get(self.server, "/metrics")
+            return samples(text, "http_requests_refused_total")
+        before = refused()
+        sent = {"400": [b"GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n"] * 3,
+                "431": [b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n"] * 2}
+        for status, raws in sent.items():
+            for raw in raws:
+                with self.server.connect() as c:
+                    c.send(raw)
+                    self.assertEqual(c.read_response("GET").status, int(status))
+        after = refused()
+        for status, raws in sent.items():
+            key = '{status="%s"}' % status
+            self.assertEqual(after.get(key, 0) - before.get(key, 0), len(raws), key)
+        # Refused requests stay out of http_requests_total: no route saw them.
+        _, _, text = get(self.server, "/metrics")
+        self.assertNotIn('status="431"', "\n".join(l for l in text.splitlines()
+                                                   if l.startswith("http_requests_total")))
+
     def test_no_sample_repeats_when_a_pattern_has_several_methods(self):
         # GET and POST /todos, GET, PATCH and DELETE /todos/{id}: the series
         # labelled by route alone (request and response bytes) must have one
