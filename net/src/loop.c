@@ -32,7 +32,9 @@
  *
  * Also here: taking SQEs when the SQ is full, cancels, control timeouts
  * and the 100 ms tick, which expires the tasks' coarse deadlines from a
- * timer wheel (wheel.c). The rest of the runtime is split by concept:
+ * timer wheel (wheel.c), and the batch wait (net_config.batch_wait_us:
+ * several completions per io_uring_enter when the loop is busy). The rest
+ * of the runtime is split by concept:
  * task.c (tasks and parking), msg.c (cross-core messages), listener.c
  * (binding and accept), shutdown.c (signals and the drain), setup.c
  * (ring and thread set-up, net_run). See coring/net/runtime.h and
@@ -48,6 +50,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 _Thread_local net_loop *net_tl_loop;
 
@@ -192,6 +196,77 @@ static void ctrl(net_loop *loop, unsigned cmd)
     }
 }
 
+/* --- the batch wait ---------------------------------------------------- */
+
+/* The most CQEs one turn asks the kernel to wait for. */
+#define NET_BATCH_MAX 32
+
+/*
+ * Submit what the SQ holds and wait, in one io_uring_enter(2), for @wait_nr
+ * completions for at most @min_wait_us microseconds, then for one: the
+ * kernel's min-wait (io_uring_enter(2), IORING_ENTER_EXT_ARG with
+ * struct io_uring_getevents_arg's min_wait_usec, Linux 6.12,
+ * IORING_FEAT_MIN_TIMEOUT; the call liburing 2.3 lacks is
+ * io_uring_submit_and_wait_min_timeout(3)). With DEFER_TASKRUN the kernel
+ * sleeps until @wait_nr completions are posted (or their task work is
+ * queued), and once min_wait has passed returns as soon as one is there.
+ * The overall timeout, 1 s, only keeps an empty ring from returning at
+ * min_wait (without one the kernel ends the wait there); the tick's
+ * timeout SQE ends the wait well before it.
+ * The SQ tail is published here as liburing's io_uring_submit does (the
+ * ring is not SQPOLL and its fd is not registered: liburing would do the
+ * same store). Loop thread only. Returns the SQEs submitted (>= 0) or a
+ * negative errno: -ETIME (nothing completed within 1 s), -EINTR, -EBUSY
+ * and -EAGAIN as io_uring_enter(2) says, which the caller treats as a turn
+ * with nothing new.
+ */
+static int enter_min_wait(net_loop *loop, unsigned wait_nr, unsigned min_wait_us)
+{
+    struct io_uring_sq *sq = &loop->ring.sq;
+    unsigned tail = sq->sqe_tail;
+    if (sq->sqe_head != tail) {
+        sq->sqe_head = tail;
+        io_uring_smp_store_release(sq->ktail, tail);
+    }
+    unsigned to_submit = tail - *sq->khead;
+    struct __kernel_timespec ts = {.tv_sec = 1};
+    struct io_uring_getevents_arg arg = {
+        .pad = min_wait_us, /* min_wait_usec in newer headers */
+        .ts = (uint64_t)(uintptr_t)&ts,
+    };
+    long ret = syscall(__NR_io_uring_enter, loop->ring.ring_fd, to_submit, wait_nr,
+                       IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof(arg));
+    return ret < 0 ? -errno : (int)ret;
+}
+
+/*
+ * How many completions this turn waits for. One (today's wait, no added
+ * latency) unless the server is busy: then a few, which min-wait bounds in
+ * time. "Busy" is measured, not guessed: batch_recvs is the number of
+ * receive completions (data from a client: a request, or a piece of one)
+ * the last waiting turn dispatched. Receives, not all CQEs: a lone
+ * request/response client (c=1) brings at most one receive a turn, whatever
+ * else completes beside it (its send), so it always gets the wait for one
+ * and pays nothing; counting every CQE, its receive plus its send made 2
+ * and kept it waiting min-wait each time. So does one active client among
+ * idle keep-alive connections. With two or more receives in the last turn,
+ * ask for twice that, so that a batch can grow towards what the load gives
+ * within min-wait, but never more than there are connections nor
+ * NET_BATCH_MAX. The figure is the last turn's, not an average: when the
+ * load stops, the next turn (which reaps the tick, or one request) drops
+ * back to the plain wait, so a client arriving after a burst pays min-wait
+ * once at most. The drain keeps the plain wait.
+ */
+static unsigned batch_wait_nr(const net_loop *loop)
+{
+    if (!loop->min_wait || loop->draining || loop->batch_recvs < 2 || loop->connections < 2)
+        return 1;
+    unsigned n = 2 * loop->batch_recvs;
+    if (n > loop->connections)
+        n = loop->connections;
+    return n < NET_BATCH_MAX ? n : NET_BATCH_MAX;
+}
+
 /* --- the loop ---------------------------------------------------------- */
 
 static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
@@ -215,6 +290,7 @@ static void dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags)
         return;
     }
     case NET_TAG_RECV:
+        loop->turn_recvs++;
         net_recv_dispatch(loop, data, res, flags);
         return;
     case NET_TAG_ACCEPT:
@@ -269,11 +345,14 @@ void net_loop_run(net_loop *loop)
         }
         /* The turn's own work may have reaped completions (SQ full):
          * then only submit, and dispatch them without waiting. */
-        int ret = loop->backlog_len ? io_uring_submit(&loop->ring)
-                                    : io_uring_submit_and_wait(&loop->ring, 1);
+        bool waited = !loop->backlog_len;
+        unsigned wait_nr = waited ? batch_wait_nr(loop) : 0;
+        int ret = !waited       ? io_uring_submit(&loop->ring)
+                  : wait_nr > 1 ? enter_min_wait(loop, wait_nr, net_rt.cfg.batch_wait_us)
+                                : io_uring_submit_and_wait(&loop->ring, 1);
         NET_STAT_SUBMIT(ret);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
-            cr_log_error("io_uring_submit_and_wait: %s", cr_strerror(ret));
+            cr_log_error("io_uring_enter (submit and wait): %s", cr_strerror(ret));
             break;
         }
         loop->now_ns = cr_clock_now_ns();
@@ -281,6 +360,10 @@ void net_loop_run(net_loop *loop)
          * path reaps during a dispatch lands behind what is there. */
         while (reap_to_backlog(loop) || loop->backlog_len)
             dispatch_backlog(loop);
+        if (waited) {
+            loop->batch_recvs = loop->turn_recvs;
+            loop->turn_recvs = 0;
+        }
     }
 }
 

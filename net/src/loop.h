@@ -46,6 +46,9 @@ enum {
  */
 #define NET_COARSE_TIMEOUT_NS (1000ull * 1000 * 1000)
 #define NET_TICK_NS (100ull * 1000 * 1000)
+/* io_uring_setup(2) IORING_FEAT_MIN_TIMEOUT (Linux 6.12), which liburing 2.3's
+ * header lacks: io_uring_enter(2) takes min_wait_usec in its EXT_ARG. */
+#define NET_FEAT_MIN_TIMEOUT (1U << 15)
 #define NET_CTRL(cmd) (((uint64_t)(cmd) << 3) | NET_TAG_CTRL)
 
 enum { NET_MSG_REQUEST = 1, NET_MSG_REPLY = 2 };
@@ -182,6 +185,9 @@ static inline uint64_t net_op_data(uint32_t slot, uint32_t gen)
 struct net_loop {
     struct io_uring ring;
     unsigned ring_flags;
+    bool min_wait;       /* batch waits on: cfg.batch_wait_us and the kernel has min-wait */
+    unsigned turn_recvs; /* multishot recv CQEs dispatched since the last wait (loop.c) */
+    unsigned batch_recvs;/* ... in the last turn that waited: how busy the loop is */
     int index;
     int listen_fd;
     net_buf_ring bufs;

@@ -68,6 +68,9 @@ static int ring_init(net_loop *loop)
         ret = io_uring_queue_init_params(net_rt.cfg.ring_entries, &loop->ring, &p);
         if (ret == 0) {
             loop->ring_flags = p.flags;
+            loop->min_wait = net_rt.cfg.batch_wait_us && (p.features & NET_FEAT_MIN_TIMEOUT);
+            if (net_rt.cfg.batch_wait_us && !loop->min_wait && loop->index == 0)
+                cr_log_info("io_uring: no min-wait (Linux 6.12+): --batch-wait is off");
             if (i > 0 && loop->index == 0)
                 cr_log_info("io_uring: newest set-up flags unsupported, using fallback %zu", i);
             return 0;
@@ -201,6 +204,7 @@ net_config net_config_default(void)
         .shutdown_timeout_ns = 10 * CR_NS_PER_S,
         .drain_grace_ns = 0,
         .pin = false,
+        .batch_wait_us = NET_BATCH_WAIT_US_DEFAULT,
     };
 }
 

@@ -28,6 +28,10 @@
 
 typedef struct net_loop net_loop;
 
+/* net_config.batch_wait_us's default and largest value, microseconds. */
+#define NET_BATCH_WAIT_US_DEFAULT 50
+#define NET_BATCH_WAIT_US_MAX 10000
+
 typedef struct net_config {
     unsigned threads;             /* 0: one per CPU in the affinity mask */
     const char *host;             /* numeric IPv4 or IPv6 address to bind */
@@ -56,6 +60,9 @@ typedef struct net_config {
     bool direct_descriptors;      /* accept connections into each ring's fixed file table:
                                    * on_connection then gets a direct descriptor
                                    * (coring/net/io.h, NET_FD_DIRECT) */
+    unsigned batch_wait_us;       /* busy loop turns wait up to this many microseconds for
+                                   * several completions per io_uring_enter (the kernel's
+                                   * min-wait, Linux 6.12+; loop.c); 0: off, one at a time */
 } net_config;
 
 typedef struct net_hooks {
@@ -80,7 +87,8 @@ typedef struct net_hooks {
 
 /* net_config_default - the defaults: threads 0, host 0.0.0.0, port 8080,
  * backlog 4096, 64 KiB stacks, 1024 SQ entries, 512 provided buffers of
- * 16 KiB, max_connections 0, shutdown timeout 10 s, pin false. */
+ * 16 KiB, max_connections 0, shutdown timeout 10 s, pin false,
+ * batch_wait_us NET_BATCH_WAIT_US_DEFAULT. */
 net_config net_config_default(void);
 
 /* net_host_valid - whether @host is what net_config.host takes: a numeric
