@@ -106,6 +106,7 @@ static void usage(FILE *f)
             "                           vocab.txt); without it /embed answers 503\n"
             "  --embed-threads N        inference threads (default: one per spare CPU when\n"
             "                           inference runs on them, else the CPUs in the mask)\n"
+            "                           (one text's pass splits across the idle ones)\n"
             "  --embed-placement P      where inference runs: auto (default: spare when the\n"
             "                           affinity mask has more CPUs than ring threads and\n"
             "                           they are pinned, else batch), spare (pinned to the CPUs the rings leave),\n"

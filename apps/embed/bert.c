@@ -19,10 +19,15 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 typedef struct bert_layer {
     const float *query_w, *query_b, *key_w, *key_b, *value_w, *value_b;
@@ -383,11 +388,12 @@ void embed_bert_workspace_free(embed_bert_workspace *ws)
 }
 
 /* Room for @tokens rows (@h wide), @ffn_rows of the intermediate (@inter
- * wide) and one @longest x @longest score matrix. */
+ * wide) and @parts @longest x @longest score matrices (one per thread of a
+ * split pass). */
 static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t ffn_rows, size_t longest,
-                         size_t h, size_t inter)
+                         size_t h, size_t inter, size_t parts)
 {
-    size_t need = tokens * h * 5 + ffn_rows * inter + longest * longest;
+    size_t need = tokens * h * 5 + ffn_rows * inter + longest * longest * parts;
     if (need > ws->floats) {
         float *block = malloc(need * sizeof(float));
         if (!block)
@@ -727,7 +733,7 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     /* The feed-forward block takes the rows a chunk at a time in int8. */
     size_t ffn_rows =
         (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
-    if (workspace_fit(ws, tokens, ffn_rows, longest, h, inter) < 0 ||
+    if (workspace_fit(ws, tokens, ffn_rows, longest, h, inter, 1) < 0 ||
         (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
         return -ENOMEM;
     float *x = ws->x;
@@ -803,4 +809,233 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
         embed_mean_pool(x + start * h, lens[b], h, out[b]);
     return 0;
+}
+
+/* --- one pass split across threads ------------------------------------------- */
+
+bool embed_bert_splittable(const embed_bert *m)
+{
+    return !m->qlayers;
+}
+
+/* Iterations a thread spins at a barrier before it sleeps (each a pause
+ * instruction, ~10-140 cycles): a step of a split pass lasts tens of
+ * microseconds, so the wait is usually over before the spin is. */
+#define BARRIER_SPIN 4000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Wait until all @t->parts participants have arrived (futex(2): the
+ * sleepers count is read after the generation moves on, and a sleeper
+ * counts itself before FUTEX_WAIT compares the generation, so no wake-up
+ * is lost). The last to arrive resets the count for the next barrier. */
+static void team_barrier(embed_bert_team *t)
+{
+    unsigned g = atomic_load(&t->gen);
+    if (atomic_fetch_add(&t->count, 1) + 1 == t->parts) {
+        atomic_store(&t->count, 0);
+        atomic_fetch_add(&t->gen, 1);
+        if (atomic_load(&t->sleepers))
+            syscall(SYS_futex, &t->gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        return;
+    }
+    for (unsigned i = 0; i < BARRIER_SPIN; i++) {
+        if (atomic_load_explicit(&t->gen, memory_order_acquire) != g)
+            return;
+        cpu_relax();
+    }
+    atomic_fetch_add(&t->sleepers, 1);
+    while (atomic_load(&t->gen) == g)
+        syscall(SYS_futex, &t->gen, FUTEX_WAIT_PRIVATE, g, NULL, NULL, 0);
+    atomic_fetch_sub(&t->sleepers, 1);
+}
+
+/* Part @part of @parts of [0, @n): [*lo, *hi). */
+static void share(size_t n, unsigned part, unsigned parts, size_t *lo, size_t *hi)
+{
+    *lo = n * part / parts;
+    *hi = n * (part + 1) / parts;
+}
+
+/* Output columns of the split products go in blocks of this many (the
+ * packed kernel's block: a part starts on one). */
+#define SPLIT_COLS 64
+
+/* Columns [c0, c1) of y[n, out] = x[n, in] W^T + b, then as @epi says
+ * (the GELU applied here in the OpenBLAS path). */
+static void dense_cols(const float *x, size_t n, size_t in, const float *w, const embed_fweights *fw,
+                       const float *b, size_t out, float *y, size_t c0, size_t c1, embed_epilogue epi)
+{
+    if (c0 >= c1)
+        return;
+    if (fw) {
+        embed_fweights view = *fw;
+        view.packed = fw->packed + c0 * in;
+        view.out = c1 - c0;
+        view.out_pad = (c1 - c0 + SPLIT_COLS - 1) / SPLIT_COLS * SPLIT_COLS;
+        embed_sgemm_packed(x, n, in, &view, b + c0, y + c0, out, epi);
+        return;
+    }
+    for (size_t r = 0; r < n; r++) {
+        float *row = y + r * out + c0;
+        if (epi == EMBED_EPI_BIAS_ADD)
+            for (size_t j = c0; j < c1; j++)
+                row[j - c0] += b[j];
+        else
+            memcpy(row, b + c0, (c1 - c0) * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(c1 - c0), (int)in, 1.0f, x,
+                (int)in, w + c0 * in, (int)in, 1.0f, y + c0, (int)out);
+    if (epi == EMBED_EPI_BIAS_GELU)
+        for (size_t r = 0; r < n; r++)
+            gelu(y + r * out + c0, c1 - c0);
+}
+
+/* This part's columns of a product @out wide. */
+static void dense_part(const float *x, size_t n, size_t in, const float *w, const embed_fweights *fw,
+                       const float *b, size_t out, float *y, embed_epilogue epi, unsigned part,
+                       unsigned parts)
+{
+    size_t lo, hi;
+    share((out + SPLIT_COLS - 1) / SPLIT_COLS, part, parts, &lo, &hi);
+    lo *= SPLIT_COLS;
+    hi = hi * SPLIT_COLS < out ? hi * SPLIT_COLS : out;
+    dense_cols(x, n, in, w, fw, b, out, y, lo, hi, epi);
+}
+
+/* This part's rows of @n rows in LayerNorm. */
+static void layer_norm_part(float *x, size_t n, size_t h, const float *w, const float *b, float eps,
+                            unsigned part, unsigned parts)
+{
+    size_t lo, hi;
+    share(n, part, parts, &lo, &hi);
+    if (hi > lo)
+        layer_norm(x + lo * h, hi - lo, h, w, b, eps);
+}
+
+/* The encoder layers of @t's pass, part @part: every participant runs
+ * this same sequence of steps and barriers. */
+static void layers_part(embed_bert_team *t, unsigned part)
+{
+    const embed_bert *m = t->m;
+    embed_bert_workspace *ws = t->ws;
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size, heads = c->num_heads, d = h / heads;
+    size_t tokens = t->tokens, ffn_rows = t->ffn_rows, count = t->count_seqs;
+    unsigned parts = t->parts;
+    float *x = ws->x, *scores = ws->scores + (size_t)part * t->longest * t->longest;
+    float scale = 1.0f / sqrtf((float)d);
+    for (unsigned li = 0; li < c->num_layers; li++) {
+        const bert_layer *l = &m->layers[li];
+        const bert_flayer *fl = m->flayers ? &m->flayers[li] : NULL;
+        dense_part(x, tokens, h, l->query_w, fl ? &fl->query : NULL, l->query_b, h, ws->q,
+                   EMBED_EPI_BIAS, part, parts);
+        dense_part(x, tokens, h, l->key_w, fl ? &fl->key : NULL, l->key_b, h, ws->k,
+                   EMBED_EPI_BIAS, part, parts);
+        dense_part(x, tokens, h, l->value_w, fl ? &fl->value : NULL, l->value_b, h, ws->v,
+                   EMBED_EPI_BIAS, part, parts);
+        team_barrier(t);
+        /* attention: this part's (sequence, head) pairs */
+        size_t lo, hi;
+        share(count * heads, part, parts, &lo, &hi);
+        size_t b = 0, start = 0;
+        for (size_t i = lo; i < hi; i++) {
+            while (b < i / heads)
+                start += t->lens[b++];
+            int len = (int)t->lens[b];
+            size_t off = start * h + (i % heads) * d;
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+            if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
+                attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off,
+                                      (size_t)len, d, h, scale, scores);
+                continue;
+            }
+#endif
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, (int)d, scale,
+                        ws->q + off, (int)h, ws->k + off, (int)h, 0.0f, scores, len);
+            softmax_rows(scores, (size_t)len, (size_t)len);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, (int)d, len, 1.0f, scores,
+                        len, ws->v + off, (int)h, 0.0f, ws->ctx + off, (int)h);
+        }
+        team_barrier(t);
+        dense_part(ws->ctx, tokens, h, l->attn_out_w, fl ? &fl->attn_out : NULL, l->attn_out_b, h,
+                   x, EMBED_EPI_BIAS_ADD, part, parts);
+        team_barrier(t);
+        layer_norm_part(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps, part,
+                        parts);
+        team_barrier(t);
+        for (size_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
+            size_t n = tokens - r0 < ffn_rows ? tokens - r0 : ffn_rows;
+            float *xr = x + r0 * h;
+            dense_part(xr, n, h, l->inter_w, fl ? &fl->inter : NULL, l->inter_b, inter, ws->inter,
+                       EMBED_EPI_BIAS_GELU, part, parts);
+            team_barrier(t);
+            dense_part(ws->inter, n, inter, l->out_w, fl ? &fl->out : NULL, l->out_b, h, xr,
+                       EMBED_EPI_BIAS_ADD, part, parts);
+            team_barrier(t);
+            layer_norm_part(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps, part,
+                            parts);
+            team_barrier(t);
+        }
+    }
+}
+
+int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_t count,
+                            const int32_t *const *ids, const size_t *lens, float *const *out,
+                            embed_bert_team *team)
+{
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size;
+    size_t tokens = 0, longest = 0;
+    int status = count ? 0 : -ECANCELED; /* no pass: the helpers leave */
+    for (size_t b = 0; b < count && status == 0; b++) {
+        if (lens[b] == 0 || lens[b] > c->max_positions)
+            status = -EINVAL;
+        for (size_t t = 0; t < lens[b] && status == 0; t++)
+            if (ids[b][t] < 0 || (unsigned)ids[b][t] >= c->vocab_size)
+                status = -EINVAL;
+        tokens += lens[b];
+        longest = lens[b] > longest ? lens[b] : longest;
+    }
+    size_t ffn_rows = m->flayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
+    if (status == 0 && workspace_fit(ws, tokens, ffn_rows, longest, h, inter, team->parts) < 0)
+        status = -ENOMEM;
+    if (status == 0) {
+        float *x = ws->x;
+        for (size_t b = 0, row = 0; b < count; b++)
+            for (size_t t = 0; t < lens[b]; t++, row++) {
+                const float *w = m->word + (size_t)ids[b][t] * h, *p = m->position + t * h;
+                float *dst = x + row * h;
+                for (size_t j = 0; j < h; j++)
+                    dst[j] = w[j] + p[j] + m->token_type[j];
+            }
+        layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, c->layer_norm_eps);
+    }
+    team->m = m;
+    team->ws = ws;
+    team->count_seqs = count;
+    team->tokens = tokens;
+    team->ffn_rows = ffn_rows;
+    team->longest = longest;
+    team->lens = lens;
+    team->status = status;
+    team_barrier(team); /* the helpers start */
+    if (status < 0)
+        return status == -ECANCELED ? 0 : status;
+    layers_part(team, 0);
+    for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
+        embed_mean_pool(ws->x + start * h, lens[b], h, out[b]);
+    return 0;
+}
+
+void embed_bert_help(embed_bert_team *team, unsigned part)
+{
+    team_barrier(team);
+    if (team->status == 0)
+        layers_part(team, part);
 }

@@ -15,6 +15,15 @@
  * 10), so that a ring waking for a request does not wait behind a forward
  * pass on its core. Each thread sets both on its own tid: on Linux the scheduling
  * policy, the nice value and the affinity are per thread.
+ *
+ * Split passes: when a thread takes its jobs, leaves the queue empty and
+ * other inference threads are idle, it recruits them (up to
+ * EMBED_BERT_MAX_PARTS - 1) for this one pass (embed_bert_encode_split):
+ * under the lock it reserves them (counted busy) and wakes them; each idle
+ * thread serves a pending recruitment before it looks at the queue. The
+ * participants then meet only at the team's barriers, never at the lock.
+ * One team at a time: it lives in the pool and is reused once its last
+ * helper has left it. int8 models run unsplit (embed_bert_splittable).
  */
 #include "coring/embed/pool.h"
 
@@ -27,6 +36,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +53,12 @@ struct embed_pool {
     bool stop;
     pthread_t *threads;
     unsigned started;
+    unsigned ready;       /* threads in their loop (not out of memory), under lock */
+    unsigned recruit;     /* helpers reserved for the team, not yet joined, under lock */
+    unsigned next_part;   /* the part the next joining helper takes, under lock */
+    unsigned team_left;   /* helpers not yet out of the team, under lock */
+    bool team_active;     /* the team is in use (until team_left is 0), under lock */
+    embed_bert_team team; /* the split pass's state, see embed_bert_team */
 };
 
 /* Metrics (docs/metrics.md): inference threads write their own blocks
@@ -52,7 +68,7 @@ static const uint64_t batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1
 static const uint64_t forward_bounds[] = {1000000,   2500000,   5000000,   10000000,
                                           25000000,  50000000,  100000000, 250000000,
                                           500000000, 1000000000, 2500000000, 10000000000};
-static cr_metric m_queue, m_batch, m_forward, m_texts, m_tokens;
+static cr_metric m_queue, m_batch, m_forward, m_texts, m_tokens, m_split;
 
 int embed_pool_metrics_register(void)
 {
@@ -68,8 +84,10 @@ int embed_pool_metrics_register(void)
          .type = CR_METRIC_COUNTER},
         {.name = "embed_tokens_total", .help = "Tokens run through the encoder, [CLS] and [SEP] included.",
          .type = CR_METRIC_COUNTER},
+        {.name = "embed_split_passes_total",
+         .help = "Forward passes split across idle inference threads.", .type = CR_METRIC_COUNTER},
     };
-    cr_metric *out[] = {&m_queue, &m_batch, &m_forward, &m_texts, &m_tokens};
+    cr_metric *out[] = {&m_queue, &m_batch, &m_forward, &m_texts, &m_tokens, &m_split};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST)
@@ -83,6 +101,31 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Reserve the idle inference threads as helpers of the calling thread's
+ * next pass and wake them: their number (0: run unsplit, with no thread
+ * idle, a job waiting for one, the team in use or an int8 model). */
+static unsigned recruit(embed_pool *p)
+{
+    if (!embed_bert_splittable(p->model))
+        return 0;
+    unsigned k = 0;
+    pthread_mutex_lock(&p->lock);
+    if (!p->team_active && !p->head && p->ready > p->busy && !p->stop) {
+        k = p->ready - p->busy;
+        k = k > EMBED_BERT_MAX_PARTS - 1 ? EMBED_BERT_MAX_PARTS - 1 : k;
+        memset(&p->team, 0, sizeof(p->team));
+        p->team.parts = k + 1;
+        p->busy += k;
+        p->recruit = k;
+        p->next_part = 1;
+        p->team_left = k;
+        p->team_active = true;
+        pthread_cond_broadcast(&p->arrived);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return k;
 }
 
 /* Tokenize @n jobs, run the ones that tokenized as one forward pass, or
@@ -106,7 +149,13 @@ static void run_batch(embed_pool *p, embed_bert_workspace *ws, embed_job **jobs,
         run[m++] = j;
     }
     uint64_t t0 = now_ns();
-    int err = m ? embed_bert_encode(p->model, ws, m, ids, lens, outs) : 0;
+    unsigned helpers = m ? recruit(p) : 0;
+    int err = 0;
+    if (helpers) {
+        err = embed_bert_encode_split(p->model, ws, m, ids, lens, outs, &p->team);
+        cr_metric_add(&m_split, 0, 1);
+    } else if (m)
+        err = embed_bert_encode(p->model, ws, m, ids, lens, outs);
     if (m) { /* texts the tokenizer refused ran no pass */
         cr_metric_observe(&m_forward, 0, now_ns() - t0);
         cr_metric_observe(&m_batch, 0, m);
@@ -167,7 +216,21 @@ static void *inference_main(void *arg)
     if (!ok)
         cr_log_error("embed: inference thread out of memory; it will not run");
     pthread_mutex_lock(&p->lock);
-    while (ok && !p->stop) {
+    if (ok)
+        p->ready++;
+    /* a reserved helper joins its team even when the pool stops */
+    while (ok && (!p->stop || p->recruit)) {
+        if (p->recruit) {
+            unsigned part = p->next_part++;
+            p->recruit--;
+            pthread_mutex_unlock(&p->lock);
+            embed_bert_help(&p->team, part);
+            pthread_mutex_lock(&p->lock);
+            p->busy--;
+            if (--p->team_left == 0)
+                p->team_active = false;
+            continue;
+        }
         if (!p->head) {
             pthread_cond_wait(&p->arrived, &p->lock);
             continue;
@@ -196,6 +259,8 @@ static void *inference_main(void *arg)
         pthread_mutex_lock(&p->lock);
         p->busy--;
     }
+    if (ok)
+        p->ready--;
     pthread_mutex_unlock(&p->lock);
     embed_bert_workspace_free(ws);
     free(jobs);

@@ -23,6 +23,7 @@ import concurrent.futures
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,29 @@ class Embeddings(CoringTestCase):
             self.assertNotIn(packed, log)
         elif AVX512:
             self.assertIn(packed, log)
+
+    def test_one_text_splits_across_the_idle_inference_thread(self):
+        # --embed-threads 2 and one request at a time: every pass finds the
+        # other inference thread idle and splits across it (the unbatched
+        # and torch checks of this class then run split passes).
+        self.assertIn("embed: split passes on", self.server.stderr_text())
+
+        def split_passes():
+            with self.server.connect(timeout=30) as conn:
+                resp = conn.request("GET", "/metrics")
+            self.assertEqual(resp.status, 200)
+            m = re.search(r"^embed_split_passes_total (\S+)$", resp.body.decode(), re.M)
+            self.assertIsNotNone(m, "no embed_split_passes_total on /metrics")
+            return float(m.group(1))
+
+        before = split_passes()
+        with self.server.connect(timeout=30) as conn:
+            for text in SENTENCES[:3]:
+                self.embed({"text": text}, conn)
+        after = split_passes()
+        sys.stderr.write("\n[%s] split passes: %d of 3 single-text requests\n"
+                         % (self.model, after - before))
+        self.assertGreaterEqual(after - before, 1)
 
     def test_unbatched_matches_torch(self):
         ref = Models.refs[self.model]["normalized"]

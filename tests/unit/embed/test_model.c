@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,4 +353,49 @@ Test(pooling, l2_normalisation)
     float tiny[] = {1e-20f, 0};
     embed_l2_normalize(tiny, 2); /* divided by 1e-12, not by its own norm */
     cr_assert_float_eq(tiny[0], 1e-8f, 1e-12);
+}
+
+static void *help_main(void *arg)
+{
+    embed_bert_help(arg, 1);
+    return NULL;
+}
+
+/* A pass split across two threads (embed_bert_encode_split) gives what
+ * the same pass on one thread gives, and a bad input releases the helper. */
+Test(bert, split_pass_equals_the_unsplit_pass)
+{
+    embed_safetensors *st;
+    embed_bert *m;
+    char err[512];
+    cr_assert_eq(load((variant){.prefix = "bert."}, &st, &m, err, sizeof(err)), 0, "%s", err);
+    cr_assert(embed_bert_splittable(m));
+    embed_bert_workspace *ws = embed_bert_workspace_create();
+    const int32_t a[] = {2, 5, 6, 7, 3}, b[] = {2, 4, 3};
+    const int32_t *ids[] = {a, b};
+    size_t lens[] = {5, 3};
+    float split[2][4], alone[2][4];
+    float *out[] = {split[0], split[1]}, *ref[] = {alone[0], alone[1]};
+    cr_assert_eq(embed_bert_encode(m, ws, 2, ids, lens, ref), 0);
+    for (int round = 0; round < 3; round++) {
+        embed_bert_team team = {.parts = 2};
+        pthread_t helper;
+        cr_assert_eq(pthread_create(&helper, NULL, help_main, &team), 0);
+        cr_assert_eq(embed_bert_encode_split(m, ws, 2, ids, lens, out, &team), 0);
+        pthread_join(helper, NULL);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 4; j++)
+                cr_assert_float_eq(split[i][j], alone[i][j], 1e-6, "seq %d dim %d", i, j);
+    }
+    const int32_t bad_id[] = {2, 8, 3};
+    const int32_t *bad[] = {bad_id};
+    size_t three = 3;
+    embed_bert_team team = {.parts = 2};
+    pthread_t helper;
+    cr_assert_eq(pthread_create(&helper, NULL, help_main, &team), 0);
+    cr_assert_eq(embed_bert_encode_split(m, ws, 1, bad, &three, out, &team), -EINVAL);
+    pthread_join(helper, NULL);
+    embed_bert_workspace_free(ws);
+    embed_bert_free(m);
+    embed_safetensors_close(st);
 }

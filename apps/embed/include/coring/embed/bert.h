@@ -100,6 +100,58 @@ void embed_bert_workspace_free(embed_bert_workspace *ws);
 int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t count,
                       const int32_t *const *ids, const size_t *lens, float *const *out);
 
+/* The most threads one forward pass splits across (embed_bert_team). */
+#define EMBED_BERT_MAX_PARTS 16
+
+/*
+ * A group of threads running one forward pass together: the leader calls
+ * embed_bert_encode_split, each helper embed_bert_help with its part number.
+ * The caller (the pool) zeroes it, sets @parts and keeps it alive until every
+ * helper has returned from embed_bert_help; one pass at a time per team.
+ * The other fields are the pass's state, written by the leader before the
+ * first barrier and read by the helpers after it.
+ */
+typedef struct embed_bert_team {
+    unsigned parts; /* participants, the leader included: 2..EMBED_BERT_MAX_PARTS */
+    _Atomic unsigned count, gen, sleepers; /* the barrier */
+    const embed_bert *m;
+    embed_bert_workspace *ws; /* the leader's: every participant works in it */
+    size_t count_seqs, tokens, ffn_rows, longest;
+    const size_t *lens;
+    int status; /* 0: the helpers run the layers; else they leave at once */
+} embed_bert_team;
+
+/*
+ * embed_bert_splittable - true when embed_bert_encode_split splits @m's
+ * forward pass: float32 linear layers (packed AVX-512 or OpenBLAS); int8
+ * models (embed_bert_quantize_int8) run unsplit. Any thread.
+ */
+bool embed_bert_splittable(const embed_bert *m);
+
+/*
+ * embed_bert_encode_split - embed_bert_encode with @team's helpers: each
+ * linear product is split by output columns (blocks of 64), attention by
+ * (sequence, head), LayerNorm by rows, with a barrier between steps (spin,
+ * then futex(2) FUTEX_WAIT). Results equal embed_bert_encode's to the
+ * rounding of the OpenBLAS path (the packed kernel gives the same bits).
+ * The leader's part is 0; it returns once every helper has passed the last
+ * barrier of the pass. Same arguments, returns and errors as
+ * embed_bert_encode; on an error the helpers return without work.
+ * Precondition: embed_bert_splittable(@m), and @team->parts - 1 threads
+ * call embed_bert_help(@m, @team, 1..parts-1) for this pass.
+ * Thread: the leader's, with @ws its own.
+ */
+int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_t count,
+                            const int32_t *const *ids, const size_t *lens, float *const *out,
+                            embed_bert_team *team);
+
+/*
+ * embed_bert_help - take part @part (1..parts-1) of the pass that @team's
+ * leader runs (embed_bert_encode_split); returns when it is done.
+ * Thread: a helper's (the leader's workspace is used, not one of its own).
+ */
+void embed_bert_help(embed_bert_team *team, unsigned part);
+
 /*
  * embed_bert_avx512 - true when the element-wise kernels (LayerNorm, GELU,
  * softmax) run in AVX-512: the CPU has AVX-512F, libmvec was found at build
