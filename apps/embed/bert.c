@@ -713,6 +713,22 @@ void embed_l2_normalize(float *v, size_t dim)
 
 /* --- forward pass --------------------------------------------------------------- */
 
+/* The embedding layer: row by row of the @count sequences (@tokens rows in
+ * all), word + position + token type 0, then its LayerNorm, into @x. */
+static void embeddings(const embed_bert *m, size_t count, const int32_t *const *ids,
+                       const size_t *lens, size_t tokens, float *x)
+{
+    size_t h = m->cfg.hidden_size;
+    for (size_t b = 0, row = 0; b < count; b++)
+        for (size_t t = 0; t < lens[b]; t++, row++) {
+            const float *w = m->word + (size_t)ids[b][t] * h, *p = m->position + t * h;
+            float *dst = x + row * h;
+            for (size_t j = 0; j < h; j++)
+                dst[j] = w[j] + p[j] + m->token_type[j];
+        }
+    layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, m->cfg.layer_norm_eps);
+}
+
 int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t count,
                       const int32_t *const *ids, const size_t *lens, float *const *out)
 {
@@ -738,15 +754,7 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
         return -ENOMEM;
     float *x = ws->x;
 
-    /* Embeddings. */
-    for (size_t b = 0, row = 0; b < count; b++)
-        for (size_t t = 0; t < lens[b]; t++, row++) {
-            const float *w = m->word + (size_t)ids[b][t] * h, *p = m->position + t * h;
-            float *dst = x + row * h;
-            for (size_t j = 0; j < h; j++)
-                dst[j] = w[j] + p[j] + m->token_type[j];
-        }
-    layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, c->layer_norm_eps);
+    embeddings(m, count, ids, lens, tokens, x);
 
     float scale = 1.0f / sqrtf((float)d);
     for (unsigned li = 0; li < c->num_layers; li++) {
@@ -1005,17 +1013,8 @@ int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_
     size_t ffn_rows = m->flayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
     if (status == 0 && workspace_fit(ws, tokens, ffn_rows, longest, h, inter, team->parts) < 0)
         status = -ENOMEM;
-    if (status == 0) {
-        float *x = ws->x;
-        for (size_t b = 0, row = 0; b < count; b++)
-            for (size_t t = 0; t < lens[b]; t++, row++) {
-                const float *w = m->word + (size_t)ids[b][t] * h, *p = m->position + t * h;
-                float *dst = x + row * h;
-                for (size_t j = 0; j < h; j++)
-                    dst[j] = w[j] + p[j] + m->token_type[j];
-            }
-        layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, c->layer_norm_eps);
-    }
+    if (status == 0)
+        embeddings(m, count, ids, lens, tokens, ws->x);
     team->m = m;
     team->ws = ws;
     team->count_seqs = count;
