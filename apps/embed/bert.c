@@ -713,6 +713,46 @@ void embed_l2_normalize(float *v, size_t dim)
 
 /* --- forward pass --------------------------------------------------------------- */
 
+/* Check @count sequences' lengths and ids against @m's config and total
+ * them: *@tokens rows in all, the *@longest sequence. 0 or -EINVAL. */
+static int pass_size(const embed_bert *m, size_t count, const int32_t *const *ids,
+                     const size_t *lens, size_t *tokens, size_t *longest)
+{
+    const embed_bert_config *c = &m->cfg;
+    *tokens = *longest = 0;
+    for (size_t b = 0; b < count; b++) {
+        if (lens[b] == 0 || lens[b] > c->max_positions)
+            return -EINVAL;
+        for (size_t t = 0; t < lens[b]; t++)
+            if (ids[b][t] < 0 || (unsigned)ids[b][t] >= c->vocab_size)
+                return -EINVAL;
+        *tokens += lens[b];
+        *longest = lens[b] > *longest ? lens[b] : *longest;
+    }
+    return 0;
+}
+
+/* Attention of one (sequence, head): the head's @d columns at @off in
+ * ws->q/k/v (rows @h wide, @len of them) into ws->ctx, with @scores room
+ * for a @len x @len matrix. */
+static void attention_one(embed_bert_workspace *ws, size_t off, size_t len, size_t d, size_t h,
+                          float scale, float *scores)
+{
+#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+    if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
+        attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off, len, d, h,
+                              scale, scores);
+        return;
+    }
+#endif
+    int n = (int)len;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, (int)d, scale, ws->q + off, (int)h,
+                ws->k + off, (int)h, 0.0f, scores, n);
+    softmax_rows(scores, len, len);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, (int)d, n, 1.0f, scores, n,
+                ws->v + off, (int)h, 0.0f, ws->ctx + off, (int)h);
+}
+
 /* The embedding layer: row by row of the @count sequences (@tokens rows in
  * all), word + position + token type 0, then its LayerNorm, into @x. */
 static void embeddings(const embed_bert *m, size_t count, const int32_t *const *ids,
@@ -734,16 +774,9 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
 {
     const embed_bert_config *c = &m->cfg;
     size_t h = c->hidden_size, inter = c->intermediate_size, heads = c->num_heads, d = h / heads;
-    size_t tokens = 0, longest = 0;
-    for (size_t b = 0; b < count; b++) {
-        if (lens[b] == 0 || lens[b] > c->max_positions)
-            return -EINVAL;
-        for (size_t t = 0; t < lens[b]; t++)
-            if (ids[b][t] < 0 || (unsigned)ids[b][t] >= c->vocab_size)
-                return -EINVAL;
-        tokens += lens[b];
-        longest = lens[b] > longest ? lens[b] : longest;
-    }
+    size_t tokens, longest;
+    if (pass_size(m, count, ids, lens, &tokens, &longest) < 0)
+        return -EINVAL;
     if (count == 0)
         return 0;
     /* The feed-forward block takes the rows a chunk at a time in int8. */
@@ -769,24 +802,9 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
               ws->k, false);
         dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, fl ? &fl->value : NULL,
               l->value_b, h, ws->v, false);
-        for (size_t b = 0, start = 0; b < count; start += lens[b], b++) {
-            int len = (int)lens[b];
-            for (size_t hd = 0; hd < heads; hd++) {
-                size_t off = start * h + hd * d;
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
-                if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
-                    attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off,
-                                          (size_t)len, d, h, scale, ws->scores);
-                    continue;
-                }
-#endif
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, (int)d, scale,
-                            ws->q + off, (int)h, ws->k + off, (int)h, 0.0f, ws->scores, len);
-                softmax_rows(ws->scores, (size_t)len, (size_t)len);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, (int)d, len, 1.0f,
-                            ws->scores, len, ws->v + off, (int)h, 0.0f, ws->ctx + off, (int)h);
-            }
-        }
+        for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
+            for (size_t hd = 0; hd < heads; hd++)
+                attention_one(ws, start * h + hd * d, lens[b], d, h, scale, ws->scores);
         /* x = LayerNorm(x + ctx Wo^T + bo) */
         if (ql)
             quantize_input(ws, ws->ctx, tokens, h);
@@ -955,20 +973,7 @@ static void layers_part(embed_bert_team *t, unsigned part)
         for (size_t i = lo; i < hi; i++) {
             while (b < i / heads)
                 start += t->lens[b++];
-            int len = (int)t->lens[b];
-            size_t off = start * h + (i % heads) * d;
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
-            if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
-                attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off,
-                                      (size_t)len, d, h, scale, scores);
-                continue;
-            }
-#endif
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, len, len, (int)d, scale,
-                        ws->q + off, (int)h, ws->k + off, (int)h, 0.0f, scores, len);
-            softmax_rows(scores, (size_t)len, (size_t)len);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, len, (int)d, len, 1.0f, scores,
-                        len, ws->v + off, (int)h, 0.0f, ws->ctx + off, (int)h);
+            attention_one(ws, start * h + (i % heads) * d, t->lens[b], d, h, scale, scores);
         }
         team_barrier(t);
         dense_part(ws->ctx, tokens, h, l->attn_out_w, fl ? &fl->attn_out : NULL, l->attn_out_b, h,
@@ -999,17 +1004,10 @@ int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_
 {
     const embed_bert_config *c = &m->cfg;
     size_t h = c->hidden_size, inter = c->intermediate_size;
-    size_t tokens = 0, longest = 0;
-    int status = count ? 0 : -ECANCELED; /* no pass: the helpers leave */
-    for (size_t b = 0; b < count && status == 0; b++) {
-        if (lens[b] == 0 || lens[b] > c->max_positions)
-            status = -EINVAL;
-        for (size_t t = 0; t < lens[b] && status == 0; t++)
-            if (ids[b][t] < 0 || (unsigned)ids[b][t] >= c->vocab_size)
-                status = -EINVAL;
-        tokens += lens[b];
-        longest = lens[b] > longest ? lens[b] : longest;
-    }
+    size_t tokens, longest;
+    int status = pass_size(m, count, ids, lens, &tokens, &longest);
+    if (status == 0 && count == 0)
+        status = -ECANCELED; /* no pass: the helpers leave */
     size_t ffn_rows = m->flayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
     if (status == 0 && workspace_fit(ws, tokens, ffn_rows, longest, h, inter, team->parts) < 0)
         status = -ENOMEM;

@@ -138,7 +138,7 @@ bool embed_bert_splittable(const embed_bert *m);
  * barrier of the pass. Same arguments, returns and errors as
  * embed_bert_encode; on an error the helpers return without work.
  * Precondition: embed_bert_splittable(@m), and @team->parts - 1 threads
- * call embed_bert_help(@m, @team, 1..parts-1) for this pass.
+ * call embed_bert_help(@team, 1..parts-1) for this pass.
  * Thread: the leader's, with @ws its own.
  */
 int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_t count,
