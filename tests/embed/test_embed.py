@@ -23,7 +23,6 @@ import concurrent.futures
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -171,12 +170,9 @@ class Embeddings(CoringTestCase):
         self.assertIn("embed: split passes on", self.server.stderr_text())
 
         def split_passes():
-            with self.server.connect(timeout=30) as conn:
-                resp = conn.request("GET", "/metrics")
-            self.assertEqual(resp.status, 200)
-            m = re.search(r"^embed_split_passes_total (\S+)$", resp.body.decode(), re.M)
-            self.assertIsNotNone(m, "no embed_split_passes_total on /metrics")
-            return float(m.group(1))
+            n = self.server.metric("embed_split_passes_total", timeout=30)
+            self.assertIsNotNone(n, "no embed_split_passes_total on /metrics")
+            return n
 
         before = split_passes()
         with self.server.connect(timeout=30) as conn:

@@ -68,6 +68,20 @@ def sanitizer():
     return None
 
 
+def clean_env(**extra):
+    """The test's environment without any CORING_ variable, plus @extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORING_")}
+    env.update(extra)
+    return env
+
+
+def run_cli(args, env, timeout=10):
+    """The binary under test run with @args and @env to its exit (a
+    command-line check: --help, --check-config, a refused flag)."""
+    return subprocess.run([binary()] + list(args), env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=timeout, text=True, errors="replace")
+
+
 def raise_nofile_limit():
     """Raise RLIMIT_NOFILE's soft limit to the hard limit; return the new soft limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -219,6 +233,17 @@ class CoringServer:
             raise AssertionError("a handler answered a request twice: %s" % twice[0])
 
     # -- clients ---------------------------------------------------------
+    def metric(self, series, timeout=SOCK_TIMEOUT):
+        """The value of @series (a name with its labels as /metrics spells
+        them, e.g. 'db_queries_resent_total{reason="deadlock"}') on
+        /metrics, or None when the page does not have it."""
+        with self.connect(timeout=timeout) as c:
+            resp = c.request("GET", "/metrics")
+        if resp.status != 200:
+            raise ProtocolError("GET /metrics: %d" % resp.status)
+        m = re.search(r"^%s (\S+)$" % re.escape(series), resp.body.decode(), re.M)
+        return float(m.group(1)) if m else None
+
     def connect(self, timeout=SOCK_TIMEOUT, nodelay=False):
         return Conn(self.host, self.port, timeout=timeout, nodelay=nodelay)
 

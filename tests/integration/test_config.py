@@ -12,7 +12,6 @@ sys.dont_write_bytecode = True
 
 import os  # noqa: E402
 import re  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
 
 import coring_server as cs  # noqa: E402
@@ -22,16 +21,8 @@ DOC = os.path.join(ROOT, "docs", "configuration.md")
 COMMANDS = {"help", "version", "check-config", "list-routes"}  # no variable
 
 
-def clean_env(**extra):
-    """The test's environment without any CORING_ variable, plus @extra."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CORING_")}
-    env.update(extra)
-    return env
-
-
-def run_cli(args, env, timeout=10):
-    return subprocess.run([cs.binary()] + list(args), env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=timeout, text=True, errors="replace")
+clean_env = cs.clean_env
+run_cli = cs.run_cli
 
 
 def variable(flag):

@@ -13,7 +13,6 @@ import re  # noqa: E402
 import selectors  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
-import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
@@ -282,9 +281,7 @@ class BatchWaitTest(cs.CoringTestCase):
     turn until the 100 ms tick, and 200 round trips would then take 20 s."""
 
     def run_cli(self, *args):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CORING_")}
-        return subprocess.run([cs.binary()] + list(args), env=env, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=10, text=True, errors="replace")
+        return cs.run_cli(args, cs.clean_env())
 
     def test_flag_parses_and_out_of_range_is_refused(self):
         for ok in ("0", "50", "10000"):

@@ -401,10 +401,7 @@ class UsersTest(cs.CoringTestCase):
                 c.close()
 
     def _db_metric(self, name):
-        with self.server.connect() as c:
-            text = c.request("GET", "/metrics").body.decode()
-        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
-        return float(m.group(1)) if m else 0.0
+        return self.server.metric(name) or 0.0
 
     def test_concurrent_inserts_share_round_trips(self):
         """64 POSTs at once take fewer round trips (Syncs) than inserts:
