@@ -314,13 +314,14 @@ int main(int argc, char **argv)
     if (dnnl_ok(dnnl_engine_create(&bn.engine, dnnl_cpu, 0), "engine") ||
         dnnl_ok(dnnl_stream_create(&bn.stream, bn.engine, dnnl_stream_default_flags), "stream"))
         return 1;
+    const char *blas_from = origin((void *)cblas_sgemm);
     const dnnl_version_t *dv = dnnl_version();
     printf("one thread, %zu hidden, %zu intermediate; OpenBLAS %s kernels (cblas_sgemm from "
            "%s), oneDNN %d.%d.%d (%s), BLIS %s (%s kernels)\n",
-           hidden, inter, openblas_get_corename(), origin((void *)cblas_sgemm), dv->major,
-           dv->minor, dv->patch, dv->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other runtime",
+           hidden, inter, openblas_get_corename(), blas_from, dv->major, dv->minor, dv->patch,
+           dv->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other runtime",
            linear_compare_blis_version(), linear_compare_blis_arch());
-    if (!strstr(origin((void *)cblas_sgemm), "openblas")) {
+    if (!strstr(blas_from, "openblas")) {
         fprintf(stderr, "coring-linear-compare: cblas_sgemm does not come from OpenBLAS; the "
                         "openblas row would measure another library\n");
         return 1;
