@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # perf/ab.sh: two coring binaries side by side on the same routes, in
 # server CPU microseconds per request (utime + stime from /proc/PID/stat
-# over the requests wrk made, perf/lib/proc.sh) and requests per second.
+# over the requests wrk made, perf/lib/proc.sh), requests per second, wrk's
+# p99 latency, and io_uring submits per request (the rise of
+# coring_ring_submits_total on /metrics over the requests wrk made; each submit is at most one io_uring_enter(2),
+# so this is the system-call count of perf/syscalls without strace slowing
+# the server; "-" for a binary without the counter).
 # For a before/after of a change that should cost nothing (a refactor) or
 # save something (a performance change): build both, then
 #   perf/ab.sh --a OLD/apps/coring --b NEW/apps/coring [--rounds 3]
@@ -37,9 +41,18 @@ done
 command -v wrk >/dev/null || { echo "ab.sh: wrk is needed (.ci/install-deps perf)" >&2; exit 77; }
 
 port=$((20000 + RANDOM % 20000))
+# ring_submits: the server's io_uring submits so far (coring_ring_submits_total,
+# every thread), or nothing when /metrics lacks it. The read itself is
+# taken before t0 and after t1 of the same run, so it costs one submit or
+# two, not counted against a run of 100k requests and more.
+ring_submits() {
+  curl -s "http://127.0.0.1:$port/metrics" |
+    awk '/^coring_ring_submits_total/ {n += $2; f = 1} END {if (f) print n}'
+}
+
 # run_case LABEL BINARY APPS PATH: prints one result line.
 run_case() {
-  local label=$1 bin=$2 apps=$3 path=$4 pid t0 t1 out reqs i
+  local label=$1 bin=$2 apps=$3 path=$4 pid t0 t1 out reqs i s0 s1 p99
   taskset -c 0 "$bin" --host 127.0.0.1 --port "$port" --threads 1 --apps "$apps" \
     --log-level warn &
   pid=$!
@@ -50,13 +63,19 @@ run_case() {
         -d "{\"title\":\"todo number $i\"}" "http://127.0.0.1:$port/todos"
     done
   fi
+  s0=$(ring_submits)
   t0=$(proc_cpu_ticks "$pid")
-  out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" "http://127.0.0.1:$port$path")
+  out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" --latency "http://127.0.0.1:$port$path")
   t1=$(proc_cpu_ticks "$pid")
+  s1=$(ring_submits)
   kill "$pid"; wait "$pid" || true
   reqs=$(awk '/requests in/ {print $1}' <<<"$out")
+  p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
   awk -v l="$label" -v p="$path" -v r="$reqs" -v s="$seconds" -v t=$((t1 - t0)) -v hz="$CLK_TCK" \
-    'BEGIN { printf "%-2s %-10s %9.0f req/s %8.3f us CPU/request\n", l, p, r / s, t / hz * 1e6 / r }'
+    -v p99="${p99:--}" -v s0="$s0" -v s1="$s1" \
+    'BEGIN { sub_ = (s0 == "" || s1 == "") ? "     -" : sprintf("%6.4f", (s1 - s0) / r)
+             printf "%-2s %-10s %9.0f req/s %8.3f us CPU/request  p99 %8s  %s submits/request\n",
+                    l, p, r / s, t / hz * 1e6 / r, p99, sub_ }'
 }
 
 for ((round = 1; round <= rounds; round++)); do
