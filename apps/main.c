@@ -52,7 +52,7 @@ static void usage(FILE *f)
             "                           the scheduler may move a thread off a core another\n"
             "                           process keeps busy; docs/configuration.md)\n"
             "  --batch-wait USEC        when busy, wait up to USEC microseconds for several\n"
-            "                           completions per io_uring_enter (0-10000; default 50;\n"
+            "                           completions per io_uring_enter (0-10000; default 200;\n"
             "                           0: off; Linux 6.12+; docs/runtime.md)\n"
             "  --apps LIST              comma-separated apps to mount (default: all)\n"
             "  --stack-size KIB         coroutine stack size (default 64)\n"

@@ -46,6 +46,6 @@ scenario_prepare() {
 scenario_notes() {
   case $1 in
     pipeline*) echo "wrk counts every response, so req/s is responses/s; latency is per batch of 16, and wrk's high percentiles often come back empty (—) here. floor answers each request end it reads and parses nothing (perf/peers/floor)." ;;
-    get*) echo "floor is a minimal C epoll server that answers every request end it reads with one fixed response and parses nothing: the kernel's loopback cost per request (perf/peers/floor); coring-pin-on is coring with --pin on (coring's default is off); coring-batch-wait-off is coring with --batch-wait 0 (coring's default is 50 us)." ;;
+    get*) echo "floor is a minimal C epoll server that answers every request end it reads with one fixed response and parses nothing: the kernel's loopback cost per request (perf/peers/floor); coring-pin-on is coring with --pin on (coring's default is off); coring-batch-wait-off is coring with --batch-wait 0 (coring's default is 200 us)." ;;
   esac
 }

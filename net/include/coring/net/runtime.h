@@ -29,7 +29,7 @@
 typedef struct net_loop net_loop;
 
 /* net_config.batch_wait_us's default and largest value, microseconds. */
-#define NET_BATCH_WAIT_US_DEFAULT 50
+#define NET_BATCH_WAIT_US_DEFAULT 200
 #define NET_BATCH_WAIT_US_MAX 10000
 
 typedef struct net_config {
