@@ -3,9 +3,9 @@
 # server CPU microseconds per request (utime + stime from /proc/PID/stat
 # over the requests wrk made, perf/lib/proc.sh), requests per second, wrk's
 # p99 latency, and io_uring submits per request (the rise of
-# coring_ring_submits_total on /metrics over the requests wrk made; each submit is at most one io_uring_enter(2),
-# so this is the system-call count of perf/syscalls without strace slowing
-# the server; "-" for a binary without the counter).
+# coring_ring_submits_total on /metrics over the requests wrk made; each
+# submit is at most one io_uring_enter(2), so this is perf/syscalls' count
+# without strace slowing the server; "-" for a binary without the counter).
 # For a before/after of a change that should cost nothing (a refactor) or
 # save something (a performance change): build both, then
 #   perf/ab.sh --a OLD/apps/coring --b NEW/apps/coring [--rounds 3]
@@ -42,9 +42,8 @@ command -v wrk >/dev/null || { echo "ab.sh: wrk is needed (.ci/install-deps perf
 
 port=$((20000 + RANDOM % 20000))
 # ring_submits: the server's io_uring submits so far (coring_ring_submits_total,
-# every thread), or nothing when /metrics lacks it. The read itself is
-# taken before t0 and after t1 of the same run, so it costs one submit or
-# two, not counted against a run of 100k requests and more.
+# every thread), or nothing when /metrics lacks it. Read before and after
+# the wrk run; the reads' own few submits are noise against 100k requests.
 ring_submits() {
   curl -s "http://127.0.0.1:$port/metrics" |
     awk '/^coring_ring_submits_total/ {n += $2; f = 1} END {if (f) print n}'
