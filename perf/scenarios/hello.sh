@@ -14,7 +14,7 @@ HELLO_PEERS=floor,nginx,fastapi,fastify,express,go-nethttp,go-fasthttp,rust-hype
 # for the shape where wrk shares a core with the server (docs/configuration.md).
 HELLO_PIN=coring-pin-on
 # coring-batch-wait-off: coring with --batch-wait 0 (each loop turn returns at
-# its first completion) beside coring (50 us, the default; docs/runtime.md).
+# its first completion) beside coring (200 us, the default; docs/runtime.md).
 HELLO_BATCH=coring-batch-wait-off
 # The coring-* peers run the binary perf/run measures.
 export CORING_BIN
