@@ -555,7 +555,10 @@ def _established(pid, match):
                 inodes.add(link[8:-1])
     except FileNotFoundError:
         return 0
-    n = 0
+    # Distinct sockets, not rows: the kernel prints /proc/net/tcp a chunk
+    # per read(2), and when sockets come and go between chunks the same
+    # socket can be printed twice (seq_file resumes by position).
+    found = set()
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(name) as f:
@@ -565,10 +568,10 @@ def _established(pid, match):
                     local = int(fields[1].rsplit(":", 1)[1], 16)
                     remote = int(fields[2].rsplit(":", 1)[1], 16)
                     if fields[3] == "01" and fields[9] in inodes and match(local, remote):
-                        n += 1
+                        found.add(fields[9])
         except FileNotFoundError:
             pass
-    return n
+    return len(found)
 
 
 if __name__ == "__main__":
