@@ -612,7 +612,15 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
     } else {
         io_uring_prep_poll_add(sqe, fd, events);
         sqe_fd(sqe, fd);
+        /* A busy task waiting on a socket of its own (the database
+         * driver with queries out) holds requests that wait for this
+         * completion: while it waits, the loop turns do not batch-wait
+         * for client completions (loop.c, batch_wait_nr). An idle one
+         * (nothing asked) holds nobody. */
+        bool outside = task->life == NET_TASK_BUSY;
+        task->loop->outside_waits += outside;
         res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
+        task->loop->outside_waits -= outside;
     }
     task->park = NULL;
     if (task->life == NET_TASK_CANCELLED)

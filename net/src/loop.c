@@ -261,11 +261,17 @@ static int enter_min_wait(net_loop *loop, unsigned wait_nr, unsigned min_wait_us
  * req/s), and the whole at NET_BATCH_MAX. The figure is the last turn's,
  * not an average: when the load stops, the next turn (which reaps the
  * tick, or one request) drops back to the plain wait, so a client arriving
- * after a burst pays min-wait once at most. The drain keeps the plain wait.
+ * after a burst pays min-wait once at most. The drain keeps the plain wait,
+ * and so does a turn while a busy task waits on a socket of its own
+ * (outside_waits: the database driver with queries out): the completion
+ * it waits for (PostgreSQL's answer) releases the requests behind it, and
+ * min-wait would hold it back up to batch_wait_us on every round trip
+ * (at c=10 on GET /users/{id}, where round trips are the whole cost).
  */
 static unsigned batch_wait_nr(const net_loop *loop)
 {
-    if (!loop->min_wait || loop->draining || loop->batch_recvs < 2 || loop->connections < 2)
+    if (!loop->min_wait || loop->draining || loop->outside_waits || loop->batch_recvs < 2 ||
+        loop->connections < 2)
         return 1;
     unsigned more = 2 * loop->batch_recvs;
     if (more > loop->connections / 2)

@@ -188,6 +188,8 @@ struct net_loop {
     bool min_wait;       /* batch waits on: cfg.batch_wait_us and the kernel has min-wait */
     unsigned turn_recvs; /* multishot recv CQEs dispatched since the last wait (loop.c) */
     unsigned batch_recvs;/* ... in the last turn that waited: how busy the loop is */
+    unsigned outside_waits; /* busy tasks parked on a socket of their own (net_park: the
+                             * database's): no batch wait while one is out (loop.c) */
     int index;
     int listen_fd;
     net_buf_ring bufs;
