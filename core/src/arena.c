@@ -8,7 +8,9 @@
  * (the oldest one, i.e. the first ever taken) and frees the rest, so a
  * keep-alive steady state whose requests fit in one chunk never calls
  * malloc; oversized chunks are always given back so one huge request does
- * not pin its memory. See coring/core/arena.h.
+ * not pin its memory. An arena may start with a fixed chunk in its owner's
+ * memory (a coroutine's, in its stack mapping), which is used first, kept
+ * by reset and never freed. See coring/core/arena.h.
  */
 #include "coring/core/arena.h"
 
@@ -48,6 +50,30 @@ void cr_arena_init(cr_arena *a, size_t chunk_size)
         chunk_size = CR_ARENA_DEFAULT_CHUNK;
     a->head = NULL;
     a->chunk_size = arena__round(chunk_size);
+    a->fixed = NULL;
+}
+
+void cr_arena_init_fixed(cr_arena *a, void *mem, size_t bytes, size_t chunk_size)
+{
+    cr_arena_init(a, chunk_size);
+    if (!mem || (uintptr_t)mem % CR_ARENA_ALIGN || bytes < sizeof(cr_arena_chunk) + CR_ARENA_ALIGN)
+        return;
+    cr_arena_chunk *c = mem;
+    c->next = NULL;
+    c->size = (bytes - sizeof(cr_arena_chunk)) & ~(size_t)(CR_ARENA_ALIGN - 1);
+    c->used = 0;
+    a->fixed = a->head = c;
+}
+
+/* @a's fixed chunk, emptied, as its only chunk; NULL when it has none. */
+static cr_arena_chunk *arena__fixed_only(cr_arena *a)
+{
+    cr_arena_chunk *f = a->fixed;
+    if (f) {
+        f->next = NULL;
+        f->used = 0;
+    }
+    return f;
 }
 
 static cr_arena_chunk *arena__chunk_new(size_t size)
@@ -124,8 +150,10 @@ void cr_arena_reset(cr_arena *a)
     while (c) {
         cr_arena_chunk *next = c->next;
         /* The list is newest first: the last default-size chunk seen is the
-         * oldest one. */
-        if (c->size == a->chunk_size) {
+         * oldest one. A fixed chunk is kept instead, and never freed. */
+        if (c == a->fixed) {
+            /* kept below */
+        } else if (!a->fixed && c->size == a->chunk_size) {
             free(keep);
             keep = c;
         } else {
@@ -137,7 +165,7 @@ void cr_arena_reset(cr_arena *a)
         keep->next = NULL;
         keep->used = 0;
     }
-    a->head = keep;
+    a->head = a->fixed ? arena__fixed_only(a) : keep;
 }
 
 void cr_arena_free(cr_arena *a)
@@ -145,8 +173,9 @@ void cr_arena_free(cr_arena *a)
     cr_arena_chunk *c = a->head;
     while (c) {
         cr_arena_chunk *next = c->next;
-        free(c);
+        if (c != a->fixed)
+            free(c);
         c = next;
     }
-    a->head = NULL;
+    a->head = arena__fixed_only(a);
 }

@@ -9,14 +9,20 @@
  *
  * Memory layout of one coroutine, a single mmap:
  *
- *     low  [guard, PROT_NONE, 64 KiB][usable stack ... grows down][cr_coro]  high
+ *     low  [guard, PROT_NONE, 64 KiB][usable stack ... grows down][cr_coro]
+ *          [arena's first chunk, 8 KiB]  high
  *
- * The cr_coro record lives at the top of its own mapping, so a coroutine is
- * one mmap and no malloc, and a stack cached by the pool comes back with its
- * record (and its arena's chunk) ready: creating from the cache makes no
- * system call and no allocation. The record and the top of the stack share
- * a page, so the switch touches one page. The usable stack is at least the
- * pool's stack size (the record takes room from an extra page).
+ * The cr_coro record lives at the top of its stack, in its own mapping, and
+ * the first chunk of its arena above it, so a coroutine is one mmap and
+ * no malloc; a stack cached by the pool comes back with its record and
+ * arena chunk ready: creating from the cache makes no system call and no
+ * allocation. The chunk is above the record, never below the stack: an
+ * overflow reaches the guard, not the arena. (From malloc, each new
+ * connection's first chunk grew the thread's heap by one page: one
+ * mprotect(2) per connection.) The record and the top of the stack share a
+ * page, so the switch touches one page. The usable stack is at least the
+ * pool's stack size (the record takes room from an extra page). Untouched
+ * pages of the mapping (MAP_NORESERVE) cost no memory.
  */
 #include "coring/core/coro.h"
 
@@ -82,11 +88,17 @@ struct cr_coro {
     void *tsan_resumer;
 };
 
+/* The arena's first chunk, in the mapping above the record: room for what
+ * one request of the http engine allocates, beyond a malloc chunk (4 KiB),
+ * so a steady state that fitted in one malloc'd chunk fits in it. */
+#define CORO__ARENA_BYTES (8u * 1024u)
+
 struct cr_stack_pool {
     size_t page_size;
     size_t guard_size;    /* PROT_NONE bytes below each stack, whole pages */
-    size_t map_size;      /* bytes per mapping: guard + stack + record */
+    size_t map_size;      /* bytes per mapping: guard + stack + record + arena chunk */
     size_t record_offset; /* offset of the cr_coro record in a mapping */
+    size_t arena_offset;  /* offset of the arena's first chunk, up to map_size */
     unsigned max_cached;  /* free mappings kept for reuse */
     bool paint;           /* CORING_STACK_REPORT: measure the deepest stack use */
     size_t deepest;       /* with paint: most bytes of a stack ever used */
@@ -332,8 +344,9 @@ int cr_stack_pool_create(cr_stack_pool **out, size_t stack_size, unsigned max_ca
         return -ENOMEM;
     pool->page_size = pg;
     pool->guard_size = (CR_CORO_GUARD_SIZE + pg - 1) & ~(pg - 1);
-    pool->map_size = pool->guard_size + stack_size + pg;
-    pool->record_offset = pool->map_size - record;
+    pool->arena_offset = pool->guard_size + stack_size + pg;
+    pool->map_size = pool->arena_offset + ((CORO__ARENA_BYTES + pg - 1) & ~(pg - 1));
+    pool->record_offset = pool->arena_offset - record;
     pool->max_cached = max_cached;
     pool->cached = 0;
     pool->free_list = NULL;
@@ -380,7 +393,7 @@ static cr_coro *coro__map(cr_stack_pool *pool)
     }
     cr_coro *co = (cr_coro *)(base + pool->record_offset);
     co->pool = pool;
-    cr_arena_init(&co->arena, 0);
+    cr_arena_init_fixed(&co->arena, base + pool->arena_offset, pool->map_size - pool->arena_offset, 0);
     return co;
 }
 

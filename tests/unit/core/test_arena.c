@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -128,6 +129,65 @@ Test(arena, free_leaves_a_usable_arena)
     char *p = cr_arena_alloc(&a, 10);
     cr_assert_not_null(p);
     cr_arena_free(&a);
+}
+
+/* Memory of the test's own for a fixed chunk, 16-byte aligned. */
+static _Alignas(16) unsigned char fixed_mem[2048];
+
+static bool in_fixed(const void *p)
+{
+    return (const unsigned char *)p >= fixed_mem && (const unsigned char *)p < fixed_mem + sizeof(fixed_mem);
+}
+
+Test(arena, fixed_chunk_is_used_first_and_kept)
+{
+    cr_arena a;
+    cr_arena_init_fixed(&a, fixed_mem, sizeof(fixed_mem), 1024);
+    cr_assert_eq(a.chunk_size, 1024);
+    char *first = cr_arena_alloc(&a, 100);
+    cr_assert(in_fixed(first), "the first allocation comes from the fixed chunk");
+    char *spill[40];
+    for (int i = 0; i < 40; i++) /* past the 2 KiB: chunks from malloc */
+        cr_assert_not_null(spill[i] = cr_arena_alloc(&a, 100));
+    cr_assert(!in_fixed(spill[39]), "what does not fit comes from malloc");
+    char *big = cr_arena_alloc(&a, 50000);
+    cr_assert(big && !in_fixed(big));
+    memset(big, 1, 50000);
+    cr_arena_reset(&a);
+    cr_assert_eq(a.head, a.fixed, "reset keeps only the fixed chunk (the ASan build sees a leak)");
+    cr_assert_eq(cr_arena_alloc(&a, 100), first, "reset keeps the fixed chunk, emptied");
+    cr_arena_free(&a); /* must not free() memory it does not own */
+    cr_assert_eq(a.head, a.fixed, "free leaves the fixed chunk as the only one");
+    cr_assert_eq(cr_arena_alloc(&a, 16), first, "and the arena usable");
+    cr_arena_free(&a);
+}
+
+Test(arena, fixed_chunk_steady_state_never_mallocs)
+{
+    cr_arena a;
+    cr_arena_init_fixed(&a, fixed_mem, sizeof(fixed_mem), 0);
+    for (int round = 0; round < 100; round++) {
+        for (int i = 0; i < 10; i++)
+            cr_assert(in_fixed(cr_arena_alloc(&a, 150)), "round %d left the fixed chunk", round);
+        cr_arena_reset(&a);
+    }
+    cr_arena_free(&a);
+}
+
+Test(arena, unusable_fixed_memory_gives_a_plain_arena)
+{
+    cr_arena a;
+    cr_arena_init_fixed(&a, fixed_mem + 8, sizeof(fixed_mem) - 8, 0); /* misaligned */
+    cr_assert_null(a.head);
+    cr_assert_null(a.fixed);
+    cr_arena_init_fixed(&a, fixed_mem, 40, 0); /* no room past the header */
+    cr_assert_null(a.fixed);
+    cr_arena_init_fixed(&a, NULL, 4096, 0);
+    cr_assert_null(a.fixed);
+    char *p = cr_arena_alloc(&a, 10);
+    cr_assert(p && !in_fixed(p));
+    cr_arena_free(&a);
+    cr_assert_null(a.head);
 }
 
 Test(arena, strndup_copies_and_terminates)

@@ -433,9 +433,12 @@ Test(coro, arena_is_freed_on_destroy)
     struct arena_use u = {0};
     cr_coro *co = new_coro(none, use_arena, &u);
     cr_assert_not_null(cr_coro_arena(co));
-    cr_assert_null(cr_coro_arena(co)->head, "a new coroutine's arena is empty");
+    cr_assert_not_null(cr_coro_arena(co)->fixed, "the arena's first chunk is in the mapping");
+    cr_assert_eq(cr_coro_arena(co)->head, cr_coro_arena(co)->fixed,
+                 "a new coroutine's arena holds its fixed chunk only");
     cr_coro_resume(co);
     cr_assert_not_null(u.small);
+    cr_assert((char *)u.small > (char *)co, "the first chunk lies above the record, not in the stack");
     cr_assert_not_null(u.large);
     cr_coro_resume(co);
     cr_coro_destroy(co);

@@ -121,7 +121,9 @@ bool cr_coro_finished(const cr_coro *co);
  */
 void cr_coro_destroy(cr_coro *co);
 
-/* cr_coro_arena - @co's arena, freed when @co is destroyed. */
+/* cr_coro_arena - @co's arena, freed when @co is destroyed. Its first chunk
+ * lies in @co's own mapping, so a coroutine's first allocations take no
+ * malloc (coro.c). */
 cr_arena *cr_coro_arena(cr_coro *co);
 
 /*
