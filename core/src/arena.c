@@ -65,15 +65,14 @@ void cr_arena_init_fixed(cr_arena *a, void *mem, size_t bytes, size_t chunk_size
     a->fixed = a->head = c;
 }
 
-/* @a's fixed chunk, emptied, as its only chunk; NULL when it has none. */
-static cr_arena_chunk *arena__fixed_only(cr_arena *a)
+/* @c (or nothing), emptied, as @a's only chunk. */
+static void arena__keep_only(cr_arena *a, cr_arena_chunk *c)
 {
-    cr_arena_chunk *f = a->fixed;
-    if (f) {
-        f->next = NULL;
-        f->used = 0;
+    if (c) {
+        c->next = NULL;
+        c->used = 0;
     }
-    return f;
+    a->head = c;
 }
 
 static cr_arena_chunk *arena__chunk_new(size_t size)
@@ -145,27 +144,21 @@ char *cr_arena_strndup(cr_arena *a, const char *s, size_t len)
 
 void cr_arena_reset(cr_arena *a)
 {
-    cr_arena_chunk *keep = NULL;
+    /* A fixed chunk is kept, and never freed. Without one, the list being
+     * newest first, the last default-size chunk seen is the oldest one. */
+    cr_arena_chunk *keep = a->fixed;
     cr_arena_chunk *c = a->head;
     while (c) {
         cr_arena_chunk *next = c->next;
-        /* The list is newest first: the last default-size chunk seen is the
-         * oldest one. A fixed chunk is kept instead, and never freed. */
-        if (c == a->fixed) {
-            /* kept below */
-        } else if (!a->fixed && c->size == a->chunk_size) {
+        if (!a->fixed && c->size == a->chunk_size) {
             free(keep);
             keep = c;
-        } else {
+        } else if (c != a->fixed) {
             free(c);
         }
         c = next;
     }
-    if (keep) {
-        keep->next = NULL;
-        keep->used = 0;
-    }
-    a->head = a->fixed ? arena__fixed_only(a) : keep;
+    arena__keep_only(a, keep);
 }
 
 void cr_arena_free(cr_arena *a)
@@ -177,5 +170,5 @@ void cr_arena_free(cr_arena *a)
             free(c);
         c = next;
     }
-    a->head = arena__fixed_only(a);
+    arena__keep_only(a, a->fixed);
 }
