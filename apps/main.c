@@ -83,6 +83,9 @@ static void usage(FILE *f)
             "                           docs/cors.md)\n"
             "  --db-pool N              database connections per worker thread (default 2)\n"
             "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
+            "  --db-routing spread|pack which connection a query takes: spread (default),\n"
+            "                           the least loaded; pack, fewer and larger round\n"
+            "                           trips (docs/database.md)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
             "  --cep-upstream on|off    ask ViaCEP (VIACEP_URL) on a database miss (default on)\n"
             "  --cep-negative-ttl S     remember unknown CEPs, seconds (default 3600)\n"
@@ -377,7 +380,7 @@ int main(int argc, char **argv)
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
         OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
-        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
+        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_DB_ROUTING, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_CEP_MAX_CONN, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8, OPT_EMBED_PLACEMENT,
@@ -417,6 +420,7 @@ int main(int argc, char **argv)
         {"cors-origins", required_argument, NULL, OPT_CORS_ORIGINS},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
+        {"db-routing", required_argument, NULL, OPT_DB_ROUTING},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
         {"cep-upstream", required_argument, NULL, OPT_CEP_UPSTREAM},
@@ -541,6 +545,14 @@ int main(int argc, char **argv)
             break;
         }
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
+        case OPT_DB_ROUTING:
+            if (strcmp(optarg, "spread") != 0 && strcmp(optarg, "pack") != 0) {
+                fprintf(stderr, "coring: %s: expected spread or pack\n",
+                        env_config_name("--db-routing"));
+                return 2;
+            }
+            app_opts.db_pack = strcmp(optarg, "pack") == 0;
+            break;
         case OPT_DB_TIMEOUT:
             app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
             break;

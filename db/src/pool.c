@@ -1136,7 +1136,7 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     db_conn *c = NULL;
     for (unsigned i = 0; i < cfg->connections; i++) {
         db_conn *k = &set->conns[i];
-        if (k->up && (!c || k->q.queued + k->q.sent < c->q.queued + c->q.sent))
+        if (k->up && (!c || db_queue_prefer(&k->q, &c->q, cfg->routing, DB_MAX_SYNCS)))
             c = k;
     }
     if (!c)

@@ -76,6 +76,26 @@ bool db_queue_busy(const db_queue *q)
     return q->sent || q->syncs || q->closing;
 }
 
+/* PACK's order: 0 nothing queued or in flight, 1 a Sync group being
+ * formed that will go out at the turn's end, 2 the rest. */
+static unsigned pack_tier(const db_queue *q, unsigned max_syncs)
+{
+    if (!q->queued && !db_queue_busy(q))
+        return 0;
+    return q->queued && q->syncs < max_syncs ? 1 : 2;
+}
+
+bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing,
+                     unsigned max_syncs)
+{
+    if (routing == DB_ROUTING_PACK) {
+        unsigned tk = pack_tier(k, max_syncs), tb = pack_tier(best, max_syncs);
+        if (tk != tb)
+            return tk < tb;
+    }
+    return k->queued + k->sent < best->queued + best->sent;
+}
+
 static db_pending *pop_sent(db_queue *q)
 {
     db_pending *p = q->sent_head;

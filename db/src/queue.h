@@ -41,6 +41,8 @@
 #ifndef CORING_DB_QUEUE_H
 #define CORING_DB_QUEUE_H
 
+#include "coring/db/db.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -109,6 +111,16 @@ bool db_queue_next_alone(const db_queue *q);
 
 /* Whether results are still expected (queries or Syncs in flight). */
 bool db_queue_busy(const db_queue *q);
+
+/*
+ * db_queue_prefer - whether a new query should go to the connection of
+ * queue @k rather than to that of @best (both up), under @routing
+ * (db_routing in coring/db/db.h); @max_syncs is the driver's limit of Sync
+ * groups in flight, past which a queued query waits rather than going out
+ * at the turn's end. Ties keep @best, so the first of equals wins.
+ */
+bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing,
+                     unsigned max_syncs);
 
 /*
  * db_queue_feed - account for one PQgetResult() outcome @ev (@res its

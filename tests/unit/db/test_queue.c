@@ -299,3 +299,39 @@ Test(queue, take_all_returns_everything_in_order)
     cr_expect_not(db_queue_busy(&q));
     cr_expect_eq(q.queued, 0);
 }
+
+/* db_queue_prefer on queue states set by hand: the counts are all it reads. */
+static db_queue state(unsigned queued, unsigned sent, unsigned syncs)
+{
+    return (db_queue){.queued = queued, .sent = sent, .syncs = syncs};
+}
+
+Test(queue, spread_prefers_the_fewest_queries_out)
+{
+    db_queue a = state(0, 3, 1), b = state(1, 1, 1), idle = state(0, 0, 0);
+    cr_assert(db_queue_prefer(&b, &a, DB_ROUTING_SPREAD, 4));
+    cr_assert_not(db_queue_prefer(&a, &b, DB_ROUTING_SPREAD, 4));
+    cr_assert(db_queue_prefer(&idle, &b, DB_ROUTING_SPREAD, 4));
+    /* A tie keeps the first. */
+    db_queue b2 = b;
+    cr_assert_not(db_queue_prefer(&b2, &b, DB_ROUTING_SPREAD, 4));
+}
+
+Test(queue, pack_prefers_an_idle_connection_then_the_group_being_formed)
+{
+    db_queue idle = state(0, 0, 0), forming = state(5, 8, 2), busy = state(0, 1, 1);
+    cr_assert(db_queue_prefer(&idle, &forming, DB_ROUTING_PACK, 4));
+    cr_assert(db_queue_prefer(&idle, &busy, DB_ROUTING_PACK, 4));
+    /* More queries out, but its group goes out at this turn's end. */
+    cr_assert(db_queue_prefer(&forming, &busy, DB_ROUTING_PACK, 4));
+    cr_assert_not(db_queue_prefer(&busy, &forming, DB_ROUTING_PACK, 4));
+    /* A connection at its limit of groups holds its queued ones back: it
+     * is not forming a group that goes out, and ranks by load. */
+    db_queue full = state(5, 8, 4);
+    cr_assert(db_queue_prefer(&busy, &full, DB_ROUTING_PACK, 4));
+    /* A connection reading the results of a group (closing), nothing
+     * queued, is not idle. */
+    db_queue closing = (db_queue){.closing = 2, .syncs = 1};
+    cr_assert(db_queue_prefer(&idle, &closing, DB_ROUTING_PACK, 4));
+    cr_assert(db_queue_prefer(&forming, &closing, DB_ROUTING_PACK, 4));
+}

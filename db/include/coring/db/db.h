@@ -176,11 +176,28 @@ static inline db_param db_param_null(void)
     return (db_param){.type = DB_TYPE_NONE, .null = true};
 }
 
+/*
+ * How db_run chooses among a worker thread's connections for a new query
+ * (docs/database.md, "Which connection a query takes"). Each Sync group
+ * costs a round trip and a transaction; each connection is one backend,
+ * that runs its queries one after the other.
+ */
+typedef enum db_routing {
+    DB_ROUTING_SPREAD, /* the fewest queries queued or in flight: the most
+                          backends at work (the default) */
+    DB_ROUTING_PACK,   /* a connection with nothing in flight; else one whose
+                          next Sync group is being formed (it goes out at
+                          this loop turn's end); else as SPREAD. Fewer,
+                          larger groups: less work per query for both
+                          sides where each query is cheap */
+} db_routing;
+
 typedef struct db_config {
     const char *conninfo;          /* libpq URI or key=value string (DATABASE_URL) */
     const char *read_conninfo;     /* the read replica's (DATABASE_READ_URL), or NULL/"":
                                       replica_ok statements go to conninfo */
     unsigned connections;          /* per worker thread (2) */
+    db_routing routing;            /* which connection a query takes (SPREAD) */
     uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
