@@ -243,6 +243,15 @@ class ReplicaTest(cs.CoringTestCase):
             time.sleep(0.1)
         print("POST 201 again %.2f s after the primary started" % (time.monotonic() - t0))
         self.assertEqual(resp.status, 201, resp)
+        # One thread's POST succeeded; the others reconnect on their own
+        # backoff. The next test writes from any thread: wait for all
+        # (/readyz is 200 once every worker thread has a primary connection).
+        while True:
+            ready, _ = self.readyz()
+            if ready.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(ready.status, 200, "not ready again within 15 s: %r" % ready)
 
     def replica_backends(self):
         """PIDs of the replica's client backends (children of its postmaster
