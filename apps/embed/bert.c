@@ -226,8 +226,8 @@ static int pack_float32(embed_bert *m)
             const float *w;
             size_t out, in;
         } todo[] = {
-            {&f[i].query, l->query_w, h, h},      {&f[i].key, l->key_w, h, h},
-            {&f[i].value, l->value_w, h, h},      {&f[i].attn_out, l->attn_out_w, h, h},
+            {&f[i].query, l->query_w, h, h},     {&f[i].key, l->key_w, h, h},
+            {&f[i].value, l->value_w, h, h},     {&f[i].attn_out, l->attn_out_w, h, h},
             {&f[i].inter, l->inter_w, inter, h}, {&f[i].out, l->out_w, h, inter},
         };
         for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
@@ -349,8 +349,8 @@ int embed_bert_quantize_int8(embed_bert *m)
             const float *w;
             size_t out, in;
         } todo[] = {
-            {&q[i].query, l->query_w, h, h},      {&q[i].key, l->key_w, h, h},
-            {&q[i].value, l->value_w, h, h},      {&q[i].attn_out, l->attn_out_w, h, h},
+            {&q[i].query, l->query_w, h, h},     {&q[i].key, l->key_w, h, h},
+            {&q[i].value, l->value_w, h, h},     {&q[i].attn_out, l->attn_out_w, h, h},
             {&q[i].inter, l->inter_w, inter, h}, {&q[i].out, l->out_w, h, inter},
         };
         for (size_t j = 0; j < sizeof(todo) / sizeof(todo[0]); j++) {
@@ -371,6 +371,12 @@ int embed_bert_quantize_int8(embed_bert *m)
 
 /* --- workspace ------------------------------------------------------------ */
 
+/* Heads at most this wide take the fused attention kernel. */
+#define ATTN_MAX_D 256
+/* Query rows per tile of that kernel: independent FMA chains per key
+ * block and per output vector. */
+#define ATTN_TILE 4
+
 embed_bert_workspace *embed_bert_workspace_create(void)
 {
     return calloc(1, sizeof(embed_bert_workspace));
@@ -387,13 +393,22 @@ void embed_bert_workspace_free(embed_bert_workspace *ws)
     free(ws);
 }
 
+/* Scratch floats for the attention of a sequence of @longest tokens with
+ * heads @d wide: its score matrix (the OpenBLAS path) or the fused
+ * kernel's transposed K and score rows (attention_head_avx512). */
+static size_t attention_scratch(size_t longest, size_t d)
+{
+    size_t fused = (ATTN_TILE + d) * ((longest + 15) / 16 * 16);
+    return fused > longest * longest ? fused : longest * longest;
+}
+
 /* Room for @tokens rows (@h wide), @ffn_rows of the intermediate (@inter
- * wide) and @parts @longest x @longest score matrices (one per thread of a
- * split pass). */
-static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t ffn_rows, size_t longest,
+ * wide) and @parts attention scratch areas of @scratch floats (one per
+ * thread of a split pass). */
+static int workspace_fit(embed_bert_workspace *ws, size_t tokens, size_t ffn_rows, size_t scratch,
                          size_t h, size_t inter, size_t parts)
 {
-    size_t need = tokens * h * 5 + ffn_rows * inter + longest * longest * parts;
+    size_t need = tokens * h * 5 + ffn_rows * inter + scratch * parts;
     if (need > ws->floats) {
         float *block = malloc(need * sizeof(float));
         if (!block)
@@ -504,8 +519,8 @@ static inline __mmask16 tail_mask(size_t i, size_t n)
     return n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
 }
 
-AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *w,
-                                     const float *b, float eps)
+AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *w, const float *b,
+                                     float eps)
 {
     for (size_t r = 0; r < n; r++) {
         float *row = x + r * h;
@@ -523,7 +538,8 @@ AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *
         for (size_t j = 0; j < h; j += 16) {
             __mmask16 m = tail_mask(j, h);
             __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), mean), inv);
-            d = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, w + j), _mm512_maskz_loadu_ps(m, b + j));
+            d = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, w + j),
+                                _mm512_maskz_loadu_ps(m, b + j));
             _mm512_mask_storeu_ps(row + j, m, d);
         }
     }
@@ -537,7 +553,8 @@ AVX512 static void gelu_avx512(float *x, size_t n)
         __mmask16 m = tail_mask(i, n);
         __m512 v = _mm512_maskz_loadu_ps(m, x + i);
         __m512 e = _ZGVeN16v_erff(_mm512_mul_ps(v, rsqrt2));
-        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+        _mm512_mask_storeu_ps(x + i, m,
+                              _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
     }
 }
 
@@ -561,58 +578,84 @@ AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols)
         __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
         for (size_t j = 0; j < cols; j += 16) {
             __mmask16 m = tail_mask(j, cols);
-            _mm512_mask_storeu_ps(row + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
+            _mm512_mask_storeu_ps(row + j, m,
+                                  _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
         }
     }
 }
 
-/* Heads at most this wide take the fused attention kernel. */
-#define ATTN_MAX_D 256
-
 /*
- * One sequence's head in one pass per query row, for @d a multiple of 16
- * (at most ATTN_MAX_D): scores = scale q k^T into @scores (@len floats),
- * softmax, ctx = p v, with no BLAS call (two OpenBLAS calls per sequence,
- * head and layer cost more than the arithmetic at 30 tokens). @q, @k, @v,
- * @ctx: @len rows @ld floats apart, from this head's first column.
+ * One sequence's head for @d a multiple of 16 (at most ATTN_MAX_D), with
+ * no BLAS call (two OpenBLAS calls per sequence, head and layer cost more
+ * than the arithmetic at 30 tokens). K is first copied transposed and
+ * scaled into @scratch (kt[c][j] = scale k[j][c], rows len16 = @len
+ * rounded up to 16 floats), so that 16 scores of a query row are one
+ * FMA per column c with q[i][c] broadcast, instead of a dot product and
+ * a horizontal sum per score. Query rows go ATTN_TILE at a time: softmax
+ * per row over its len16 scores (past @len masked off), then ctx = p v.
+ * @q, @k, @v, @ctx: @len rows @ld floats apart, from this head's first
+ * column; @scratch: attention_scratch(@len, @d) floats.
  */
-AVX512 static void attention_head_avx512(const float *q, const float *k, const float *v,
-                                         float *ctx, size_t len, size_t d, size_t ld,
-                                         float scale, float *scores)
+AVX512 static void attention_head_avx512(const float *q, const float *k, const float *v, float *ctx,
+                                         size_t len, size_t d, size_t ld, float scale,
+                                         float *scratch)
 {
-    size_t vecs = d / 16;
-    for (size_t i = 0; i < len; i++) {
-        __m512 qi[ATTN_MAX_D / 16];
-        for (size_t c = 0; c < vecs; c++)
-            qi[c] = _mm512_mul_ps(_mm512_loadu_ps(q + i * ld + c * 16), _mm512_set1_ps(scale));
-        float max = -INFINITY;
-        for (size_t j = 0; j < len; j++) {
-            __m512 acc = _mm512_mul_ps(qi[0], _mm512_loadu_ps(k + j * ld));
-            for (size_t c = 1; c < vecs; c++)
-                acc = _mm512_fmadd_ps(qi[c], _mm512_loadu_ps(k + j * ld + c * 16), acc);
-            float sj = _mm512_reduce_add_ps(acc);
-            scores[j] = sj;
-            max = sj > max ? sj : max;
+    size_t vecs = d / 16, len16 = (len + 15) / 16 * 16;
+    float *kt = scratch + ATTN_TILE * len16, *scores = scratch;
+    for (size_t j = 0; j < len; j++)
+        for (size_t c = 0; c < d; c++)
+            kt[c * len16 + j] = k[j * ld + c] * scale;
+    for (size_t c = 0; c < d; c++)
+        for (size_t j = len; j < len16; j++)
+            kt[c * len16 + j] = 0;
+    for (size_t i0 = 0; i0 < len; i0 += ATTN_TILE) {
+        size_t rows = len - i0 < ATTN_TILE ? len - i0 : ATTN_TILE;
+        const float *qr[ATTN_TILE];
+        for (size_t r = 0; r < ATTN_TILE; r++) /* past the end: row i0 again, not stored */
+            qr[r] = q + (i0 + (r < rows ? r : 0)) * ld;
+        for (size_t jb = 0; jb < len16; jb += 16) {
+            __m512 acc[ATTN_TILE];
+            for (size_t r = 0; r < ATTN_TILE; r++)
+                acc[r] = _mm512_setzero_ps();
+            for (size_t c = 0; c < d; c++) {
+                __m512 kc = _mm512_loadu_ps(kt + c * len16 + jb);
+                for (size_t r = 0; r < ATTN_TILE; r++)
+                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][c]), kc, acc[r]);
+            }
+            for (size_t r = 0; r < ATTN_TILE; r++)
+                _mm512_storeu_ps(scores + r * len16 + jb, acc[r]);
         }
-        __m512 top = _mm512_set1_ps(max), sum = _mm512_setzero_ps();
-        for (size_t j = 0; j < len; j += 16) {
-            __mmask16 m = tail_mask(j, len);
-            __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), top));
-            e = _mm512_maskz_mov_ps(m, e);
-            sum = _mm512_add_ps(sum, e);
-            _mm512_mask_storeu_ps(scores + j, m, e);
+        for (size_t r = 0; r < rows; r++) {
+            float *row = scores + r * len16;
+            __m512 max = _mm512_set1_ps(-INFINITY);
+            for (size_t j = 0; j < len; j += 16) {
+                __mmask16 m = tail_mask(j, len);
+                max = _mm512_mask_max_ps(max, m, max, _mm512_loadu_ps(row + j));
+            }
+            __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(max)), sum = _mm512_setzero_ps();
+            for (size_t j = 0; j < len; j += 16) {
+                __mmask16 m = tail_mask(j, len);
+                __m512 e = _mm512_maskz_mov_ps(
+                    m, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(row + j), top)));
+                sum = _mm512_add_ps(sum, e);
+                _mm512_storeu_ps(row + j, e);
+            }
+            __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+            for (size_t j = 0; j < len; j += 16)
+                _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
         }
-        __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-        __m512 out[ATTN_MAX_D / 16];
-        for (size_t c = 0; c < vecs; c++)
-            out[c] = _mm512_setzero_ps();
-        for (size_t j = 0; j < len; j++) {
-            __m512 p = _mm512_set1_ps(scores[j]);
-            for (size_t c = 0; c < vecs; c++)
-                out[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + j * ld + c * 16), out[c]);
+        for (size_t c = 0; c < vecs; c++) {
+            __m512 out[ATTN_TILE];
+            for (size_t r = 0; r < ATTN_TILE; r++)
+                out[r] = _mm512_setzero_ps();
+            for (size_t j = 0; j < len; j++) {
+                __m512 vj = _mm512_loadu_ps(v + j * ld + c * 16);
+                for (size_t r = 0; r < ATTN_TILE; r++)
+                    out[r] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * len16 + j]), vj, out[r]);
+            }
+            for (size_t r = 0; r < rows; r++)
+                _mm512_storeu_ps(ctx + (i0 + r) * ld + c * 16, out[r]);
         }
-        for (size_t c = 0; c < vecs; c++)
-            _mm512_storeu_ps(ctx + i * ld + c * 16, _mm512_mul_ps(out[c], inv));
     }
 }
 #else
@@ -734,7 +777,7 @@ static int pass_size(const embed_bert *m, size_t count, const int32_t *const *id
 
 /* Attention of one (sequence, head): the head's @d columns at @off in
  * ws->q/k/v (rows @h wide, @len of them) into ws->ctx, with @scores room
- * for a @len x @len matrix. */
+ * for attention_scratch(@len, @d) floats. */
 static void attention_one(embed_bert_workspace *ws, size_t off, size_t len, size_t d, size_t h,
                           float scale, float *scores)
 {
@@ -780,9 +823,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
     if (count == 0)
         return 0;
     /* The feed-forward block takes the rows a chunk at a time in int8. */
-    size_t ffn_rows =
-        (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
-    if (workspace_fit(ws, tokens, ffn_rows, longest, h, inter, 1) < 0 ||
+    size_t ffn_rows = (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
+    if (workspace_fit(ws, tokens, ffn_rows, attention_scratch(longest, d), h, inter, 1) < 0 ||
         (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
         return -ENOMEM;
     float *x = ws->x;
@@ -894,8 +936,9 @@ static void share(size_t n, unsigned part, unsigned parts, size_t *lo, size_t *h
 
 /* Columns [c0, c1) of y[n, out] = x[n, in] W^T + b, then as @epi says
  * (the GELU applied here in the OpenBLAS path). */
-static void dense_cols(const float *x, size_t n, size_t in, const float *w, const embed_fweights *fw,
-                       const float *b, size_t out, float *y, size_t c0, size_t c1, embed_epilogue epi)
+static void dense_cols(const float *x, size_t n, size_t in, const float *w,
+                       const embed_fweights *fw, const float *b, size_t out, float *y, size_t c0,
+                       size_t c1, embed_epilogue epi)
 {
     if (c0 >= c1)
         return;
@@ -923,9 +966,9 @@ static void dense_cols(const float *x, size_t n, size_t in, const float *w, cons
 }
 
 /* This part's columns of a product @out wide. */
-static void dense_part(const float *x, size_t n, size_t in, const float *w, const embed_fweights *fw,
-                       const float *b, size_t out, float *y, embed_epilogue epi, unsigned part,
-                       unsigned parts)
+static void dense_part(const float *x, size_t n, size_t in, const float *w,
+                       const embed_fweights *fw, const float *b, size_t out, float *y,
+                       embed_epilogue epi, unsigned part, unsigned parts)
 {
     size_t lo, hi;
     share((out + SPLIT_COLS - 1) / SPLIT_COLS, part, parts, &lo, &hi);
@@ -954,15 +997,15 @@ static void layers_part(embed_bert_team *t, unsigned part)
     size_t h = c->hidden_size, inter = c->intermediate_size, heads = c->num_heads, d = h / heads;
     size_t tokens = t->tokens, ffn_rows = t->ffn_rows, count = t->count_seqs;
     unsigned parts = t->parts;
-    float *x = ws->x, *scores = ws->scores + (size_t)part * t->longest * t->longest;
+    float *x = ws->x, *scores = ws->scores + (size_t)part * attention_scratch(t->longest, d);
     float scale = 1.0f / sqrtf((float)d);
     for (unsigned li = 0; li < c->num_layers; li++) {
         const bert_layer *l = &m->layers[li];
         const bert_flayer *fl = m->flayers ? &m->flayers[li] : NULL;
         dense_part(x, tokens, h, l->query_w, fl ? &fl->query : NULL, l->query_b, h, ws->q,
                    EMBED_EPI_BIAS, part, parts);
-        dense_part(x, tokens, h, l->key_w, fl ? &fl->key : NULL, l->key_b, h, ws->k,
-                   EMBED_EPI_BIAS, part, parts);
+        dense_part(x, tokens, h, l->key_w, fl ? &fl->key : NULL, l->key_b, h, ws->k, EMBED_EPI_BIAS,
+                   part, parts);
         dense_part(x, tokens, h, l->value_w, fl ? &fl->value : NULL, l->value_b, h, ws->v,
                    EMBED_EPI_BIAS, part, parts);
         team_barrier(t);
@@ -991,8 +1034,7 @@ static void layers_part(embed_bert_team *t, unsigned part)
             dense_part(ws->inter, n, inter, l->out_w, fl ? &fl->out : NULL, l->out_b, h, xr,
                        EMBED_EPI_BIAS_ADD, part, parts);
             team_barrier(t);
-            layer_norm_part(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps, part,
-                            parts);
+            layer_norm_part(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps, part, parts);
             team_barrier(t);
         }
     }
@@ -1009,7 +1051,9 @@ int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_
     if (status == 0 && count == 0)
         status = -ECANCELED; /* no pass: the helpers leave */
     size_t ffn_rows = m->flayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
-    if (status == 0 && workspace_fit(ws, tokens, ffn_rows, longest, h, inter, team->parts) < 0)
+    if (status == 0 &&
+        workspace_fit(ws, tokens, ffn_rows, attention_scratch(longest, h / c->num_heads), h, inter,
+                      team->parts) < 0)
         status = -ENOMEM;
     if (status == 0)
         embeddings(m, count, ids, lens, tokens, ws->x);
