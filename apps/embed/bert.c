@@ -611,17 +611,21 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
     for (size_t i0 = 0; i0 < len; i0 += ATTN_TILE) {
         size_t rows = len - i0 < ATTN_TILE ? len - i0 : ATTN_TILE;
         const float *qr[ATTN_TILE];
+#pragma GCC unroll 4
         for (size_t r = 0; r < ATTN_TILE; r++) /* past the end: row i0 again, not stored */
             qr[r] = q + (i0 + (r < rows ? r : 0)) * ld;
         for (size_t jb = 0; jb < len16; jb += 16) {
             __m512 acc[ATTN_TILE];
+#pragma GCC unroll 4
             for (size_t r = 0; r < ATTN_TILE; r++)
                 acc[r] = _mm512_setzero_ps();
             for (size_t c = 0; c < d; c++) {
                 __m512 kc = _mm512_loadu_ps(kt + c * len16 + jb);
+#pragma GCC unroll 4
                 for (size_t r = 0; r < ATTN_TILE; r++)
                     acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][c]), kc, acc[r]);
             }
+#pragma GCC unroll 4
             for (size_t r = 0; r < ATTN_TILE; r++)
                 _mm512_storeu_ps(scores + r * len16 + jb, acc[r]);
         }
@@ -646,10 +650,12 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
         }
         for (size_t c = 0; c < vecs; c++) {
             __m512 out[ATTN_TILE];
+#pragma GCC unroll 4
             for (size_t r = 0; r < ATTN_TILE; r++)
                 out[r] = _mm512_setzero_ps();
             for (size_t j = 0; j < len; j++) {
                 __m512 vj = _mm512_loadu_ps(v + j * ld + c * 16);
+#pragma GCC unroll 4
                 for (size_t r = 0; r < ATTN_TILE; r++)
                     out[r] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * len16 + j]), vj, out[r]);
             }
