@@ -525,7 +525,7 @@ static int load(void)
                 model->max_tokens,
                 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
                 cfg.threads, placement, cfg.max_batch, cfg.max_wait_us, blas);
-    if (cfg.threads > 1 && embed_bert_splittable(model->bert))
+    if (cfg.threads > 1)
         cr_log_info("embed: split passes on: a pass that leaves the queue empty splits across "
                     "the idle inference threads (up to %u)",
                     cfg.threads < EMBED_BERT_MAX_PARTS ? cfg.threads : EMBED_BERT_MAX_PARTS);

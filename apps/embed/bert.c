@@ -818,6 +818,23 @@ static void embeddings(const embed_bert *m, size_t count, const int32_t *const *
     layer_norm(x, tokens, h, m->emb_norm_w, m->emb_norm_b, m->cfg.layer_norm_eps);
 }
 
+/* Size @ws for a pass over @tokens rows, the @longest sequence, split in
+ * @parts, and choose the rows the feed-forward block takes at a time
+ * (*@ffn_rows: a chunk that stays in L2 with int8 or packed weights, all
+ * rows with OpenBLAS). 0 or -ENOMEM. */
+static int pass_workspace(const embed_bert *m, embed_bert_workspace *ws, size_t tokens,
+                          size_t longest, unsigned parts, size_t *ffn_rows)
+{
+    const embed_bert_config *c = &m->cfg;
+    size_t h = c->hidden_size, inter = c->intermediate_size, d = h / c->num_heads;
+    *ffn_rows = (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
+    if (workspace_fit(ws, tokens, *ffn_rows, attention_scratch(longest, d), h, inter, parts) < 0)
+        return -ENOMEM;
+    if (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t count,
                       const int32_t *const *ids, const size_t *lens, float *const *out)
 {
@@ -828,10 +845,8 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
         return -EINVAL;
     if (count == 0)
         return 0;
-    /* The feed-forward block takes the rows a chunk at a time in int8. */
-    size_t ffn_rows = (m->qlayers || m->flayers) && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
-    if (workspace_fit(ws, tokens, ffn_rows, attention_scratch(longest, d), h, inter, 1) < 0 ||
-        (m->qlayers && workspace_fit_int8(ws, tokens, (inter > h ? inter : h) + 3) < 0))
+    size_t ffn_rows;
+    if (pass_workspace(m, ws, tokens, longest, 1, &ffn_rows) < 0)
         return -ENOMEM;
     float *x = ws->x;
 
@@ -887,11 +902,6 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
 
 /* --- one pass split across threads ------------------------------------------- */
 
-bool embed_bert_splittable(const embed_bert *m)
-{
-    return !m->qlayers;
-}
-
 /* Iterations a thread spins at a barrier before it sleeps (each a pause
  * instruction, ~10-140 cycles): a step of a split pass lasts tens of
  * microseconds, so the wait is usually over before the spin is. */
@@ -941,13 +951,30 @@ static void share(size_t n, unsigned part, unsigned parts, size_t *lo, size_t *h
 #define SPLIT_COLS 64
 
 /* Columns [c0, c1) of y[n, out] = x[n, in] W^T + b, then as @epi says
- * (the GELU applied here in the OpenBLAS path). */
-static void dense_cols(const float *x, size_t n, size_t in, const float *w,
-                       const embed_fweights *fw, const float *b, size_t out, float *y, size_t c0,
-                       size_t c1, embed_epilogue epi)
+ * (the GELU applied here in the OpenBLAS and int8 paths): with @fw
+ * packed, in int8 with @qw (@ws holding x quantised), else OpenBLAS on
+ * @w. */
+static void dense_cols(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
+                       const float *w, const embed_qweights *qw, const embed_fweights *fw,
+                       const float *b, size_t out, float *y, size_t c0, size_t c1,
+                       embed_epilogue epi)
 {
     if (c0 >= c1)
         return;
+    if (qw) { /* a view of blocks c0 / 64 .. (c1 - 1) / 64 of the packed matrix */
+        embed_qweights view = *qw;
+        view.packed = qw->packed + c0 * qw->in_pad;
+        view.scale = qw->scale + c0;
+        view.colsum = qw->colsum + c0;
+        view.out = c1 - c0;
+        view.out_pad = (c1 - c0 + SPLIT_COLS - 1) / SPLIT_COLS * SPLIT_COLS;
+        embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, &view, b + c0, y + c0, out,
+                    epi == EMBED_EPI_BIAS_ADD);
+        if (epi == EMBED_EPI_BIAS_GELU)
+            for (size_t r = 0; r < n; r++)
+                gelu(y + r * out + c0, c1 - c0);
+        return;
+    }
     if (fw) {
         embed_fweights view = *fw;
         view.packed = fw->packed + c0 * in;
@@ -971,16 +998,29 @@ static void dense_cols(const float *x, size_t n, size_t in, const float *w,
             gelu(y + r * out + c0, c1 - c0);
 }
 
-/* This part's columns of a product @out wide. */
-static void dense_part(const float *x, size_t n, size_t in, const float *w,
-                       const embed_fweights *fw, const float *b, size_t out, float *y,
-                       embed_epilogue epi, unsigned part, unsigned parts)
+/* This part's columns of a product @out wide (dense_cols). */
+static void dense_part(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
+                       const float *w, const embed_qweights *qw, const embed_fweights *fw,
+                       const float *b, size_t out, float *y, embed_epilogue epi, unsigned part,
+                       unsigned parts)
 {
     size_t lo, hi;
     share((out + SPLIT_COLS - 1) / SPLIT_COLS, part, parts, &lo, &hi);
     lo *= SPLIT_COLS;
     hi = hi * SPLIT_COLS < out ? hi * SPLIT_COLS : out;
-    dense_cols(x, n, in, w, fw, b, out, y, lo, hi, epi);
+    dense_cols(ws, x, n, in, w, qw, fw, b, out, y, lo, hi, epi);
+}
+
+/* This part's rows of @n rows of @x (@in wide) quantised into @ws, as
+ * quantize_input does for all of them. */
+static void quantize_part(embed_bert_workspace *ws, const float *x, size_t n, size_t in,
+                          unsigned part, unsigned parts)
+{
+    size_t lo, hi, ldq = (in + 3) / 4 * 4;
+    share(n, part, parts, &lo, &hi);
+    if (hi > lo)
+        embed_quantize_rows(x + lo * in, hi - lo, in, in, ws->xq + lo * ldq, ldq, ws->xs + lo,
+                            ws->xz + lo);
 }
 
 /* This part's rows of @n rows in LayerNorm. */
@@ -991,6 +1031,17 @@ static void layer_norm_part(float *x, size_t n, size_t h, const float *w, const 
     share(n, part, parts, &lo, &hi);
     if (hi > lo)
         layer_norm(x + lo * h, hi - lo, h, w, b, eps);
+}
+
+/* With int8 layers: this part's rows of @x quantised, then a barrier, so
+ * that every part's product after it reads all rows (nothing to do in
+ * float32). */
+static void quantize_step(embed_bert_team *t, const float *x, size_t n, size_t in, unsigned part)
+{
+    if (!t->m->qlayers)
+        return;
+    quantize_part(t->ws, x, n, in, part, t->parts);
+    team_barrier(t);
 }
 
 /* The encoder layers of @t's pass, part @part: every participant runs
@@ -1008,12 +1059,12 @@ static void layers_part(embed_bert_team *t, unsigned part)
     for (unsigned li = 0; li < c->num_layers; li++) {
         const bert_layer *l = &m->layers[li];
         const bert_flayer *fl = m->flayers ? &m->flayers[li] : NULL;
-        dense_part(x, tokens, h, l->query_w, fl ? &fl->query : NULL, l->query_b, h, ws->q,
-                   EMBED_EPI_BIAS, part, parts);
-        dense_part(x, tokens, h, l->key_w, fl ? &fl->key : NULL, l->key_b, h, ws->k, EMBED_EPI_BIAS,
-                   part, parts);
-        dense_part(x, tokens, h, l->value_w, fl ? &fl->value : NULL, l->value_b, h, ws->v,
-                   EMBED_EPI_BIAS, part, parts);
+        const bert_qlayer *ql = m->qlayers ? &m->qlayers[li] : NULL;
+#define W(name) l->name##_w, ql ? &ql->name : NULL, fl ? &fl->name : NULL, l->name##_b
+        quantize_step(t, x, tokens, h, part);
+        dense_part(ws, x, tokens, h, W(query), h, ws->q, EMBED_EPI_BIAS, part, parts);
+        dense_part(ws, x, tokens, h, W(key), h, ws->k, EMBED_EPI_BIAS, part, parts);
+        dense_part(ws, x, tokens, h, W(value), h, ws->v, EMBED_EPI_BIAS, part, parts);
         team_barrier(t);
         /* attention: this part's (sequence, head) pairs */
         size_t lo, hi;
@@ -1025,8 +1076,8 @@ static void layers_part(embed_bert_team *t, unsigned part)
             attention_one(ws, start * h + (i % heads) * d, t->lens[b], d, h, scale, scores);
         }
         team_barrier(t);
-        dense_part(ws->ctx, tokens, h, l->attn_out_w, fl ? &fl->attn_out : NULL, l->attn_out_b, h,
-                   x, EMBED_EPI_BIAS_ADD, part, parts);
+        quantize_step(t, ws->ctx, tokens, h, part);
+        dense_part(ws, ws->ctx, tokens, h, W(attn_out), h, x, EMBED_EPI_BIAS_ADD, part, parts);
         team_barrier(t);
         layer_norm_part(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps, part,
                         parts);
@@ -1034,15 +1085,16 @@ static void layers_part(embed_bert_team *t, unsigned part)
         for (size_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
             size_t n = tokens - r0 < ffn_rows ? tokens - r0 : ffn_rows;
             float *xr = x + r0 * h;
-            dense_part(xr, n, h, l->inter_w, fl ? &fl->inter : NULL, l->inter_b, inter, ws->inter,
-                       EMBED_EPI_BIAS_GELU, part, parts);
+            quantize_step(t, xr, n, h, part);
+            dense_part(ws, xr, n, h, W(inter), inter, ws->inter, EMBED_EPI_BIAS_GELU, part, parts);
             team_barrier(t);
-            dense_part(ws->inter, n, inter, l->out_w, fl ? &fl->out : NULL, l->out_b, h, xr,
-                       EMBED_EPI_BIAS_ADD, part, parts);
+            quantize_step(t, ws->inter, n, inter, part);
+            dense_part(ws, ws->inter, n, inter, W(out), h, xr, EMBED_EPI_BIAS_ADD, part, parts);
             team_barrier(t);
             layer_norm_part(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps, part, parts);
             team_barrier(t);
         }
+#undef W
     }
 }
 
@@ -1050,16 +1102,12 @@ int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_
                             const int32_t *const *ids, const size_t *lens, float *const *out,
                             embed_bert_team *team)
 {
-    const embed_bert_config *c = &m->cfg;
-    size_t h = c->hidden_size, inter = c->intermediate_size;
-    size_t tokens, longest;
+    size_t h = m->cfg.hidden_size;
+    size_t tokens, longest, ffn_rows = 0;
     int status = pass_size(m, count, ids, lens, &tokens, &longest);
     if (status == 0 && count == 0)
         status = -ECANCELED; /* no pass: the helpers leave */
-    size_t ffn_rows = m->flayers && tokens > FFN_ROWS_INT8 ? FFN_ROWS_INT8 : tokens;
-    if (status == 0 &&
-        workspace_fit(ws, tokens, ffn_rows, attention_scratch(longest, h / c->num_heads), h, inter,
-                      team->parts) < 0)
+    if (status == 0 && pass_workspace(m, ws, tokens, longest, team->parts, &ffn_rows) < 0)
         status = -ENOMEM;
     if (status == 0)
         embeddings(m, count, ids, lens, tokens, ws->x);

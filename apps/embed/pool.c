@@ -23,7 +23,7 @@
  * thread serves a pending recruitment before it looks at the queue. The
  * participants then meet only at the team's barriers, never at the lock.
  * One team at a time: it lives in the pool and is reused once its last
- * helper has left it. int8 models run unsplit (embed_bert_splittable).
+ * helper has left it.
  */
 #include "coring/embed/pool.h"
 
@@ -105,11 +105,9 @@ static uint64_t now_ns(void)
 
 /* Reserve the idle inference threads as helpers of the calling thread's
  * next pass and wake them: their number (0: run unsplit, with no thread
- * idle, a job waiting for one, the team in use or an int8 model). */
+ * idle, a job waiting for one or the team in use). */
 static unsigned recruit(embed_pool *p)
 {
-    if (!embed_bert_splittable(p->model))
-        return 0;
     unsigned k = 0;
     pthread_mutex_lock(&p->lock);
     if (!p->team_active && !p->head && p->ready > p->busy && !p->stop) {

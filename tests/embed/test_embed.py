@@ -243,7 +243,8 @@ class TinyModel(Embeddings):
 class Int8Model(CoringTestCase):
     """--embed-int8 on the MiniLM-shaped model: close to torch's float64
     vectors (not within 1e-4: that is the price of int8), and the same
-    whether a text is embedded alone or in a batch."""
+    whether a text is embedded alone (a pass split across the two
+    inference threads) or in a batch."""
     MIN_COSINE = 0.999
     MAX_ABS = 5e-3
 
@@ -252,7 +253,7 @@ class Int8Model(CoringTestCase):
         Models.setup()
         cls.server = CoringServer(threads=1, apps="embed",
                                   args=["--embed-model", Models.dirs["minilm"], "--embed-int8",
-                                        "--max-body-bytes", "200000"])
+                                        "--embed-threads", "2", "--max-body-bytes", "200000"])
         cls.server.start()
 
     @classmethod
@@ -266,6 +267,7 @@ class Int8Model(CoringTestCase):
 
     def test_close_to_torch_batched_and_alone(self):
         ref = Models.refs["minilm"]["normalized"]
+        splits_before = self.server.metric("embed_split_passes_total", timeout=30)
         with self.server.connect(timeout=30) as conn:
             batched = self.embed({"texts": SENTENCES}, conn)["embeddings"]
             worst, lowest = 0, 1
@@ -276,7 +278,10 @@ class Int8Model(CoringTestCase):
                 worst, lowest = max(worst, max_diff(alone, ref[i])), min(lowest, cos)
                 self.assertGreaterEqual(cos, self.MIN_COSINE, "sentence %d %r" % (i, text[:40]))
                 self.assertLessEqual(max_diff(alone, ref[i]), self.MAX_ABS, "sentence %d" % i)
-        sys.stderr.write("\n[minilm int8] vs torch: max abs diff %.3g, lowest cosine %.6f\n" % (worst, lowest))
+        splits = self.server.metric("embed_split_passes_total", timeout=30) - splits_before
+        sys.stderr.write("\n[minilm int8] vs torch: max abs diff %.3g, lowest cosine %.6f; "
+                         "%d split passes\n" % (worst, lowest, splits))
+        self.assertGreaterEqual(splits, 1, "no int8 pass split across the idle inference thread")
 
     def test_log_says_int8(self):
         self.assertRegex(self.server.stderr_text(), INT8)

@@ -362,14 +362,16 @@ static void *help_main(void *arg)
 }
 
 /* A pass split across two threads (embed_bert_encode_split) gives what
- * the same pass on one thread gives, and a bad input releases the helper. */
-Test(bert, split_pass_equals_the_unsplit_pass)
+ * the same pass on one thread gives, and a bad input releases the helper;
+ * with float32 or (@int8) int8 linear layers. */
+static void split_equals_unsplit(bool int8)
 {
     embed_safetensors *st;
     embed_bert *m;
     char err[512];
     cr_assert_eq(load((variant){.prefix = "bert."}, &st, &m, err, sizeof(err)), 0, "%s", err);
-    cr_assert(embed_bert_splittable(m));
+    if (int8)
+        cr_assert_eq(embed_bert_quantize_int8(m), 0);
     embed_bert_workspace *ws = embed_bert_workspace_create();
     const int32_t a[] = {2, 5, 6, 7, 3}, b[] = {2, 4, 3};
     const int32_t *ids[] = {a, b};
@@ -398,4 +400,14 @@ Test(bert, split_pass_equals_the_unsplit_pass)
     embed_bert_workspace_free(ws);
     embed_bert_free(m);
     embed_safetensors_close(st);
+}
+
+Test(bert, split_pass_equals_the_unsplit_pass)
+{
+    split_equals_unsplit(false);
+}
+
+Test(bert, split_int8_pass_equals_the_unsplit_int8_pass)
+{
+    split_equals_unsplit(true);
 }

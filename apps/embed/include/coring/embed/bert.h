@@ -122,23 +122,17 @@ typedef struct embed_bert_team {
 } embed_bert_team;
 
 /*
- * embed_bert_splittable - true when embed_bert_encode_split splits @m's
- * forward pass: float32 linear layers (packed AVX-512 or OpenBLAS); int8
- * models (embed_bert_quantize_int8) run unsplit. Any thread.
- */
-bool embed_bert_splittable(const embed_bert *m);
-
-/*
  * embed_bert_encode_split - embed_bert_encode with @team's helpers: each
  * linear product is split by output columns (blocks of 64), attention by
- * (sequence, head), LayerNorm by rows, with a barrier between steps (spin,
- * then futex(2) FUTEX_WAIT). Results equal embed_bert_encode's to the
- * rounding of the OpenBLAS path (the packed kernel gives the same bits).
- * The leader's part is 0; it returns once every helper has passed the last
- * barrier of the pass. Same arguments, returns and errors as
+ * (sequence, head), LayerNorm and int8 models' quantisation of a product's
+ * input by rows, with a barrier between steps (spin, then futex(2)
+ * FUTEX_WAIT). Results equal embed_bert_encode's to the rounding of the
+ * OpenBLAS path (the packed float32 and the int8 kernels give the same
+ * bits). The leader's part is 0; it returns once every helper has passed
+ * the last barrier of the pass. Same arguments, returns and errors as
  * embed_bert_encode; on an error the helpers return without work.
- * Precondition: embed_bert_splittable(@m), and @team->parts - 1 threads
- * call embed_bert_help(@team, 1..parts-1) for this pass.
+ * Precondition: @team->parts - 1 threads call embed_bert_help(@team,
+ * 1..parts-1) for this pass.
  * Thread: the leader's, with @ws its own.
  */
 int embed_bert_encode_split(const embed_bert *m, embed_bert_workspace *ws, size_t count,
