@@ -205,6 +205,27 @@ static uint64_t seconds_ns(const char *flag, const char *s, unsigned max)
     return (uint64_t)(v * 1e9 + 0.5);
 }
 
+/* The index of @s among the @n names of @names; exits with a message
+ * naming them all (as "a, b or c") if it is none of them. */
+static unsigned choice(const char *flag, const char *s, const char *const *names, unsigned n)
+{
+    for (unsigned k = 0; k < n; k++)
+        if (strcmp(s, names[k]) == 0)
+            return k;
+    fprintf(stderr, "coring: %s: expected ", env_config_name(flag));
+    for (unsigned k = 0; k < n; k++)
+        fprintf(stderr, "%s%s", names[k], k + 2 < n ? ", " : k + 2 == n ? " or " : "");
+    fprintf(stderr, ", got '%s'\n", s);
+    exit(2);
+}
+
+/* choice() between "on" and "off": true for "on". */
+static bool on_off(const char *flag, const char *s)
+{
+    static const char *const names[] = {"on", "off"};
+    return choice(flag, s, names, 2) == 0;
+}
+
 /* Say what is wrong with the option getopt_long refused in @arg (as it
  * stands in argv): unknown, missing its value, or given one it takes none. */
 static void bad_option(const struct option *options, const char *arg)
@@ -476,13 +497,7 @@ int main(int argc, char **argv)
             net.shutdown_timeout_ns = number("--shutdown-timeout", optarg, 0, 3600) * CR_NS_PER_S;
             break;
         case OPT_DRAIN_GRACE: net.drain_grace_ns = seconds_ns("--drain-grace", optarg, 3600); break;
-        case OPT_PIN:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "coring: %s: expected on or off\n", env_config_name("--pin"));
-                return 2;
-            }
-            net.pin = strcmp(optarg, "on") == 0;
-            break;
+        case OPT_PIN: net.pin = on_off("--pin", optarg); break;
         case OPT_BATCH_WAIT:
             net.batch_wait_us = (unsigned)number("--batch-wait", optarg, 0, NET_BATCH_WAIT_US_MAX);
             break;
@@ -514,8 +529,8 @@ int main(int argc, char **argv)
         case OPT_LOG_LEVEL: {
             int level = cr_log_parse_level(optarg);
             if (level < 0) {
-                fprintf(stderr, "coring: %s: expected debug, info, warn, error or off\n",
-                        env_config_name("--log-level"));
+                fprintf(stderr, "coring: %s: expected debug, info, warn, error or off, got '%s'\n",
+                        env_config_name("--log-level"), optarg);
                 return 2;
             }
             cr_log_set_level((cr_log_level)level);
@@ -537,22 +552,19 @@ int main(int argc, char **argv)
         case OPT_LOG_FORMAT: {
             int format = cr_log_parse_format(optarg);
             if (format < 0) {
-                fprintf(stderr, "coring: %s: expected text or json\n",
-                        env_config_name("--log-format"));
+                fprintf(stderr, "coring: %s: expected text or json, got '%s'\n",
+                        env_config_name("--log-format"), optarg);
                 return 2;
             }
             cr_log_set_format((cr_log_format)format);
             break;
         }
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
-        case OPT_DB_ROUTING:
-            if (strcmp(optarg, "spread") != 0 && strcmp(optarg, "pack") != 0) {
-                fprintf(stderr, "coring: %s: expected spread or pack\n",
-                        env_config_name("--db-routing"));
-                return 2;
-            }
-            app_opts.db_pack = strcmp(optarg, "pack") == 0;
+        case OPT_DB_ROUTING: {
+            static const char *const names[] = {"spread", "pack"};
+            app_opts.db_pack = choice("--db-routing", optarg, names, 2) == 1;
             break;
+        }
         case OPT_DB_TIMEOUT:
             app_opts.db_timeout_ns = number("--db-timeout", optarg, 1, 3600) * CR_NS_PER_S;
             break;
@@ -580,24 +592,11 @@ int main(int argc, char **argv)
         case OPT_EMBED_INT8: embed.int8 = true; break;
         case OPT_EMBED_PLACEMENT: {
             static const char *const names[] = {"auto", "spare", "batch", "idle", "shared"};
-            size_t k = 0;
-            while (k < 5 && strcmp(optarg, names[k]) != 0)
-                k++;
-            if (k == 5) {
-                fprintf(stderr, "coring: %s: expected auto, spare, batch, idle or shared\n",
-                        env_config_name("--embed-placement"));
-                return 2;
-            }
-            embed.placement = (app_embed_placement)k;
+            embed.placement = (app_embed_placement)choice("--embed-placement", optarg, names, 5);
             break;
         }
         case OPT_CEP_UPSTREAM:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "coring: %s: expected on or off\n",
-                        env_config_name("--cep-upstream"));
-                return 2;
-            }
-            app_opts.cep_upstream_off = strcmp(optarg, "off") == 0;
+            app_opts.cep_upstream_off = !on_off("--cep-upstream", optarg);
             break;
         case OPT_CEP_NEGATIVE_TTL:
             app_opts.cep_negative_ttl_ns = number("--cep-negative-ttl", optarg, 1, 30 * 86400) * CR_NS_PER_S;
@@ -618,29 +617,16 @@ int main(int argc, char **argv)
         case OPT_TODO_MAX_ITEMS:
             app_opts.todo_max_items = number("--todo-max-items", optarg, 1, 1ull << 32);
             break;
-        case OPT_TODO_STORE:
-            if (strcmp(optarg, "memory") != 0 && strcmp(optarg, "postgres") != 0) {
-                fprintf(stderr, "coring: %s: expected memory or postgres\n",
-                        env_config_name("--todo-store"));
-                return 2;
-            }
-            todo_postgres = strcmp(optarg, "postgres") == 0;
+        case OPT_TODO_STORE: {
+            static const char *const names[] = {"memory", "postgres"};
+            todo_postgres = choice("--todo-store", optarg, names, 2) == 1;
             break;
+        }
         case OPT_TODO_LIST_CACHE:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "coring: %s: expected on or off\n",
-                        env_config_name("--todo-list-cache"));
-                return 2;
-            }
-            app_opts.todo_list_cache_off = strcmp(optarg, "off") == 0;
+            app_opts.todo_list_cache_off = !on_off("--todo-list-cache", optarg);
             break;
         case OPT_DIRECT_DESCRIPTORS:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                fprintf(stderr, "coring: %s: expected on or off\n",
-                        env_config_name("--direct-descriptors"));
-                return 2;
-            }
-            net.direct_descriptors = strcmp(optarg, "on") == 0;
+            net.direct_descriptors = on_off("--direct-descriptors", optarg);
             break;
         case OPT_HELP: help(options, env_skip); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
