@@ -456,44 +456,6 @@ static int workspace_fit_int8(embed_bert_workspace *ws, size_t tokens, size_t wi
 
 /* --- kernels ------------------------------------------------------------------ */
 
-/* y[n, out] = x[n, in] w[out, in]^T + b[out] (+ y when @accumulate). */
-static void linear(const float *x, size_t n, size_t in, const float *w, const float *b, size_t out,
-                   float *y, bool accumulate)
-{
-    for (size_t r = 0; r < n; r++) {
-        float *row = y + r * out;
-        if (accumulate)
-            for (size_t j = 0; j < out; j++)
-                row[j] += b[j];
-        else
-            memcpy(row, b, out * sizeof(float));
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x,
-                (int)in, w, (int)in, 1.0f, y, (int)out);
-}
-
-/* Quantise @n rows of @x (@in wide) into @ws for the int8 layers after. */
-static void quantize_input(embed_bert_workspace *ws, const float *x, size_t n, size_t in)
-{
-    embed_quantize_rows(x, n, in, in, ws->xq, (in + 3) / 4 * 4, ws->xs, ws->xz);
-}
-
-/* y = x W^T + b (+ y when @accumulate): in int8 when @qw is given (then
- * @ws holds x quantised by quantize_input), else in float32 with @fw
- * (packed) or @w. */
-static void dense(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
-                  const float *w, const embed_qweights *qw, const embed_fweights *fw,
-                  const float *b, size_t out, float *y, bool accumulate)
-{
-    if (fw)
-        embed_sgemm_packed(x, n, in, fw, b, y, out,
-                           accumulate ? EMBED_EPI_BIAS_ADD : EMBED_EPI_BIAS);
-    else if (qw)
-        embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, qw, b, y, out, accumulate);
-    else
-        linear(x, n, in, w, b, out, y, accumulate);
-}
-
 /*
  * The element-wise kernels (LayerNorm, GELU, softmax) in AVX-512 where the
  * CPU has it: at 30 tokens they are a third of a forward pass once the
@@ -838,69 +800,12 @@ static int pass_workspace(const embed_bert *m, embed_bert_workspace *ws, size_t 
 int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t count,
                       const int32_t *const *ids, const size_t *lens, float *const *out)
 {
-    const embed_bert_config *c = &m->cfg;
-    size_t h = c->hidden_size, inter = c->intermediate_size, heads = c->num_heads, d = h / heads;
-    size_t tokens, longest;
-    if (pass_size(m, count, ids, lens, &tokens, &longest) < 0)
-        return -EINVAL;
-    if (count == 0)
-        return 0;
-    size_t ffn_rows;
-    if (pass_workspace(m, ws, tokens, longest, 1, &ffn_rows) < 0)
-        return -ENOMEM;
-    float *x = ws->x;
-
-    embeddings(m, count, ids, lens, tokens, x);
-
-    float scale = 1.0f / sqrtf((float)d);
-    for (unsigned li = 0; li < c->num_layers; li++) {
-        const bert_layer *l = &m->layers[li];
-        const bert_qlayer *ql = m->qlayers ? &m->qlayers[li] : NULL;
-        const bert_flayer *fl = m->flayers ? &m->flayers[li] : NULL;
-        if (ql)
-            quantize_input(ws, x, tokens, h);
-        dense(ws, x, tokens, h, l->query_w, ql ? &ql->query : NULL, fl ? &fl->query : NULL,
-              l->query_b, h, ws->q, false);
-        dense(ws, x, tokens, h, l->key_w, ql ? &ql->key : NULL, fl ? &fl->key : NULL, l->key_b, h,
-              ws->k, false);
-        dense(ws, x, tokens, h, l->value_w, ql ? &ql->value : NULL, fl ? &fl->value : NULL,
-              l->value_b, h, ws->v, false);
-        for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
-            for (size_t hd = 0; hd < heads; hd++)
-                attention_one(ws, start * h + hd * d, lens[b], d, h, scale, ws->scores);
-        /* x = LayerNorm(x + ctx Wo^T + bo) */
-        if (ql)
-            quantize_input(ws, ws->ctx, tokens, h);
-        dense(ws, ws->ctx, tokens, h, l->attn_out_w, ql ? &ql->attn_out : NULL,
-              fl ? &fl->attn_out : NULL, l->attn_out_b, h, x, true);
-        layer_norm(x, tokens, h, l->attn_norm_w, l->attn_norm_b, c->layer_norm_eps);
-        /* x = LayerNorm(x + GELU(x Wi^T + bi) Wo2^T + bo2), a chunk of rows at a time */
-        for (size_t r0 = 0; r0 < tokens; r0 += ffn_rows) {
-            size_t n = tokens - r0 < ffn_rows ? tokens - r0 : ffn_rows;
-            float *xr = x + r0 * h;
-            if (ql)
-                quantize_input(ws, xr, n, h);
-            if (fl) /* bias and GELU in the product's epilogue */
-                embed_sgemm_packed(xr, n, h, &fl->inter, l->inter_b, ws->inter, inter,
-                                   EMBED_EPI_BIAS_GELU);
-            else {
-                dense(ws, xr, n, h, l->inter_w, ql ? &ql->inter : NULL, NULL, l->inter_b, inter,
-                      ws->inter, false);
-                gelu(ws->inter, n * inter);
-            }
-            if (ql)
-                quantize_input(ws, ws->inter, n, inter);
-            dense(ws, ws->inter, n, inter, l->out_w, ql ? &ql->out : NULL, fl ? &fl->out : NULL,
-                  l->out_b, h, xr, true);
-            layer_norm(xr, n, h, l->out_norm_w, l->out_norm_b, c->layer_norm_eps);
-        }
-    }
-    for (size_t b = 0, start = 0; b < count; start += lens[b], b++)
-        embed_mean_pool(x + start * h, lens[b], h, out[b]);
-    return 0;
+    /* The split pass with no helpers: its barriers return at once. */
+    embed_bert_team alone = {.parts = 1};
+    return embed_bert_encode_split(m, ws, count, ids, lens, out, &alone);
 }
 
-/* --- one pass split across threads ------------------------------------------- */
+/* --- the layers: on one thread, or split across several ---------------------- */
 
 /* Iterations a thread spins at a barrier before it sleeps (each a pause
  * instruction, ~10-140 cycles): a step of a split pass lasts tens of
@@ -1011,8 +916,8 @@ static void dense_part(const embed_bert_workspace *ws, const float *x, size_t n,
     dense_cols(ws, x, n, in, w, qw, fw, b, out, y, lo, hi, epi);
 }
 
-/* This part's rows of @n rows of @x (@in wide) quantised into @ws, as
- * quantize_input does for all of them. */
+/* This part's rows of @n rows of @x (@in wide) quantised into @ws, for
+ * the int8 product after. */
 static void quantize_part(embed_bert_workspace *ws, const float *x, size_t n, size_t in,
                           unsigned part, unsigned parts)
 {

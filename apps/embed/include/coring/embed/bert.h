@@ -112,7 +112,7 @@ int embed_bert_encode(const embed_bert *m, embed_bert_workspace *ws, size_t coun
  * first barrier and read by the helpers after it.
  */
 typedef struct embed_bert_team {
-    unsigned parts; /* participants, the leader included: 2..EMBED_BERT_MAX_PARTS */
+    unsigned parts; /* participants, the leader included: 1..EMBED_BERT_MAX_PARTS */
     _Atomic unsigned count, gen, sleepers; /* the barrier */
     const embed_bert *m;
     embed_bert_workspace *ws; /* the leader's: every participant works in it */
