@@ -69,7 +69,7 @@ int app_db_start(const app_options *opts)
         config.connections = opts->db_pool;
     if (opts->db_timeout_ns)
         config.query_timeout_ns = opts->db_timeout_ns;
-    config.routing = opts->db_pack ? DB_ROUTING_PACK : DB_ROUTING_SPREAD;
+    config.routing = (db_routing)opts->db_routing;
     const char *read_url = getenv("DATABASE_READ_URL");
     if (read_url && *read_url) {
         config.read_conninfo = read_url;

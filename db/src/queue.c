@@ -85,15 +85,28 @@ static unsigned pack_tier(const db_queue *q, unsigned max_syncs)
     return q->queued && q->syncs < max_syncs ? 1 : 2;
 }
 
+/* Queries queued or in flight on @q's connection: its backend's backlog. */
+static unsigned load(const db_queue *q)
+{
+    return q->queued + q->sent;
+}
+
 bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing,
                      unsigned max_syncs)
 {
+    if (routing == DB_ROUTING_FILL) {
+        /* The first connection below the depth, so that the backends
+         * after it sleep until it is deep; past that, the least loaded. */
+        bool kb = load(k) < DB_FILL_DEPTH, bb = load(best) < DB_FILL_DEPTH;
+        if (kb || bb)
+            return kb && !bb;
+    }
     if (routing == DB_ROUTING_PACK) {
         unsigned tk = pack_tier(k, max_syncs), tb = pack_tier(best, max_syncs);
         if (tk != tb)
             return tk < tb;
     }
-    return k->queued + k->sent < best->queued + best->sent;
+    return load(k) < load(best);
 }
 
 static db_pending *pop_sent(db_queue *q)

@@ -122,6 +122,12 @@ bool db_queue_busy(const db_queue *q);
 bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing,
                      unsigned max_syncs);
 
+/* DB_ROUTING_FILL's depth: a connection with this many queries queued or
+ * in flight is full, and the next query goes to another one. Above a
+ * thread's usual concurrency at a few clients (10 on one thread), below
+ * what a heavy read piles up at hundreds (docs/database.md). */
+#define DB_FILL_DEPTH 16u
+
 /*
  * db_queue_feed - account for one PQgetResult() outcome @ev (@res its
  * result, stored in the head query for RESULT and ERROR). Returns false when

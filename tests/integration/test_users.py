@@ -450,16 +450,19 @@ class UsersTest(cs.CoringTestCase):
             for uid, e in created.items():
                 self.assertEqual(in_db.get(uid), e, "201 for id %d (%s), not in the database" % (uid, e))
 
-    def test_pack_routing_answers_the_same(self):
-        """--db-routing pack (queries join the Sync group being formed rather
-        than the least loaded connection): the concurrent clients get the
-        same answers, and conflicting inserts still roll back no one else."""
-        packed = self.start_server(["--db-routing", "pack"])
-        self.addCleanup(packed.kill)
-        self.server = packed  # this test's helpers talk to it
-        self.test_concurrent_clients()
-        self.test_conflicting_inserts_roll_back_no_one_else()
-        packed.stop(expect_status=0)
+    def test_other_routings_answer_the_same(self):
+        """--db-routing pack (queries join the Sync group being formed) and
+        fill (the first connection until it is deep) rather than the least
+        loaded connection: the concurrent clients get the same answers, and
+        conflicting inserts still roll back no one else."""
+        for routing in ("pack", "fill"):
+            with self.subTest(routing=routing):
+                server = self.start_server(["--db-routing", routing])
+                self.addCleanup(server.kill)
+                self.server = server  # this test's helpers talk to it
+                self.test_concurrent_clients()
+                self.test_conflicting_inserts_roll_back_no_one_else()
+                server.stop(expect_status=0)
 
     def test_deadlocked_groups_are_sent_again(self):
         """Many emails POSTed twice at once, shuffled: two Sync groups on two

@@ -335,3 +335,22 @@ Test(queue, pack_prefers_an_idle_connection_then_the_group_being_formed)
     cr_assert(db_queue_prefer(&idle, &closing, DB_ROUTING_PACK, 4));
     cr_assert(db_queue_prefer(&forming, &closing, DB_ROUTING_PACK, 4));
 }
+
+Test(queue, fill_keeps_the_first_connection_until_it_is_deep)
+{
+    const unsigned d = DB_FILL_DEPTH;
+    db_queue first = state(2, d - 3, 1), idle = state(0, 0, 0);
+    /* Below the depth the first keeps it, even beside an idle one. */
+    cr_assert_not(db_queue_prefer(&idle, &first, DB_ROUTING_FILL, 4));
+    /* At the depth it is full: a connection below it takes the query. */
+    db_queue deep = state(3, d - 3, 4), second = state(0, d - 1, 2);
+    cr_assert(db_queue_prefer(&second, &deep, DB_ROUTING_FILL, 4));
+    cr_assert(db_queue_prefer(&idle, &deep, DB_ROUTING_FILL, 4));
+    /* A full one never displaces one below the depth. */
+    cr_assert_not(db_queue_prefer(&deep, &second, DB_ROUTING_FILL, 4));
+    /* All full: the least loaded, ties to the first. */
+    db_queue deeper = state(10, d, 4), deep2 = deep;
+    cr_assert(db_queue_prefer(&deep, &deeper, DB_ROUTING_FILL, 4));
+    cr_assert_not(db_queue_prefer(&deeper, &deep, DB_ROUTING_FILL, 4));
+    cr_assert_not(db_queue_prefer(&deep2, &deep, DB_ROUTING_FILL, 4));
+}

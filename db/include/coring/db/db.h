@@ -190,6 +190,10 @@ typedef enum db_routing {
                           this loop turn's end); else as SPREAD. Fewer,
                           larger groups: less work per query for both
                           sides where each query is cheap */
+    DB_ROUTING_FILL,   /* the first connection with fewer than 16 queries
+                          queued or in flight (DB_FILL_DEPTH); when all have
+                          as many, as SPREAD. The backends after the first
+                          stay asleep until the load needs them */
 } db_routing;
 
 typedef struct db_config {
