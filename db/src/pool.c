@@ -95,6 +95,12 @@ struct db_pool {
     db_set sets[2];     /* [0] the primary (DATABASE_URL), [1] the replica */
     unsigned nsets;     /* 2 with cfg->read_conninfo */
     db_pending *free_list;
+    /* Per registered statement (db_stmt.index), the size of its recent
+     * results' values in bytes (a moving average over about 8):
+     * the weight DB_ROUTING_FILL gives its next query. NULL when it could
+     * not be allocated (every query then weighs as a lookup). */
+    uint32_t *result_bytes;
+    size_t nstatements;
 };
 
 #define PRIMARY(pool) (&(pool)->sets[0])
@@ -939,9 +945,12 @@ int db_thread_init(const db_config *cfg)
     if (!pool)
         return -ENOMEM;
     pool->cfg = cfg;
+    db_statements(&pool->nstatements);
+    pool->result_bytes = calloc(pool->nstatements ? pool->nstatements : 1, sizeof(uint32_t));
     pool->nsets = cfg->read_conninfo && *cfg->read_conninfo ? 2 : 1;
     pool->conns = calloc((size_t)cfg->connections * pool->nsets, sizeof(db_conn));
     if (!pool->conns) {
+        free(pool->result_bytes);
         free(pool);
         return -ENOMEM;
     }
@@ -954,6 +963,7 @@ int db_thread_init(const db_config *cfg)
         if (plan_hosts(set) < 0) {
             set_free(&pool->sets[0]);
             free(pool->conns);
+            free(pool->result_bytes);
             free(pool);
             return -ENOMEM;
         }
@@ -1008,6 +1018,7 @@ void db_thread_fini(void)
     for (unsigned k = 0; k < pool->nsets; k++)
         set_free(&pool->sets[k]);
     free(pool->conns);
+    free(pool->result_bytes);
     publish(pool, false);
     free(pool);
     tl_pool = NULL;
@@ -1072,6 +1083,33 @@ bool db_ready(char *why, size_t len)
 static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *ask,
                  db_result *out, uint64_t timeout_ns);
 
+/* The weight DB_ROUTING_FILL gives a query of @stmt: its recent results'
+ * size in DB_FILL_UNIT_BYTES (0: a lookup's). */
+static unsigned result_weight(const db_pool *pool, const db_stmt *stmt)
+{
+    if (!pool->result_bytes || stmt->index >= pool->nstatements)
+        return 0;
+    return pool->result_bytes[stmt->index] / DB_FILL_UNIT_BYTES;
+}
+
+/* Fold a result of @stmt into its moving average (weight 1/8): the bytes
+ * of its values (PQgetlength), not of the PGresult, whose first block
+ * (~3 KB) a one-row lookup fills no more than a 50-row list; a result
+ * counts at most 1 MiB. */
+static void learn_result_size(db_pool *pool, const db_stmt *stmt, const db_result *res)
+{
+    if (!pool->result_bytes || stmt->index >= pool->nstatements || !res->pg)
+        return;
+    size_t size = 0;
+    int rows = PQntuples(res->pg), cols = PQnfields(res->pg);
+    for (int r = 0; r < rows && size < (1u << 20); r++)
+        for (int f = 0; f < cols; f++)
+            size += (size_t)PQgetlength(res->pg, r, f);
+    uint32_t now = size > (1u << 20) ? 1u << 20 : (uint32_t)size;
+    uint32_t *avg = &pool->result_bytes[stmt->index];
+    *avg = *avg - *avg / 8 + now / 8;
+}
+
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
 {
     out->pg = NULL;
@@ -1095,7 +1133,7 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     }
     db_pending ask = {.name = stmt->name, .nparams = (int)count, .values = values,
                       .lengths = lengths, .formats = formats, .result_format = 1,
-                      .writes = stmt->def.writes};
+                      .writes = stmt->def.writes, .weight = result_weight(pool, stmt)};
     uint64_t start = cr_clock_now_ns();
     cr_metric_inc(&dbm.queries, 0);
     /* Routing: a replica_ok statement goes to the replica while one of its
@@ -1119,6 +1157,8 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
         set = PRIMARY(pool);
         err = query(pool, set, self, &ask, out, budget - budget / 2);
     }
+    if (err == 0)
+        learn_result_size(pool, stmt, out);
     if (!s->writes)
         cr_metric_inc(&dbm.reads, set->replica ? 0 : 1);
     cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
@@ -1152,6 +1192,7 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     p->formats = ask->formats;
     p->result_format = ask->result_format;
     p->writes = ask->writes;
+    p->weight = ask->weight;
     p->waiter = self;
     db_queue_push(&c->q, p);
     if (c->idle || c->parked) {

@@ -22,6 +22,7 @@ void db_queue_push(db_queue *q, db_pending *p)
     p->sync_after = p->aborted = p->failed = p->rolled_back = false;
     link_tail(&q->queued_head, &q->queued_tail, p);
     q->queued++;
+    q->weight += p->weight;
 }
 
 bool db_queue_unqueue(db_queue *q, db_pending *p)
@@ -37,6 +38,7 @@ bool db_queue_unqueue(db_queue *q, db_pending *p)
         if (q->queued_tail == p)
             q->queued_tail = prev;
         q->queued--;
+        q->weight -= p->weight;
         p->next = NULL;
         return true;
     }
@@ -91,13 +93,19 @@ static unsigned load(const db_queue *q)
     return q->queued + q->sent;
 }
 
+/* That backlog as work: each query 1 plus its weight. */
+static unsigned work(const db_queue *q)
+{
+    return load(q) + q->weight;
+}
+
 bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing,
                      unsigned max_syncs)
 {
     if (routing == DB_ROUTING_FILL) {
         /* The first connection below the depth, so that the backends
          * after it sleep until it is deep; past that, the least loaded. */
-        bool kb = load(k) < DB_FILL_DEPTH, bb = load(best) < DB_FILL_DEPTH;
+        bool kb = work(k) < DB_FILL_DEPTH, bb = work(best) < DB_FILL_DEPTH;
         if (kb || bb)
             return kb && !bb;
     }
@@ -116,6 +124,7 @@ static db_pending *pop_sent(db_queue *q)
     if (!q->sent_head)
         q->sent_tail = NULL;
     q->sent--;
+    q->weight -= p->weight;
     p->next = NULL;
     return p;
 }

@@ -64,6 +64,8 @@ typedef struct db_pending {
     bool rolled_back;            /* it ran, but a later query of its group failed */
     bool failed;                 /* its result is an error */
     unsigned attempts;           /* times sent */
+    unsigned weight;             /* DB_ROUTING_FILL: work beyond one query's, in
+                                  * DB_FILL_UNIT_BYTES of its statement's results */
     int state;                   /* enum db_pending_state */
     int error;                   /* outcome for the waiter: 0 or -errno */
     struct pg_result *result;    /* owned until handed to the waiter */
@@ -75,6 +77,7 @@ typedef struct db_queue {
     db_pending *sent_head, *sent_tail;     /* sent, results not all read */
     db_pending *closing_head, *closing_tail; /* results read, waiting for their Sync result */
     unsigned queued, sent, closing;
+    unsigned weight;                       /* of the queued and sent queries */
     unsigned syncs;                        /* Syncs sent whose result is not read */
     /* The Sync group whose results are being read: */
     bool await_sync;                       /* its last query ended: its Sync comes next */
@@ -122,11 +125,16 @@ bool db_queue_busy(const db_queue *q);
 bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing,
                      unsigned max_syncs);
 
-/* DB_ROUTING_FILL's depth: a connection with this many queries queued or
- * in flight is full, and the next query goes to another one. Above a
- * thread's usual concurrency at a few clients (10 on one thread), below
- * what a heavy read piles up at hundreds (docs/database.md). */
+/* DB_ROUTING_FILL's depth: a connection with this much work queued or in
+ * flight is full, and the next query goes to another one. A query counts
+ * 1 plus its weight: 1 for a lookup by key (~50 bytes of values), so that
+ * a thread's usual concurrency at a few clients (10 on one thread) stays
+ * on one backend; 10 for the users app's 50-row list (~2.5 KB), so that
+ * with two of them out the next wakes the second backend
+ * (docs/database.md). */
 #define DB_FILL_DEPTH 16u
+/* The bytes of result values one unit of weight stands for. */
+#define DB_FILL_UNIT_BYTES 256u
 
 /*
  * db_queue_feed - account for one PQgetResult() outcome @ev (@res its

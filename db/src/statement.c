@@ -46,6 +46,7 @@ int db_register(const db_statement *def, const db_stmt **out)
     for (int i = 0; i < n; i++)
         s->oids[i] = (unsigned)def->types[i];
     snprintf(s->name, sizeof(s->name), "coring_t%zu", count);
+    s->index = count;
     list[count++] = s;
     *out = s;
     return 0;

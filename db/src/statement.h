@@ -18,6 +18,7 @@ struct db_stmt {
     int nparams;                    /* leading types of @def.types */
     unsigned oids[DB_MAX_PARAMS];   /* paramTypes for PQprepare */
     char name[24];                  /* the prepared statement's name: "coring_t<n>" */
+    size_t index;                   /* <n>: its place in db_statements() */
 };
 
 /* The registered statements, in order, and their count. */

@@ -354,3 +354,29 @@ Test(queue, fill_keeps_the_first_connection_until_it_is_deep)
     cr_assert_not(db_queue_prefer(&deeper, &deep, DB_ROUTING_FILL, 4));
     cr_assert_not(db_queue_prefer(&deep2, &deep, DB_ROUTING_FILL, 4));
 }
+
+Test(queue, fill_counts_a_heavy_query_as_its_weight)
+{
+    /* Two reads of ~7 KB each (weight 7) and a lookup: 17 units, full. */
+    p[0].weight = p[1].weight = 7;
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    cr_assert_eq(q.weight, 14);
+    db_queue idle = state(0, 0, 0);
+    cr_assert(db_queue_prefer(&idle, &q, DB_ROUTING_FILL, 4));
+    /* Spread still counts queries, not weight. */
+    db_queue two = state(0, 2, 1);
+    cr_assert(db_queue_prefer(&two, &q, DB_ROUTING_SPREAD, 4));
+    /* The weight leaves with the query: sent stays counted, ended not. */
+    send_batch(3);
+    cr_assert_eq(q.weight, 14);
+    feed(DB_EVENT_RESULT, RES(1));
+    feed(DB_EVENT_END, NULL);
+    cr_assert_eq(q.weight, 7);
+    /* 1 + 7 + 1 = 9 < 16: the first keeps the next query again. */
+    cr_assert_not(db_queue_prefer(&idle, &q, DB_ROUTING_FILL, 4));
+    p[3].weight = 5;
+    db_queue_push(&q, &p[3]);
+    cr_assert(db_queue_unqueue(&q, &p[3]));
+    cr_assert_eq(q.weight, 7);
+}

@@ -190,10 +190,12 @@ typedef enum db_routing {
                           this loop turn's end); else as SPREAD. Fewer,
                           larger groups: less work per query for both
                           sides where each query is cheap */
-    DB_ROUTING_FILL,   /* the first connection with fewer than 16 queries
-                          queued or in flight (DB_FILL_DEPTH); when all have
-                          as many, as SPREAD. The backends after the first
-                          stay asleep until the load needs them */
+    DB_ROUTING_FILL,   /* the first connection with less than 16 units of
+                          work queued or in flight (DB_FILL_DEPTH), a query
+                          counting 1 plus its statement's recent result
+                          size in 256-byte units; when all have as much, as
+                          SPREAD. The backends after the first stay asleep
+                          until the load, or heavy queries, need them */
 } db_routing;
 
 typedef struct db_config {
