@@ -83,10 +83,11 @@ static void usage(FILE *f)
             "                           docs/cors.md)\n"
             "  --db-pool N              database connections per worker thread (default 2)\n"
             "  --db-timeout S           per-query database timeout, seconds (default 5)\n"
-            "  --db-routing spread|pack|fill  which connection a query takes: spread\n"
-            "                           (default), the least loaded; pack, fewer and larger\n"
-            "                           round trips; fill, the first until it has 16 lookups'\n"
-            "                           worth of work out, fewer backends awake (docs/database.md)\n"
+            "  --db-routing fill|spread|pack  which connection a query takes: fill\n"
+            "                           (default), the first until it has 16 lookups' worth of\n"
+            "                           work out, fewer backends awake; spread, the least\n"
+            "                           loaded; pack, fewer and larger round trips\n"
+            "                           (docs/database.md)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
             "  --cep-upstream on|off    ask ViaCEP (VIACEP_URL) on a database miss (default on)\n"
             "  --cep-negative-ttl S     remember unknown CEPs, seconds (default 3600)\n"
@@ -563,7 +564,7 @@ int main(int argc, char **argv)
         case OPT_DB_POOL: app_opts.db_pool = (unsigned)number("--db-pool", optarg, 1, 64); break;
         case OPT_DB_ROUTING: {
             /* In db_routing's order (coring/db/db.h). */
-            static const char *const names[] = {"spread", "pack", "fill"};
+            static const char *const names[] = {"fill", "spread", "pack"};
             app_opts.db_routing = (unsigned)choice("--db-routing", optarg, names, 3);
             break;
         }

@@ -18,9 +18,9 @@ SCENARIO_APP=users
 SCENARIO_PROBE=/users/1
 CORING_ARGS_FOR[users]="--apps users"
 
-# coring-pack and coring-fill (perf/peers/): coring with --db-routing pack
-# and fill beside coring (spread, the default; docs/database.md).
-USERS_PEERS=coring-pack,coring-fill,fastapi-sqlalchemy,rust-hyper-pg
+# coring-pack and coring-spread (perf/peers/): coring with --db-routing pack
+# and spread beside coring (fill, the default; docs/database.md).
+USERS_PEERS=coring-pack,coring-spread,fastapi-sqlalchemy,rust-hyper-pg
 # The coring-* peers run the binary perf/run measures.
 export CORING_BIN
 
@@ -96,8 +96,8 @@ scenario_prepare() {
 
 scenario_notes() {
   case $1 in
-    get-user-*) echo "One throw-away PostgreSQL 15 cluster (no fsync) for every server, 10,000 seeded users; each request reads one row by primary key. The servers' CPU µs/req does not include PostgreSQL's own CPU. The reference line below the table is pgbench on the same query and connection count (coring's pool is 2 connections per thread, pipelined). coring-pack and coring-fill are the same binary with --db-routing pack and fill (coring's default is spread)." ;;
-    list-users-*) echo "Each request reads the first 50 rows by id (~6 KB of JSON). PostgreSQL's CPU is not in the servers' CPU µs/req. coring-pack, coring-fill: --db-routing pack, fill." ;;
-    post-user-*) echo "Every request inserts a user (unique email per request, perf/wrk/post_user.lua): the table grows during the run. The cluster runs without fsync (throw-away), so commits do not wait on the disk. coring-pack, coring-fill: --db-routing pack, fill." ;;
+    get-user-*) echo "One throw-away PostgreSQL 15 cluster (no fsync) for every server, 10,000 seeded users; each request reads one row by primary key. The servers' CPU µs/req does not include PostgreSQL's own CPU. The reference line below the table is pgbench on the same query and connection count (coring's pool is 2 connections per thread, pipelined). coring-pack and coring-spread are the same binary with --db-routing pack and spread (coring's default is fill)." ;;
+    list-users-*) echo "Each request reads the first 50 rows by id (~6 KB of JSON). PostgreSQL's CPU is not in the servers' CPU µs/req. coring-pack, coring-spread: --db-routing pack, spread." ;;
+    post-user-*) echo "Every request inserts a user (unique email per request, perf/wrk/post_user.lua): the table grows during the run. The cluster runs without fsync (throw-away), so commits do not wait on the disk. coring-pack, coring-spread: --db-routing pack, spread." ;;
   esac
 }

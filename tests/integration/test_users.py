@@ -452,10 +452,11 @@ class UsersTest(cs.CoringTestCase):
 
     def test_other_routings_answer_the_same(self):
         """--db-routing pack (queries join the Sync group being formed) and
-        fill (the first connection until it is deep) rather than the least
-        loaded connection: the concurrent clients get the same answers, and
-        conflicting inserts still roll back no one else."""
-        for routing in ("pack", "fill"):
+        spread (the least loaded connection) rather than fill (the first
+        connection until it is deep, the default): the concurrent clients
+        get the same answers, and conflicting inserts still roll back no one
+        else."""
+        for routing in ("pack", "spread"):
             with self.subTest(routing=routing):
                 server = self.start_server(["--db-routing", routing])
                 self.addCleanup(server.kill)

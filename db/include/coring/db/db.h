@@ -183,19 +183,20 @@ static inline db_param db_param_null(void)
  * that runs its queries one after the other.
  */
 typedef enum db_routing {
-    DB_ROUTING_SPREAD, /* the fewest queries queued or in flight: the most
-                          backends at work (the default) */
-    DB_ROUTING_PACK,   /* a connection with nothing in flight; else one whose
-                          next Sync group is being formed (it goes out at
-                          this loop turn's end); else as SPREAD. Fewer,
-                          larger groups: less work per query for both
-                          sides where each query is cheap */
     DB_ROUTING_FILL,   /* the first connection with less than 16 units of
                           work queued or in flight (DB_FILL_DEPTH), a query
                           counting 1 plus its statement's recent result
                           size in 256-byte units; when all have as much, as
                           SPREAD. The backends after the first stay asleep
-                          until the load, or heavy queries, need them */
+                          until the load, or heavy queries, need them (the
+                          default) */
+    DB_ROUTING_SPREAD, /* the fewest queries queued or in flight: the most
+                          backends at work */
+    DB_ROUTING_PACK,   /* a connection with nothing in flight; else one whose
+                          next Sync group is being formed (it goes out at
+                          this loop turn's end); else as SPREAD. Fewer,
+                          larger groups: less work per query for both
+                          sides where each query is cheap */
 } db_routing;
 
 typedef struct db_config {
@@ -203,7 +204,7 @@ typedef struct db_config {
     const char *read_conninfo;     /* the read replica's (DATABASE_READ_URL), or NULL/"":
                                       replica_ok statements go to conninfo */
     unsigned connections;          /* per worker thread (2) */
-    db_routing routing;            /* which connection a query takes (SPREAD) */
+    db_routing routing;            /* which connection a query takes (FILL) */
     uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
