@@ -1157,8 +1157,8 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
         set = PRIMARY(pool);
         err = query(pool, set, self, &ask, out, budget - budget / 2);
     }
-    if (err == 0)
-        learn_result_size(pool, stmt, out);
+    if (err == 0 && pool->cfg->routing == DB_ROUTING_FILL)
+        learn_result_size(pool, stmt, out); /* only fill reads the weights */
     if (!s->writes)
         cr_metric_inc(&dbm.reads, set->replica ? 0 : 1);
     cr_metric_observe(&dbm.duration, 0, cr_clock_now_ns() - start);
