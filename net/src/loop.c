@@ -267,11 +267,16 @@ static int enter_min_wait(net_loop *loop, unsigned wait_nr, unsigned min_wait_us
  * it waits for (PostgreSQL's answer) releases the requests behind it, and
  * min-wait would hold it back up to batch_wait_us on every round trip
  * (at c=10 on GET /users/{id}, where round trips are the whole cost).
+ * Likewise while a task woken by net_unpark waits for its park's cancel
+ * (woken_waits: the idle database driver, parked on its socket, woken by
+ * a new query): it runs only at that cancel's CQE, and a min-wait enter
+ * would hold the query, and every request behind it, for up to
+ * batch_wait_us.
  */
 static unsigned batch_wait_nr(const net_loop *loop)
 {
-    if (!loop->min_wait || loop->draining || loop->outside_waits || loop->batch_recvs < 2 ||
-        loop->connections < 2)
+    if (!loop->min_wait || loop->draining || loop->outside_waits || loop->woken_waits ||
+        loop->batch_recvs < 2 || loop->connections < 2)
         return 1;
     unsigned more = 2 * loop->batch_recvs;
     if (more > loop->connections / 2)

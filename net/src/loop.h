@@ -140,6 +140,7 @@ struct net_task {
     net_task_life life;
     bool drain_late_op;  /* begin() -> submit_and_wait (io.c): the drain cancels this
                             op on a direct descriptor a tick late */
+    bool woken_wait;     /* counted in loop->woken_waits until it is resumed */
     bool service;        /* a role, not a state: serves other tasks (a database
                             driver, the curl timer), so shutdown ends it only once
                             no other task is left */
@@ -190,6 +191,8 @@ struct net_loop {
     unsigned batch_recvs;/* ... in the last turn that waited: how busy the loop is */
     unsigned outside_waits; /* busy tasks parked on a socket of their own (net_park: the
                              * database's): no batch wait while one is out (loop.c) */
+    unsigned woken_waits;   /* tasks woken by net_unpark whose park SQE is being cancelled:
+                             * they run at that cancel's CQE, so no batch wait (loop.c) */
     int index;
     int listen_fd;
     net_buf_ring bufs;

@@ -245,6 +245,8 @@ bool net_unpark(net_task *task)
         return false; /* woken already, or its SQE cancelled by the tick or an interrupt */
     task->state = NET_TASK_WOKEN;
     net_submit_cancel(task->loop, task->op_data); /* the park's SQE */
+    task->woken_wait = true;
+    task->loop->woken_waits++;
     return true;
 }
 
@@ -253,6 +255,10 @@ int net_loop_wait(net_task *task, net_op *op)
     task->op = op;
     task->state = task->park ? NET_TASK_PARKED_SQE : NET_TASK_WAITING;
     cr_coro_yield();
+    if (task->woken_wait) {
+        task->woken_wait = false;
+        task->loop->woken_waits--;
+    }
     task->op = NULL;
     op->ended = task->state;
     task->state = NET_TASK_RUNNING;
