@@ -135,11 +135,13 @@ static void log_access(const http_conn *c, const http_request *req, int status, 
     cr_log_kv(CR_LOG_INFO, f, cr_countof(f), "%s %s %d %.3f ms", method, path, status, ms);
 }
 
-/* Route and run the handler for one complete request. */
-static void dispatch(http_conn *c, const http_request *req, const char *body, size_t body_len,
-                     bool close, size_t wire_bytes)
+/* Route and run the handler for one complete request, parsed since
+ * @start_ns (a monotonic clock reading: the end of the request before it
+ * in the same read, or one taken before its parse). Returns the clock at
+ * its end, which starts the next: one reading per request, not two. */
+static uint64_t dispatch(http_conn *c, const http_request *req, const char *body,
+                         size_t body_len, bool close, size_t wire_bytes, uint64_t start_ns)
 {
-    uint64_t start = cr_clock_now_ns();
     size_t out_before = c->out.len;
     unsigned route = http_metrics_unmatched();
     cr_coro *co = cr_coro_current();
@@ -223,12 +225,14 @@ static void dispatch(http_conn *c, const http_request *req, const char *body, si
         }
     }
     /* Once, for the metrics and the access line alike. */
-    uint64_t duration_ns = cr_clock_now_ns() - start;
+    uint64_t end_ns = cr_clock_now_ns();
+    uint64_t duration_ns = end_ns - start_ns;
     size_t response_bytes = c->out.len >= out_before ? c->out.len - out_before : c->out.len;
     http_metrics_request(route, req->method, in.status, duration_ns, wire_bytes, response_bytes);
     if (c->srv->cfg.access_log)
         log_access(c, req, in.status, response_bytes, duration_ns, request_id, bad_id);
     cr_log_set_request_id(NULL);
+    return end_ns;
 }
 
 /* The headers are in, the body is not: from now on the body timeout
@@ -314,6 +318,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
     c->in_body = false;
+    uint64_t clock_ns = cr_clock_now_ns(); /* moved on by each dispatch */
 
     struct http_header_block *headers = headers_take(max_headers);
     if (!headers) {
@@ -383,7 +388,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         /* CONNECT is refused (501) and the connection closed: a client may
          * already have sent tunnel bytes (a TLS ClientHello) behind it. */
         bool close = !req.keep_alive || net_draining() || req.method == HTTP_CONNECT;
-        dispatch(c, &req, body, body_len, close, head + body_len);
+        clock_ns = dispatch(c, &req, body, body_len, close, head + body_len, clock_ns);
         c->served = true;
         pos += consumed;
         if (close) {
