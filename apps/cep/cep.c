@@ -425,7 +425,7 @@ static void lead_flight(http_ctx *ctx, const char digits[9], uint32_t key)
 static void get_cep(http_ctx *ctx, void *user)
 {
     (void)user;
-    const http_str *param = http_route_param(&ctx->params, "cep");
+    const http_str *param = http_route_param(ctx->params, "cep");
     char digits[9];
     if (!param || cep_parse(param->ptr, param->len, digits) < 0) {
         http_respond_error(ctx, 400, "invalid CEP");

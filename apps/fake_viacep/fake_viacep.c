@@ -119,7 +119,7 @@ static int load(const char *path)
 static void lookup(http_ctx *ctx, void *user)
 {
     (void)user;
-    const http_str *cep = http_route_param(&ctx->params, "cep");
+    const http_str *cep = http_route_param(ctx->params, "cep");
     uint32_t key;
     if (!cep || !parse_cep8(cep->ptr, cep->len, &key)) {
         http_respond(ctx, 400, "text/html", "<h1>Erro 400</h1>", 17);

@@ -187,7 +187,7 @@ static void get_docs(http_ctx *ctx, void *user)
 static void get_docs_file(http_ctx *ctx, void *user)
 {
     (void)user;
-    const http_str *file = http_route_param(&ctx->params, "file");
+    const http_str *file = http_route_param(ctx->params, "file");
     /* index.html is the page at /docs, not a file of it. */
     if (!file || (file->len == 10 && memcmp(file->ptr, "index.html", 10) == 0)) {
         http_respond_error(ctx, 404, "no such docs file");

@@ -351,7 +351,7 @@ static bool parse_id(const http_str *s, uint64_t *out)
 
 static bool id_param(http_ctx *ctx, uint64_t *id)
 {
-    if (!parse_id(http_route_param(&ctx->params, "id"), id)) {
+    if (!parse_id(http_route_param(ctx->params, "id"), id)) {
         http_respond_error(ctx, 400, "id must be an unsigned 64-bit integer");
         return false;
     }

@@ -295,7 +295,7 @@ static void list_users(http_ctx *ctx, void *user)
 static void get_user(http_ctx *ctx, void *user)
 {
     (void)user;
-    const http_str *p = http_route_param(&ctx->params, "id");
+    const http_str *p = http_route_param(ctx->params, "id");
     int64_t id;
     if (!p || !parse_int64(p->ptr, p->len, &id)) {
         bool digits = p && p->len > 0 && strspn(p->ptr, "0123456789") >= p->len;

@@ -165,8 +165,10 @@ static uint64_t dispatch(http_conn *c, const http_request *req, const char *body
         .keep_alive_10 = !close && req->minor_version == 0,
         .request_id = request_id,
     };
+    static const http_route_params no_params;
     http_ctx ctx = {
         .req = req,
+        .params = &no_params,
         .body = body,
         .body_len = body_len,
         .arena = cr_coro_arena(co),
@@ -196,7 +198,7 @@ static uint64_t dispatch(http_conn *c, const http_request *req, const char *body
         http_route_match m;
         switch (http_router_match(c->srv->router, req->method, req->path, &m)) {
         case HTTP_ROUTE_FOUND:
-            ctx.params = m.params;
+            ctx.params = &m.params;
             route = m.route;
             m.handler(&ctx, m.user);
             http_response_drop_unfinished(&in);

@@ -54,7 +54,8 @@ typedef struct http_server {
 /* The request as a handler sees it. Fields above `internal` are public. */
 struct http_ctx {
     const http_request *req;
-    http_route_params params;
+    const http_route_params *params; /* the route's path parameters; never NULL (none
+                                        for a request no route took) */
     const char *body;        /* decoded body (Content-Length or chunked); NULL if none */
     size_t body_len;
     cr_arena *arena;         /* freed after the response is sent */
