@@ -1,7 +1,7 @@
 /*
  * Request ids (coring/http/request_id.h): validating an incoming
- * X-Request-Id, and making one per request at the cost of a counter
- * increment and a hex conversion.
+ * X-Request-Id, and making one per request at the cost of a hex counter
+ * incremented in place and a copy.
  */
 #include "coring/http/request_id.h"
 
@@ -22,8 +22,12 @@ bool http_request_id_valid(const char *id, size_t len)
     return true;
 }
 
-static _Thread_local char prefix[17]; /* 16 hex digits and '-'; [0] == 0: not made */
-static _Thread_local uint64_t counter;
+/* This thread's last id: the prefix (16 hex digits and '-') and the
+ * counter in hex, at least 8 digits; [0] == 0 until the first is made.
+ * The next id is this one's counter plus one, carried digit by digit in
+ * place (an odometer): most ids change one byte. */
+static _Thread_local char last[HTTP_REQUEST_ID_SIZE];
+static _Thread_local size_t last_len;
 
 static const char hex[] = "0123456789abcdef";
 
@@ -33,28 +37,33 @@ static void make_prefix(void)
     if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        r = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&counter;
+        r = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&last_len;
     }
     for (int i = 15; i >= 0; i--, r >>= 4)
-        prefix[i] = hex[r & 15];
-    prefix[16] = '-';
+        last[i] = hex[r & 15];
+    last[16] = '-';
+    memset(last + 17, '0', 8); /* counter 0: the first id made is 1 */
+    last_len = 25;
+    last[last_len] = '\0';
 }
 
 size_t http_request_id_make(char *dst)
 {
-    if (!prefix[0])
+    if (!last[0])
         make_prefix();
-    memcpy(dst, prefix, 17);
-    uint64_t n = ++counter;
-    char digits[16];
-    int k = 0;
-    do {
-        digits[k++] = hex[n & 15];
-        n >>= 4;
-    } while (n || k < 8);
-    size_t len = 17;
-    while (k)
-        dst[len++] = digits[--k];
-    dst[len] = '\0';
-    return len;
+    size_t i = last_len;
+    while (i > 17 && last[i - 1] == 'f')
+        last[--i] = '0';
+    if (i > 17) {
+        char d = last[i - 1];
+        last[i - 1] = d == '9' ? 'a' : (char)(d + 1);
+    } else {
+        /* Every digit was f: one digit more, 1 followed by zeros (2^32
+         * ids on this thread, then 2^36...). */
+        last[17] = '1';
+        last[last_len++] = '0';
+        last[last_len] = '\0';
+    }
+    memcpy(dst, last, last_len + 1);
+    return last_len;
 }

@@ -5,6 +5,7 @@
 #include "coring/http/request_id.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 Test(request_id, valid_is_printable_ascii_without_space_up_to_128_bytes)
@@ -37,4 +38,17 @@ Test(request_id, made_ids_are_valid_distinct_and_shaped)
     cr_assert_str_neq(a, b);
     cr_assert_str_eq(a + 17, "00000001");
     cr_assert_str_eq(b + 17, "00000002");
+}
+
+/* The counter carries like an odometer: f -> 10, ff -> 100. */
+Test(request_id, the_counter_carries_in_hex)
+{
+    char id[HTTP_REQUEST_ID_SIZE];
+    for (unsigned n = 1; n <= 0x1000; n++) {
+        size_t len = http_request_id_make(id);
+        char want[16];
+        snprintf(want, sizeof(want), "%08x", n);
+        cr_assert_eq(len, 25);
+        cr_assert_str_eq(id + 17, want, "id %u: %s", n, id);
+    }
 }
