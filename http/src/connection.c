@@ -148,23 +148,25 @@ static uint64_t dispatch(http_conn *c, const http_request *req, const char *body
     /* The request id (coring/http/request_id.h): the client's when valid,
      * else a new one; an invalid one is replaced, not refused. */
     char request_id[HTTP_REQUEST_ID_SIZE];
+    size_t request_id_len;
     const http_str *given = http_request_header(req, "X-Request-Id");
     const http_str *bad_id = NULL;
     if (given && http_request_id_valid(given->ptr, given->len)) {
         memcpy(request_id, given->ptr, given->len);
         request_id[given->len] = '\0';
+        request_id_len = given->len;
     } else {
         bad_id = given;
-        http_request_id_make(request_id);
+        request_id_len = http_request_id_make(request_id);
     }
     cr_log_set_request_id(request_id);
-    struct http_ctx_internal in = {
-        .out = &c->out,
-        .head = req->method == HTTP_HEAD,
-        .close = close,
-        .keep_alive_10 = !close && req->minor_version == 0,
-        .request_id = request_id,
-    };
+    struct http_ctx_internal in;
+    http_ctx_internal_start(&in, &c->out);
+    in.head = req->method == HTTP_HEAD;
+    in.close = close;
+    in.keep_alive_10 = !close && req->minor_version == 0;
+    in.request_id = request_id;
+    in.request_id_len = request_id_len;
     static const http_route_params no_params;
     http_ctx ctx = {
         .req = req,

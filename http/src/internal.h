@@ -7,6 +7,9 @@
 
 #include "coring/http/server.h"
 
+#include <stddef.h>
+#include <string.h>
+
 #define HTTP_MAX_EXTRA_HEADERS 8
 
 struct http_ctx_internal {
@@ -24,13 +27,24 @@ struct http_ctx_internal {
     size_t length_at;
     size_t body_start;
     const char *request_id;  /* X-Request-Id to send back, or NULL */
-    size_t num_extra;
-    const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
-    const char *extra_value[HTTP_MAX_EXTRA_HEADERS];
+    size_t request_id_len;   /* its length, bytes */
     /* CORS header lines, each "\r\n" name ": " value (cors.c); 0 bytes: none. */
     const char *cors_lines;
     size_t cors_lines_len;
+    size_t num_extra;
+    /* Last, and read only below num_extra: http_ctx_internal_start zeroes
+     * what comes before them, not these (once per request). */
+    const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
+    const char *extra_value[HTTP_MAX_EXTRA_HEADERS];
 };
+
+/* Start @in for a response into @out: every field zero up to the extra
+ * headers, which num_extra (0) keeps unread. */
+static inline void http_ctx_internal_start(struct http_ctx_internal *in, cr_buf *out)
+{
+    memset(in, 0, offsetof(struct http_ctx_internal, extra_name));
+    in->out = out;
+}
 
 /* Per worker thread. */
 typedef struct http_thread {

@@ -144,7 +144,7 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
     const char *reason = status == 200 ? "OK" : http_status_reason(status);
     size_t reason_len = status == 200 ? 2 : strlen(reason);
     size_t type_len = content_type ? strlen(content_type) : 0;
-    size_t id_len = in->request_id ? strlen(in->request_id) : 0;
+    size_t id_len = in->request_id ? in->request_id_len : 0;
     size_t extra_len = 0;
     for (size_t i = 0; i < in->num_extra; i++)
         extra_len += 4 + strlen(in->extra_name[i]) + strlen(in->extra_value[i]);

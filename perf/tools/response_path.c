@@ -101,7 +101,7 @@ int main(int argc, char **argv)
     cr_buf out = CR_BUF_INIT;
     size_t bytes = 0;
     for (long r = 0; r < requests; r++) {
-        struct http_ctx_internal in = {.out = &out, .request_id = "0123456789abcdef"};
+        struct http_ctx_internal in = {.out = &out, .request_id = "0123456789abcdef", .request_id_len = 16};
         http_ctx ctx = {.internal = &in};
         if (!strcmp(which, "root")) {
             static const char body[] = "{\"message\":\"hello world\"}";

@@ -26,7 +26,7 @@ static void setup(void)
 {
     http_tl = &thread;
     out = CR_BUF_INIT;
-    in = (struct http_ctx_internal){.out = &out, .request_id = "abc"};
+    in = (struct http_ctx_internal){.out = &out, .request_id = "abc", .request_id_len = 3};
     ctx = (http_ctx){.internal = &in};
 }
 
@@ -39,7 +39,7 @@ static void teardown(void)
 /* A new request on the same connection (the output buffer kept). */
 static void next_request(void)
 {
-    in = (struct http_ctx_internal){.out = &out, .request_id = "abc"};
+    in = (struct http_ctx_internal){.out = &out, .request_id = "abc", .request_id_len = 3};
 }
 
 /* @b's bytes with the Date field's value blanked (the second may turn). */
