@@ -9,10 +9,13 @@
 # For a before/after of a change that should cost nothing (a refactor) or
 # save something (a performance change): build both, then
 #   perf/ab.sh --a OLD/apps/coring --b NEW/apps/coring [--rounds 3]
-#              [--seconds 5] [--connections 50] [--todos 100] [--case 'APP PATH']...
+#              [--seconds 5] [--connections 50] [--todos 100] [--pipeline N]
+#              [--case 'APP PATH']...
 # Cases (default): hello GET /, todo GET /todos (with --todos items, created
 # first through POST) and GET /todos/1, each binary with one worker thread
 # on the memory store; --case 'todo /todos' (repeatable) picks others.
+# --pipeline N sends N requests per write (perf/wrk/pipeline.lua, as
+# perf/run's pipeline16 case): req/s and CPU are then per response.
 # The server is pinned to CPU 0, wrk (one thread) to CPU 1; rounds
 # alternate A and B so that drift on a shared machine hits both alike.
 # Every wrk run is bounded by --seconds.
@@ -21,7 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/proc.sh
 source "$here/lib/proc.sh"
 
-a="" b="" rounds=3 seconds=5 conns=50 todos=100 cases=()
+a="" b="" rounds=3 seconds=5 conns=50 todos=100 pipeline=0 cases=()
 while (($#)); do
   case $1 in
     --a) a=$2; shift ;;
@@ -30,6 +33,7 @@ while (($#)); do
     --seconds) seconds=$2; shift ;;
     --connections) conns=$2; shift ;;
     --todos) todos=$2; shift ;;
+    --pipeline) pipeline=$2; shift ;;
     --case) cases+=("$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -64,7 +68,10 @@ run_case() {
   fi
   s0=$(ring_submits)
   t0=$(proc_cpu_ticks "$pid")
-  out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" --latency "http://127.0.0.1:$port$path")
+  local script=()
+  ((pipeline > 0)) && script=(-s "$here/wrk/pipeline.lua" "http://127.0.0.1:$port$path" -- "$pipeline")
+  ((pipeline > 0)) || script=("http://127.0.0.1:$port$path")
+  out=$(LUA_PATH="$here/wrk/?.lua;;" taskset -c 1 wrk -t1 -c"$conns" -d"${seconds}s" --latency "${script[@]}")
   t1=$(proc_cpu_ticks "$pid")
   s1=$(ring_submits)
   kill "$pid"; wait "$pid" || true
