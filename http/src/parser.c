@@ -609,8 +609,8 @@ static bool valid_host(http_str v)
     return true;
 }
 
-/* Looks at the fields that frame the message or the connection. Returns 0,
- * or -1 with the error set in @req. */
+/* Looks at the fields that frame the message or the connection (and picks
+ * X-Request-Id). Returns 0, or -1 with the error set in @req. */
 static int on_field(http_request *req, struct framing *f, http_str name, http_str value)
 {
     switch (name.len) {
@@ -636,6 +636,12 @@ static int on_field(http_request *req, struct framing *f, http_str name, http_st
     case 10:
         if (equal_lower(name.ptr, "connection", 10))
             on_connection(f, value);
+        break;
+    case 12:
+        /* Not framing: picked here so that the server need not search the
+         * fields for it on every request (coring/http/request_id.h). */
+        if (!req->request_id && equal_lower(name.ptr, "x-request-id", 12))
+            req->request_id = &req->headers[req->num_headers - 1].value;
         break;
     case 14:
         if (equal_lower(name.ptr, "content-length", 14) && on_content_length(req, f, value) < 0) {

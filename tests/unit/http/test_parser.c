@@ -450,6 +450,23 @@ Test(parser, fields_in_order)
     cr_expect(http_request_header(&req, "x-three") == NULL);
 }
 
+/* X-Request-Id: the first one, found whatever its case; NULL without one. */
+Test(parser, request_id_field)
+{
+    static const char two[] = "GET / HTTP/1.1\r\nHost: h\r\nx-request-ID: a1\r\n"
+                              "X-Request-Id: b2\r\n\r\n";
+    static const char none[] = "GET / HTTP/1.1\r\nHost: h\r\nX-Request: c\r\n\r\n";
+    http_header headers[4];
+    http_limits lim = {.max_header_bytes = 1024, .max_headers = 4, .max_body_bytes = 0};
+    http_request req = {.headers = headers};
+    cr_assert_eq(http_parse_request(two, sizeof(two) - 1, &req, &lim), (int)sizeof(two) - 1);
+    cr_assert(req.request_id != NULL);
+    cr_expect(str_is(*req.request_id, "a1"));
+    cr_expect(req.request_id == http_request_header(&req, "X-Request-Id"));
+    cr_assert_eq(http_parse_request(none, sizeof(none) - 1, &req, &lim), (int)sizeof(none) - 1);
+    cr_expect(req.request_id == NULL);
+}
+
 /* Every byte in a Host reg-name: unreserved and sub-delims (RFC 3986
  * section 2) pass, anything else gets 400. '%' starts a pct-encoded
  * triplet and ':' the port, so both are left to the table above. */

@@ -100,6 +100,7 @@ typedef struct http_request {
     bool keep_alive;         /* after this request, per RFC 9112 9.3 */
     bool expect_continue;    /* Expect: 100-continue */
     bool has_host;
+    const http_str *request_id; /* the first X-Request-Id field's value (in headers), or NULL */
 
     int error_status;        /* set when HTTP_PARSE_ERROR is returned */
     const char *error;       /* static, short English reason for the log/body */
