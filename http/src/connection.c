@@ -149,7 +149,7 @@ static uint64_t dispatch(http_conn *c, const http_request *req, const char *body
      * else a new one; an invalid one is replaced, not refused. */
     char request_id[HTTP_REQUEST_ID_SIZE];
     size_t request_id_len;
-    const http_str *given = http_request_header(req, "X-Request-Id");
+    const http_str *given = req->request_id;
     const http_str *bad_id = NULL;
     if (given && http_request_id_valid(given->ptr, given->len)) {
         memcpy(request_id, given->ptr, given->len);
