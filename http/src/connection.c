@@ -399,9 +399,14 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             action = CONN_CLOSE;
             break;
         }
-        if (c->out.len >= cfg->output_flush_bytes && flush(c) < 0) {
-            action = CONN_CLOSE;
-            break;
+        if (c->out.len >= cfg->output_flush_bytes) {
+            if (flush(c) < 0) {
+                action = CONN_CLOSE;
+                break;
+            }
+            /* The send may have waited on a slow reader: not the next
+             * request's time. */
+            clock_ns = cr_clock_now_ns();
         }
     }
     headers_give(headers);
