@@ -267,11 +267,12 @@ static int enter_min_wait(net_loop *loop, unsigned wait_nr, unsigned min_wait_us
  * it waits for (PostgreSQL's answer) releases the requests behind it, and
  * min-wait would hold it back up to batch_wait_us on every round trip
  * (at c=10 on GET /users/{id}, where round trips are the whole cost).
- * Likewise while a task woken by net_unpark waits for its park's cancel
- * (woken_waits: the idle database driver, parked on its socket, woken by
- * a new query): it runs only at that cancel's CQE, and a min-wait enter
- * would hold the query, and every request behind it, for up to
- * batch_wait_us.
+ * Likewise while a task woken early waits for the cancel of its operation
+ * (woken_waits: net_unpark, as when the idle database driver, parked on
+ * its socket, is woken by a new query; net_task_interrupt, as when curl
+ * changes what a socket watcher waits for): it runs only at that cancel's
+ * CQE, and a min-wait enter would hold it, and every request behind it,
+ * for up to batch_wait_us.
  */
 static unsigned batch_wait_nr(const net_loop *loop)
 {

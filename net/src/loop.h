@@ -191,8 +191,9 @@ struct net_loop {
     unsigned batch_recvs;/* ... in the last turn that waited: how busy the loop is */
     unsigned outside_waits; /* busy tasks parked on a socket of their own (net_park: the
                              * database's): no batch wait while one is out (loop.c) */
-    unsigned woken_waits;   /* tasks woken by net_unpark whose park SQE is being cancelled:
-                             * they run at that cancel's CQE, so no batch wait (loop.c) */
+    unsigned woken_waits;   /* tasks woken early (net_unpark, net_task_interrupt) whose
+                             * operation is being cancelled: they run at that cancel's
+                             * CQE, so no batch wait (loop.c) */
     int index;
     int listen_fd;
     net_buf_ring bufs;

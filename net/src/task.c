@@ -167,6 +167,16 @@ void net_task_cancel(net_task *task)
     }
 }
 
+/* @task runs at the CQE of the cancel just submitted for its operation:
+ * until then the loop does not batch-wait (loop.c, batch_wait_nr). */
+static void count_woken_wait(net_task *task)
+{
+    if (!task->woken_wait) {
+        task->woken_wait = true;
+        task->loop->woken_waits++;
+    }
+}
+
 void net_task_interrupt(net_task *task)
 {
     /* The first cancel of an operation decides: one already cancelled (by
@@ -175,6 +185,7 @@ void net_task_interrupt(net_task *task)
         return;
     task->state = NET_TASK_INTERRUPTING;
     net_submit_cancel(task->loop, task->op_data);
+    count_woken_wait(task);
 }
 
 void net_task_set_idle(bool idle)
@@ -245,8 +256,7 @@ bool net_unpark(net_task *task)
         return false; /* woken already, or its SQE cancelled by the tick or an interrupt */
     task->state = NET_TASK_WOKEN;
     net_submit_cancel(task->loop, task->op_data); /* the park's SQE */
-    task->woken_wait = true;
-    task->loop->woken_waits++;
+    count_woken_wait(task);
     return true;
 }
 
