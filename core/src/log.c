@@ -73,6 +73,7 @@ typedef struct log_buffer {
     char *data;           /* LOG_BUFFER_BYTES */
     size_t len;
     uint64_t dropped; /* lines that did not fit since the last swap */
+    uint64_t first_us; /* when the oldest of len and dropped came (the lines' clock, µs) */
     bool orphaned;    /* the thread exited: free once drained */
     char name[16];    /* the thread's name when it last logged */
     rate_slot rate[LOG_RATE_SLOTS];
@@ -416,7 +417,30 @@ static void drain(log_buffer *b, bool all)
         write_all(notes, notes_len);
 }
 
-/* Drain every buffer once; free those of threads that exited. */
+/* The buffer whose pending lines (or dropped count) are the oldest, or
+ * NULL when none has any. */
+static log_buffer *oldest_pending(log_buffer *list)
+{
+    log_buffer *oldest = NULL;
+    uint64_t oldest_us = UINT64_MAX;
+    for (log_buffer *b = list; b; b = b->next) {
+        pthread_mutex_lock(&b->lock);
+        if ((b->len || b->dropped) && b->first_us < oldest_us) {
+            oldest = b;
+            oldest_us = b->first_us;
+        }
+        pthread_mutex_unlock(&b->lock);
+    }
+    return oldest;
+}
+
+/* Drain every buffer; free those of threads that exited. Buffers go out
+ * oldest pending line first, not in list order: while one buffer's write
+ * blocks (a slow stderr), its thread may fill the other half and drop
+ * lines, and another thread may log after that ("stopped" at exit); the
+ * first thread's lines and its dropped count must still come out first.
+ * At most twice as many writes as buffers, so that a busy thread cannot
+ * keep the pass going; the rest waits for the next pass. */
 static void drain_all(bool all)
 {
     pthread_mutex_lock(&lg.registry);
@@ -424,7 +448,14 @@ static void drain_all(bool all)
     pthread_mutex_unlock(&lg.registry);
     /* Buffers are only added at the head, and removed here (under writer):
      * walking the list taken above is safe without the registry lock. */
+    size_t n = 0;
     for (log_buffer *b = list; b; b = b->next)
+        n++;
+    log_buffer *b;
+    for (size_t i = 0; i < 2 * n && (b = oldest_pending(list)); i++)
+        drain(b, all);
+    /* The rate-limit summaries that fall due without a line pending. */
+    for (b = list; b; b = b->next)
         drain(b, all);
     pthread_mutex_lock(&lg.registry);
     for (log_buffer **p = &lg.buffers; *p;) {
@@ -658,6 +689,7 @@ static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, c
         return;
     }
     memcpy(b->name, thread_name, sizeof(b->name));
+    bool was_empty = b->len == 0 && b->dropped == 0;
     if (rate_allows(b, level, fmt, tv.tv_sec, note, sizeof(note), &note_len)) {
         if (b->len + note_len + len <= LOG_BUFFER_BYTES) {
             memcpy(b->data + b->len, note, note_len);
@@ -674,6 +706,8 @@ static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, c
             b->dropped++;
         }
     }
+    if (was_empty && (b->len || b->dropped))
+        b->first_us = (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
     pthread_mutex_unlock(&b->lock);
 }
 
