@@ -17,6 +17,18 @@ bool db_type_known(db_type t)
     }
 }
 
+unsigned db_array_oid(db_type t)
+{
+    switch (t) {
+    case DB_BOOL: return 1000;
+    case DB_INT8: return 1016;
+    case DB_INT4: return 1007;
+    case DB_TEXT: return 1009;
+    case DB_TIMESTAMPTZ: return 1185;
+    default: return 0;
+    }
+}
+
 /* Big-endian stores and loads, byte by byte: no alignment, any host. */
 static void put_be64(char *p, uint64_t v)
 {
@@ -36,6 +48,36 @@ static uint64_t get_be(const char *p, int n)
     for (int i = 0; i < n; i++)
         v = v << 8 | (unsigned char)p[i];
     return v;
+}
+
+size_t db_encode_array(unsigned elem_oid, size_t n, const char *const *values,
+                       const int *lengths, char *out)
+{
+    size_t size = 20;
+    bool nulls = false;
+    for (size_t i = 0; i < n; i++) {
+        size += 4 + (values[i] ? (size_t)lengths[i] : 0);
+        nulls = nulls || !values[i];
+    }
+    if (!out)
+        return size;
+    put_be32(out, 1);
+    put_be32(out + 4, nulls ? 1 : 0);
+    put_be32(out + 8, elem_oid);
+    put_be32(out + 12, (uint32_t)n);
+    put_be32(out + 16, 1);
+    char *at = out + 20;
+    for (size_t i = 0; i < n; i++) {
+        if (!values[i]) {
+            put_be32(at, UINT32_MAX); /* -1: NULL */
+            at += 4;
+            continue;
+        }
+        put_be32(at, (uint32_t)lengths[i]);
+        memcpy(at + 4, values[i], (size_t)lengths[i]);
+        at += 4 + (size_t)lengths[i];
+    }
+    return size;
 }
 
 int db_encode_param(const db_param *p, db_type declared, char buf[8], const char **value,

@@ -36,6 +36,25 @@ enum {
 /* Whether @t is a type the typed API binds. */
 bool db_type_known(db_type t);
 
+/* The OID of the one-dimensional array type of @t's values (pg_type.dat:
+ * _bool 1000, _int8 1016, _int4 1007, _text 1009, _timestamptz 1185), or
+ * 0 for a type the typed API does not bind. */
+unsigned db_array_oid(db_type t);
+
+/*
+ * db_encode_array - the binary wire form of a one-dimensional array (lower
+ * bound 1) of @n values of element type @elem_oid, each already in its
+ * type's binary form (@values[i], @lengths[i] bytes; NULL for SQL NULL),
+ * as array_send writes it (src/backend/utils/adt/arrayfuncs.c): int32
+ * ndim 1, int32 has-nulls flag, OID of the element type, int32 length and
+ * int32 lower bound of the dimension, then per element an int32 length
+ * (-1 for NULL) and its bytes; every integer big-endian.
+ * Writes into @out when it is not NULL (the caller sized it with a first
+ * call with @out NULL). Returns the bytes the array takes.
+ */
+size_t db_encode_array(unsigned elem_oid, size_t n, const char *const *values,
+                       const int *lengths, char *out);
+
 /*
  * db_encode_param - the wire form of @p for a parameter declared @declared:
  * *@value and *@length for PQexecPrepared's paramValues and paramLengths,

@@ -29,6 +29,7 @@
 
 #include <errno.h>
 #include <libpq-fe.h>
+#include <limits.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <arpa/inet.h>
@@ -139,11 +140,12 @@ static const uint64_t query_bounds[] = {100000,   250000,   500000,    1000000, 
                                         5000000,  10000000, 25000000,  50000000,  100000000,
                                         250000000, 500000000, 1000000000, 2500000000, 10000000000};
 static const char *const read_targets[] = {"replica", "primary"};
-static const char *const resend_reasons[] = {"group", "deadlock"};
-static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 2}};
+static const char *const resend_reasons[] = {"group", "deadlock", "batch"};
+static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 3}};
 static const cr_metric_label read_labels[] = {{"target", read_targets, 2}};
 static struct {
-    cr_metric queries, round_trips, waiting, lost, errors, duration, reads, replica_up, resent;
+    cr_metric queries, round_trips, waiting, lost, errors, duration, reads, replica_up, resent,
+        coalesced, batches;
 } dbm;
 
 int db_metrics_register(void)
@@ -175,11 +177,20 @@ int db_metrics_register(void)
         {.name = "db_queries_resent_total",
          .help = "Queries sent again after PostgreSQL rolled them back without their own "
                  "fault: another query of their Sync group failed (group), or their group "
-                 "was chosen to end a deadlock or a serialization failure (deadlock).",
+                 "was chosen to end a deadlock or a serialization failure (deadlock); or "
+                 "one by one after the batch they were coalesced into failed (batch).",
          .type = CR_METRIC_COUNTER, .labels = resend_labels, .num_labels = 1},
+        {.name = "db_batches_total",
+         .help = "Queries of a statement's batch form sent, each standing for several "
+                 "coalesced queries.",
+         .type = CR_METRIC_COUNTER},
+        {.name = "db_coalesced_queries_total",
+         .help = "Queries sent inside a batch; per batch = coalesced / batches.",
+         .type = CR_METRIC_COUNTER},
     };
-    cr_metric *out[] = {&dbm.queries, &dbm.round_trips, &dbm.waiting, &dbm.lost, &dbm.errors,
-                        &dbm.duration, &dbm.reads, &dbm.replica_up, &dbm.resent};
+    cr_metric *out[] = {&dbm.queries, &dbm.round_trips, &dbm.waiting, &dbm.lost,
+                        &dbm.errors,  &dbm.duration,    &dbm.reads,   &dbm.replica_up,
+                        &dbm.resent,  &dbm.batches,     &dbm.coalesced};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST)
@@ -207,6 +218,7 @@ db_config db_config_default(void)
         .connect_timeout_ns = 5 * CR_NS_PER_S,
         .backoff_min_ns = 50 * CR_NS_PER_MS,
         .backoff_max_ns = 2 * CR_NS_PER_S,
+        .coalesce = true,
     };
 }
 
@@ -228,13 +240,27 @@ static void pending_free(db_pool *pool, db_pending *p)
     if (p->result)
         PQclear(p->result);
     p->result = NULL;
+    free(p->owned);
+    p->owned = NULL;
     p->next = pool->free_list;
     pool->free_list = p;
 }
 
-/* Hand @p's outcome to its waiter, or drop it when the waiter gave up. */
+/* Hand @p's outcome to its waiter, or drop it when the waiter gave up.
+ * A batch hands its error to each of its members, then goes. */
 static void pending_done(db_conn *c, db_pending *p)
 {
+    if (p->members) {
+        for (db_pending *m = p->members, *next; m; m = next) {
+            next = m->next;
+            m->next = NULL;
+            m->error = p->error ? p->error : -EIO;
+            pending_done(c, m);
+        }
+        p->members = NULL;
+        pending_free(c->pool, p);
+        return;
+    }
     p->state = DB_PENDING_DONE;
     if (p->waiter)
         net_unpark(p->waiter);
@@ -707,9 +733,101 @@ static bool resend(db_conn *c, db_pending *p, unsigned reason)
     return true;
 }
 
+/* Whether error result @r says the database went away, not that the
+ * query was at fault: no SQLSTATE (an error libpq made up: the connection
+ * closed), class 08 (connection exception), 57P0x (shutdown, terminated
+ * backend), or the connection is bad. */
+static bool connection_error(const db_conn *c, const PGresult *r)
+{
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    return !state || !*state || strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
+           PQstatus(c->pg) == CONNECTION_BAD;
+}
+
+/* Whether the binary value at @row, @col of @r is the @len bytes at @key. */
+static bool key_equal(const PGresult *r, int row, int col, const char *key, int len)
+{
+    return key && !PQgetisnull(r, row, col) && PQgetlength(r, row, col) == len &&
+           memcmp(PQgetvalue(r, row, col), key, (size_t)len) == 0;
+}
+
+/* A result of @m's own: the rows of batch result @r whose key column
+ * holds @m's key parameter (db.h, "Coalescing"). NULL without memory. */
+static PGresult *member_result(const PGresult *r, const db_pending *m)
+{
+    const db_statement *def = &m->stmt->def;
+    const char *key = m->values[def->batch_key_param];
+    int key_len = m->lengths[def->batch_key_param];
+    PGresult *own = PQcopyResult(r, PG_COPYRES_ATTRS);
+    if (!own)
+        return NULL;
+    int rows = PQntuples(r), cols = PQnfields(r), n = 0;
+    for (int row = 0; row < rows; row++) {
+        if (!key_equal(r, row, def->batch_key_column, key, key_len))
+            continue;
+        for (int col = 0; col < cols; col++) {
+            bool null = PQgetisnull(r, row, col);
+            if (!PQsetvalue(own, n, col, null ? NULL : PQgetvalue(r, row, col),
+                            null ? -1 : PQgetlength(r, row, col))) {
+                PQclear(own);
+                return NULL;
+            }
+        }
+        n++;
+    }
+    return own;
+}
+
+/* A batch's results are complete: hand each member its rows; when the
+ * batch failed, send its members again one by one, unless the connection
+ * broke under it. Then free the batch. */
+static void complete_batch(db_conn *c, db_pending *b)
+{
+    static _Thread_local bool misfit_logged;
+    const PGresult *r = b->result;
+    bool ok = r && !b->failed && !b->aborted && !b->rolled_back &&
+              PQresultStatus(r) == PGRES_TUPLES_OK &&
+              b->members->stmt->def.batch_key_column < PQnfields(r);
+    int fail = 0; /* when not ok: an error for every member, or 0 to send them again */
+    if (!ok && b->failed && connection_error(c, r)) {
+        fail = -ECONNRESET;
+    } else if (!ok && !r && !b->aborted && !b->rolled_back) {
+        fail = -EIO;
+    } else if (!ok && r && !b->failed && !b->aborted && !b->rolled_back && !misfit_logged) {
+        misfit_logged = true; /* the statement's registration is wrong: say it once */
+        cr_log_error("%s: the batch form of statement %s returned no rows or no key column "
+                     "%d: sending its queries one by one",
+                     c->set->what, b->members->stmt->name,
+                     b->members->stmt->def.batch_key_column);
+    }
+    unsigned reason = b->aborted || b->rolled_back ? 0 : 2;
+    for (db_pending *m = b->members, *next; m; m = next) {
+        next = m->next;
+        m->next = NULL;
+        if (ok) {
+            m->error = 0;
+            if (m->waiter && !(m->result = member_result(r, m)))
+                m->error = -ENOMEM;
+        } else if (fail) {
+            m->error = fail;
+        } else if (resend(c, m, reason)) {
+            continue;
+        } else {
+            m->error = -EIO;
+        }
+        pending_done(c, m);
+    }
+    b->members = NULL;
+    pending_free(c->pool, b);
+}
+
 /* A query's results are complete: retry, fail or hand it over. */
 static void complete(db_conn *c, db_pending *p)
 {
+    if (p->members) {
+        complete_batch(c, p);
+        return;
+    }
     if ((p->aborted && !p->result) || p->rolled_back) {
         /* Skipped, or rolled back, because another query of its Sync
          * group failed: it did not take effect; send it again. */
@@ -720,11 +838,7 @@ static void complete(db_conn *c, db_pending *p)
         p->error = -EIO;
     } else if (p->failed) {
         const char *state = PQresultErrorField(p->result, PG_DIAG_SQLSTATE);
-        /* No SQLSTATE (an error libpq made up: the connection closed),
-         * class 08 (connection exception), 57P0x (shutdown, terminated
-         * backend): the database went away, not the query's fault. */
-        if (!state || !*state || strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0 ||
-            PQstatus(c->pg) == CONNECTION_BAD) {
+        if (connection_error(c, p->result)) {
             p->error = -ECONNRESET;
         } else if (retry_state(state) && p->waiter && p->attempts < DB_MAX_ATTEMPTS) {
             /* Its whole group was rolled back; the third send goes alone. */
@@ -786,9 +900,87 @@ static int send_sync(db_conn *c)
     return 0;
 }
 
+/* The parameters of a batch, in memory of the driver's (db_pending.owned). */
+typedef struct batch_params {
+    const char *values[DB_MAX_PARAMS];
+    int lengths[DB_MAX_PARAMS];
+    int formats[DB_MAX_PARAMS];
+    char data[];
+} batch_params;
+
+/* Parameter @i of the first @n waiting queries of @stmt from @first on
+ * (those db_queue_coalesce takes), into @values and @lengths. */
+static void gather(const db_pending *first, const db_stmt *stmt, unsigned n, int i,
+                   const char **values, int *lengths)
+{
+    unsigned k = 0;
+    for (const db_pending *p = first; p && k < n; p = p->next) {
+        if (!db_queue_coalescible(stmt, p))
+            continue;
+        values[k] = p->values[i];
+        lengths[k++] = p->lengths[i];
+    }
+}
+
+/* When the first waiting query's statement has a batch form and two or
+ * more queries of it wait, never sent, replace them with one query of the
+ * batch form (db.h, "Coalescing"). Without memory they go one by one. */
+static void coalesce(db_conn *c)
+{
+    db_pending *first = c->q.queued_head;
+    if (!c->pool->cfg->coalesce || !first || !first->stmt || !first->stmt->batch ||
+        first->attempts)
+        return;
+    const db_stmt *stmt = first->stmt;
+    unsigned n = 0;
+    for (const db_pending *p = first; p && n < DB_COALESCE_MAX; p = p->next)
+        n += db_queue_coalescible(stmt, p);
+    if (n < 2)
+        return;
+    const char *values[DB_COALESCE_MAX];
+    int lengths[DB_COALESCE_MAX];
+    size_t sizes[DB_MAX_PARAMS], total = 0;
+    for (int i = 0; i < first->nparams; i++) {
+        gather(first, stmt, n, i, values, lengths);
+        sizes[i] = db_encode_array(stmt->oids[i], n, values, lengths, NULL);
+        if (sizes[i] > INT_MAX)
+            return;
+        total += sizes[i];
+    }
+    db_pending *b = pending_alloc(c->pool);
+    batch_params *bp = b ? malloc(sizeof(*bp) + total) : NULL;
+    if (!bp) {
+        if (b)
+            pending_free(c->pool, b);
+        return;
+    }
+    char *at = bp->data;
+    for (int i = 0; i < first->nparams; i++) {
+        gather(first, stmt, n, i, values, lengths);
+        db_encode_array(stmt->oids[i], n, values, lengths, at);
+        bp->values[i] = at;
+        bp->lengths[i] = (int)sizes[i];
+        bp->formats[i] = 1;
+        at += sizes[i];
+    }
+    b->stmt = stmt->batch;
+    b->name = stmt->batch->name;
+    b->nparams = first->nparams;
+    b->values = bp->values;
+    b->lengths = bp->lengths;
+    b->formats = bp->formats;
+    b->result_format = 1;
+    b->writes = stmt->def.writes;
+    b->owned = bp;
+    db_queue_coalesce(&c->q, first, b, n);
+    cr_metric_inc(&dbm.batches, 0);
+    cr_metric_add(&dbm.coalesced, 0, n);
+}
+
 /* Send what is queued, while fewer than DB_MAX_SYNCS Sync groups are in
  * flight: the queued queries in one group, under one Sync, except a query
- * sent twice before, which gets a group of its own. 0 or -EIO. */
+ * sent twice before, which gets a group of its own; the queries of a
+ * statement with a batch form coalesced first. 0 or -EIO. */
 static int send_queued(db_conn *c)
 {
     bool unsynced = false;
@@ -803,6 +995,7 @@ static int send_queued(db_conn *c)
         }
         if (!unsynced && c->q.syncs >= DB_MAX_SYNCS)
             break;
+        coalesce(c);
         db_pending *p = db_queue_send_next(&c->q);
         if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths, p->formats,
                                  p->result_format))
@@ -1131,7 +1324,7 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
             return err;
         formats[i] = 1;
     }
-    db_pending ask = {.name = stmt->name, .nparams = (int)count, .values = values,
+    db_pending ask = {.stmt = stmt, .name = stmt->name, .nparams = (int)count, .values = values,
                       .lengths = lengths, .formats = formats, .result_format = 1,
                       .writes = stmt->def.writes, .weight = result_weight(pool, stmt)};
     uint64_t start = cr_clock_now_ns();
@@ -1185,6 +1378,7 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     if (!p)
         return -ENOMEM;
     cr_metric_inc(&dbm.waiting, 0);
+    p->stmt = ask->stmt;
     p->name = ask->name;
     p->nparams = ask->nparams;
     p->values = ask->values;

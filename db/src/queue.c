@@ -61,6 +61,51 @@ db_pending *db_queue_send_next(db_queue *q)
     return p;
 }
 
+void db_queue_coalesce(db_queue *q, db_pending *first, db_pending *batch, unsigned n)
+{
+    const struct db_stmt *stmt = first->stmt;
+    db_pending *prev = NULL, *it = q->queued_head, *tail = NULL;
+    batch->members = NULL;
+    batch->nmembers = 0;
+    batch->weight = 0;
+    while (it && batch->nmembers < n) {
+        db_pending *next = it->next;
+        if (!db_queue_coalescible(stmt, it)) {
+            prev = it;
+            it = next;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            q->queued_head = next;
+        if (q->queued_tail == it)
+            q->queued_tail = prev;
+        q->queued--;
+        q->weight -= it->weight;
+        it->state = DB_PENDING_SENT;
+        it->attempts = 1;
+        it->next = NULL;
+        if (tail)
+            tail->next = it;
+        else
+            batch->members = it;
+        tail = it;
+        batch->nmembers++;
+        batch->weight += it->weight;
+        it = next;
+    }
+    /* In @first's place: the head of the waiting list. */
+    batch->state = DB_PENDING_QUEUED;
+    batch->sync_after = batch->aborted = batch->failed = batch->rolled_back = false;
+    batch->next = q->queued_head;
+    q->queued_head = batch;
+    if (!q->queued_tail)
+        q->queued_tail = batch;
+    q->queued++;
+    q->weight += batch->weight;
+}
+
 void db_queue_mark_sync(db_queue *q)
 {
     if (q->sent_tail)

@@ -50,8 +50,11 @@ struct pg_result;
 
 enum db_pending_state { DB_PENDING_QUEUED = 1, DB_PENDING_SENT, DB_PENDING_DONE };
 
+struct db_stmt;
+
 typedef struct db_pending {
     struct db_pending *next;
+    const struct db_stmt *stmt;  /* the statement asked (NULL in unit tests) */
     const char *name;            /* the prepared statement's name */
     int nparams;
     const char *const *values;   /* parameters (NULL: SQL NULL); the waiter's memory */
@@ -70,6 +73,12 @@ typedef struct db_pending {
     int error;                   /* outcome for the waiter: 0 or -errno */
     struct pg_result *result;    /* owned until handed to the waiter */
     void *waiter;                /* the waiting task; NULL once it gave up */
+    /* A batch (db_queue_coalesce): the queries it stands for, linked by
+     * `next` in queue order, each SENT until the batch completes; and the
+     * memory of its parameters, the driver's (NULL otherwise). */
+    struct db_pending *members;
+    unsigned nmembers;
+    void *owned;
 } db_pending;
 
 typedef struct db_queue {
@@ -111,6 +120,24 @@ void db_queue_mark_sync(db_queue *q);
  * before it when queries since the last Sync precede it and one right
  * after it. */
 bool db_queue_next_alone(const db_queue *q);
+
+/* Whether waiting query @p may ride in a batch of statement @stmt's
+ * queries: it asks @stmt and was never sent (a query sent again goes
+ * alone). */
+static inline bool db_queue_coalescible(const struct db_stmt *stmt, const db_pending *p)
+{
+    return p->stmt == stmt && !p->attempts;
+}
+
+/*
+ * db_queue_coalesce - take the first waiting query @first (never sent)
+ * and the next waiting ones coalescible with it (db_queue_coalescible with
+ * @first's statement), @n in all (the caller counted them), off the
+ * waiting list, as @batch's members (linked
+ * by `next` in queue order, each SENT, attempts 1), and queue @batch
+ * (weight their sum) in @first's place: it is sent next.
+ */
+void db_queue_coalesce(db_queue *q, db_pending *first, db_pending *batch, unsigned n);
 
 /* Whether results are still expected (queries or Syncs in flight). */
 bool db_queue_busy(const db_queue *q);

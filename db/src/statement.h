@@ -19,6 +19,8 @@ struct db_stmt {
     unsigned oids[DB_MAX_PARAMS];   /* paramTypes for PQprepare */
     char name[24];                  /* the prepared statement's name: "coring_t<n>" */
     size_t index;                   /* <n>: its place in db_statements() */
+    const db_stmt *batch;           /* its batch form (def.batch_sql), registered
+                                       after it, or NULL */
 };
 
 /* The registered statements, in order, and their count. */

@@ -189,3 +189,46 @@ Test(codec, decoders_check_the_column_type_and_length)
     cr_assert_eq(db_decode_text(DB_INT8, "\0\0\0\0\0\0\0\0", 8, &s, &n), -EPROTO);
     cr_assert_eq(db_decode_text(17 /* bytea */, "ab", 2, &s, &n), -EPROTO);
 }
+
+/* A text[] of "ab", NULL, "" as array_send writes it (arrayfuncs.c):
+ * ndim 1, has-nulls 1, element OID 25, dimension 3 from 1, then each
+ * element's length (-1 for NULL) and bytes. */
+Test(codec, one_dimensional_array_as_array_send_writes_it)
+{
+    const char *values[] = {"ab", NULL, ""};
+    int lengths[] = {2, 0, 0};
+    static const char want[] = "\0\0\0\x01"
+                               "\0\0\0\x01"
+                               "\0\0\0\x19"
+                               "\0\0\0\x03"
+                               "\0\0\0\x01"
+                               "\0\0\0\x02"
+                               "ab"
+                               "\xff\xff\xff\xff"
+                               "\0\0\0\0";
+    size_t size = db_encode_array(DB_TEXT, 3, values, lengths, NULL);
+    cr_assert_eq(size, sizeof(want) - 1);
+    char out[64];
+    memset(out, 0x55, sizeof(out));
+    cr_assert_eq(db_encode_array(DB_TEXT, 3, values, lengths, out), size);
+    cr_assert(memcmp(out, want, size) == 0);
+    cr_assert_eq((unsigned char)out[size], 0x55, "wrote past its size");
+}
+
+Test(codec, array_without_nulls_clears_the_flag_and_array_oids)
+{
+    char a[8], b[8];
+    const char *values[] = {a, b};
+    int lengths[] = {8, 8};
+    memset(a, 1, 8);
+    memset(b, 2, 8);
+    char out[64];
+    cr_assert_eq(db_encode_array(DB_INT8, 2, values, lengths, out), 20 + 2 * 12);
+    cr_assert(memcmp(out + 4, "\0\0\0\0\0\0\0\x14", 8) == 0, "has-nulls 0, OID 20");
+    cr_assert_eq(db_array_oid(DB_INT8), 1016u);
+    cr_assert_eq(db_array_oid(DB_TEXT), 1009u);
+    cr_assert_eq(db_array_oid(DB_INT4), 1007u);
+    cr_assert_eq(db_array_oid(DB_BOOL), 1000u);
+    cr_assert_eq(db_array_oid(DB_TIMESTAMPTZ), 1185u);
+    cr_assert_eq(db_array_oid(DB_TYPE_NONE), 0u);
+}

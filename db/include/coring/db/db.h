@@ -26,6 +26,22 @@
  * 3 sends in all), so no request's write is rolled back or failed by
  * another's error; the failing query gets its own error.
  *
+ * Coalescing: a statement registered with a batch form (db_statement's
+ * batch_sql) has the queries of it that wait in one connection's queue
+ * when the driver sends (2 to DB_COALESCE_MAX of them, none sent before)
+ * go out as one query of the batch form: their parameters as arrays, in
+ * queue order, and each waiter gets, as a result of its own, the rows
+ * whose key column equals its key parameter. PostgreSQL then plans,
+ * starts and checks one statement where it would run many (an insert's
+ * constraints and index expressions, a lookup's executor start-up: the
+ * users app's INSERT costs its backend ~3 times less CPU per row in a
+ * batch of 8). One statement succeeds or fails as a whole: when the batch
+ * fails, for any reason but a broken connection, its queries are sent
+ * again one by one (each then gets its own result or error; the attempt
+ * counts as one of the 3 sends), so a duplicate key in one request never
+ * fails another's. db_config.coalesce off (--db-coalesce off) sends every
+ * query as it was asked.
+ *
  * Failures: a connection that breaks fails its queries with -ECONNRESET and
  * is re-opened with exponential backoff (backoff_min_ns doubling up to
  * backoff_max_ns). While no connection of the thread is up, db_run fails
@@ -102,6 +118,7 @@ typedef enum db_type {
 } db_type;
 
 #define DB_MAX_PARAMS 16  /* parameters of a typed statement */
+#define DB_COALESCE_MAX 64 /* queries coalesced into one of a batch form */
 
 /* PostgreSQL's epoch (2000-01-01 00:00:00 UTC) in microseconds since the
  * Unix epoch: timestamptz's binary value is the Unix time minus this
@@ -115,6 +132,18 @@ typedef struct db_statement {
     bool replica_ok;   /* a read that may be answered by the read replica
                           (read_conninfo), lag included; never with writes */
     db_type types[DB_MAX_PARAMS]; /* of $1.. in order, then DB_TYPE_NONE: their count */
+    /* Optional: the same work for many parameter sets in one statement
+     * (its "batch form"), with each $i the one-dimensional array of the
+     * sets' $i (int8 -> int8[], text -> text[] ...), for example
+     * "INSERT INTO t (a, b) SELECT * FROM unnest($1, $2) RETURNING ..." or
+     * "SELECT ... WHERE id = ANY($1)". Each row it returns must carry, in
+     * result column batch_key_column, the same value (byte for byte, in
+     * binary format) as parameter batch_key_param of the set it answers;
+     * a set gets the rows whose key equals its own (none, one or more).
+     * See "Coalescing" in the header comment. NULL: none. */
+    const char *batch_sql;
+    int batch_key_param;   /* 0-based index of the key parameter */
+    int batch_key_column;  /* 0-based result column that echoes it */
 } db_statement;
 
 /* A registered statement (db_register): opaque, valid for the process's
@@ -205,6 +234,8 @@ typedef struct db_config {
                                       replica_ok statements go to conninfo */
     unsigned connections;          /* per worker thread (2) */
     db_routing routing;            /* which connection a query takes (FILL) */
+    bool coalesce;                 /* queries of a statement with a batch form
+                                      queued together go out as one (true) */
     uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
@@ -278,9 +309,12 @@ bool db_ready(char *why, size_t len);
  * call: each connection prepares it when it opens (PQprepare with
  * paramTypes from @def->types; libpq docs, "PQprepare"). @def is copied;
  * its SQL must be static. Main thread, before any db_thread_init.
- * On success *@out is the statement's handle for db_run.
- * Returns 0, -EINVAL (no SQL, more than DB_MAX_PARAMS types, or a type
- * this API does not know), -EBUSY (a pool is already open) or -ENOMEM.
+ * On success *@out is the statement's handle for db_run. A batch form
+ * (@def->batch_sql) is prepared beside it, its parameters declared as the
+ * arrays of @def->types.
+ * Returns 0, -EINVAL (no SQL, more than DB_MAX_PARAMS types, a type this
+ * API does not know, or a batch form's key parameter or column out of
+ * range), -EBUSY (a pool is already open) or -ENOMEM.
  */
 int db_register(const db_statement *def, const db_stmt **out);
 
