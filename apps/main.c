@@ -88,6 +88,9 @@ static void usage(FILE *f)
             "                           work out, fewer backends awake; spread, the least\n"
             "                           loaded; pack, fewer and larger round trips\n"
             "                           (docs/database.md)\n"
+            "  --db-coalesce on|off     send a statement's concurrent queries as one query\n"
+            "                           of its batch form (users: inserts) (default on;\n"
+            "                           docs/database.md)\n"
             "  --seed-users[=N]         insert N users at start-up (default N: 10000)\n"
             "  --cep-upstream on|off    ask ViaCEP (VIACEP_URL) on a database miss (default on)\n"
             "  --cep-negative-ttl S     remember unknown CEPs, seconds (default 3600)\n"
@@ -403,7 +406,7 @@ int main(int argc, char **argv)
         OPT_HOST = 256, OPT_PORT, OPT_THREADS, OPT_APPS, OPT_STACK, OPT_KEEPALIVE, OPT_HEADER,
         OPT_BODY, OPT_SHUTDOWN, OPT_MAX_HEADER_BYTES, OPT_MAX_HEADERS, OPT_MAX_BODY,
         OPT_MAX_CONN, OPT_RECV_BUFFERS, OPT_RECV_BUFFER_SIZE, OPT_LOG_LEVEL, OPT_ACCESS_LOG,
-        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_DB_ROUTING, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
+        OPT_HELP, OPT_VERSION, OPT_DB_POOL, OPT_DB_TIMEOUT, OPT_DB_ROUTING, OPT_DB_COALESCE, OPT_SEED_USERS, OPT_CEP_UPSTREAM,
         OPT_CEP_NEGATIVE_TTL, OPT_CEP_CONNECT_TIMEOUT, OPT_CEP_TIMEOUT, OPT_CEP_MAX_CONN, OPT_EMBED_MODEL,
         OPT_EMBED_THREADS, OPT_EMBED_MAX_BATCH, OPT_EMBED_MAX_WAIT, OPT_EMBED_MAX_QUEUE,
         OPT_EMBED_INT8, OPT_EMBED_PLACEMENT,
@@ -444,6 +447,7 @@ int main(int argc, char **argv)
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"db-pool", required_argument, NULL, OPT_DB_POOL},
         {"db-routing", required_argument, NULL, OPT_DB_ROUTING},
+        {"db-coalesce", required_argument, NULL, OPT_DB_COALESCE},
         {"db-timeout", required_argument, NULL, OPT_DB_TIMEOUT},
         {"seed-users", optional_argument, NULL, OPT_SEED_USERS},
         {"cep-upstream", required_argument, NULL, OPT_CEP_UPSTREAM},
@@ -598,6 +602,9 @@ int main(int argc, char **argv)
             embed.placement = (app_embed_placement)choice("--embed-placement", optarg, names, 5);
             break;
         }
+        case OPT_DB_COALESCE:
+            app_opts.db_coalesce_off = !on_off("--db-coalesce", optarg);
+            break;
         case OPT_CEP_UPSTREAM:
             app_opts.cep_upstream_off = !on_off("--cep-upstream", optarg);
             break;

@@ -418,6 +418,43 @@ class UsersTest(cs.CoringTestCase):
         self.assertEqual(int(rows.strip()), 64)
         self.assertLess(trips, 64, "each insert had a round trip of its own")
 
+    def _coalesced_inserts(self, label):
+        """64 POSTs at once with distinct emails and names: each 201 carries
+        its own request's name and email and a distinct id, which the
+        database holds for that email. Returns the batches and the
+        queries coalesced into them meanwhile (from /metrics)."""
+        tag = self.unique_email(label).split("@")[0]
+        bodies = [{"name": "Batch %d" % i, "email": "%s-%d@example.com" % (tag, i)}
+                  for i in range(64)]
+        batches0 = self._db_metric("db_batches_total")
+        coalesced0 = self._db_metric("db_coalesced_queries_total")
+        got = self._post_all(bodies)
+        batches = self._db_metric("db_batches_total") - batches0
+        coalesced = self._db_metric("db_coalesced_queries_total") - coalesced0
+        self.assertEqual([r.status for r in got], [201] * 64, got[:3])
+        for body, r in zip(bodies, got):
+            self.assertEqual((r.json()["name"], r.json()["email"]), (body["name"], body["email"]))
+        ids = [r.json()["id"] for r in got]
+        self.assertEqual(len(set(ids)), 64, "ids answered twice")
+        rows = self.postgres.sql("SELECT id, email FROM users WHERE email LIKE '%s-%%'" % tag)
+        self.assertEqual({int(i): e for i, e in rows},
+                         {r.json()["id"]: r.json()["email"] for r in got})
+        return batches, coalesced
+
+    def test_concurrent_inserts_are_coalesced(self):
+        """Inserts queued together go out as one INSERT of the batch form
+        (db.h, "Coalescing"), and each request still gets its own row;
+        with --db-coalesce off every insert goes out alone."""
+        batches, coalesced = self._coalesced_inserts("coalesce")
+        print("64 concurrent POST /users: %d batches, %d inserts in them" % (batches, coalesced))
+        self.assertGreater(batches, 0, "no insert was coalesced")
+        self.assertGreaterEqual(coalesced, 2 * batches)
+        server = self.start_server(["--db-coalesce", "off"])
+        self.addCleanup(server.kill)
+        self.server = server  # the helpers talk to it
+        self.assertEqual(self._coalesced_inserts("alone"), (0, 0))
+        server.stop(expect_status=0)
+
     def test_conflicting_inserts_roll_back_no_one_else(self):
         """Concurrent POSTs where some conflict (an email already taken, or
         the same new email twice): each conflict answers 409, every other
@@ -449,6 +486,9 @@ class UsersTest(cs.CoringTestCase):
             self.assertEqual(len(in_db), len(taken) + len(fresh) + len(twice), "rows in the database")
             for uid, e in created.items():
                 self.assertEqual(in_db.get(uid), e, "201 for id %d (%s), not in the database" % (uid, e))
+        # A batch holding a conflict fails whole; its inserts go again alone.
+        print("inserts sent again after a failed batch: %d"
+              % self._db_metric('db_queries_resent_total{reason="batch"}'))
 
     def test_other_routings_answer_the_same(self):
         """--db-routing pack (queries join the Sync group being formed) and
