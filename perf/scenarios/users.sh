@@ -21,6 +21,11 @@ CORING_ARGS_FOR[users]="--apps users"
 # coring-pack and coring-spread (perf/peers/): coring with --db-routing pack
 # and spread beside coring (fill, the default; docs/database.md).
 USERS_PEERS=coring-pack,coring-spread,fastapi-sqlalchemy,rust-hyper-pg
+# coring-coalesce-off: coring with --db-coalesce off, each insert its own
+# INSERT as the peers send theirs (on, coring's default, sends concurrent
+# inserts as one INSERT ... SELECT FROM unnest; docs/database.md). Only
+# inserts have a batch form, so only the POST case runs it.
+POST_PEERS=$USERS_PEERS,coring-coalesce-off
 # The coring-* peers run the binary perf/run measures.
 export CORING_BIN
 
@@ -30,7 +35,7 @@ SCENARIO_CASES=(
   "get-user-c256    256  GET   /users/{id}  get_user.lua:$PG_SEED_USERS  $USERS_PEERS  quick1  GET /users/{id}, random ids over the 10,000 seeded users, 256 connections"
   "list-users-c10   10   GET   /users       get.lua                      $USERS_PEERS  quick1  GET /users (the first 50 users by id, ~6 KB), 10 connections"
   "list-users-c256  256  GET   /users       get.lua                      $USERS_PEERS  full    GET /users (the first 50 users by id, ~6 KB), 256 connections"
-  "post-user-c64    64   POST  /users       post_user.lua                $USERS_PEERS  quick1  POST /users with a unique email per request (201 + Location), 64 connections"
+  "post-user-c64    64   POST  /users       post_user.lua                $POST_PEERS   quick1  POST /users with a unique email per request (201 + Location), 64 connections"
 )
 
 # The hook perf/lib/server.sh runs before the first users server starts.
@@ -98,6 +103,6 @@ scenario_notes() {
   case $1 in
     get-user-*) echo "One throw-away PostgreSQL 15 cluster (no fsync) for every server, 10,000 seeded users; each request reads one row by primary key. The servers' CPU µs/req does not include PostgreSQL's own CPU. The reference line below the table is pgbench on the same query and connection count (coring's pool is 2 connections per thread, pipelined). coring-pack and coring-spread are the same binary with --db-routing pack and spread (coring's default is fill)." ;;
     list-users-*) echo "Each request reads the first 50 rows by id (~6 KB of JSON). PostgreSQL's CPU is not in the servers' CPU µs/req. coring-pack, coring-spread: --db-routing pack, spread." ;;
-    post-user-*) echo "Every request inserts a user (unique email per request, perf/wrk/post_user.lua): the table grows during the run. The cluster runs without fsync (throw-away), so commits do not wait on the disk. coring-pack, coring-spread: --db-routing pack, spread." ;;
+    post-user-*) echo "Every request inserts a user (unique email per request, perf/wrk/post_user.lua): the table grows during the run. The cluster runs without fsync (throw-away), so commits do not wait on the disk. coring coalesces the inserts queued together on a connection into one INSERT ... SELECT FROM unnest (each request still gets its own row, and its own 409 on a conflict); the peers send one INSERT per request, and so does coring-coalesce-off (--db-coalesce off): compare with both. coring-pack, coring-spread: --db-routing pack, spread." ;;
   esac
 }
