@@ -778,29 +778,48 @@ static PGresult *member_result(const PGresult *r, const db_pending *m)
     return own;
 }
 
-/* A batch's results are complete: hand each member its rows; when the
- * batch failed, send its members again one by one, unless the connection
- * broke under it. Then free the batch. */
+/* Whether batch result @r fits its registration (db.h, "Coalescing"):
+ * rows, with a key column of the key parameter's type. */
+static bool batch_fits(const PGresult *r, const db_stmt *stmt)
+{
+    int col = stmt->def.batch_key_column;
+    return PQresultStatus(r) == PGRES_TUPLES_OK && col < PQnfields(r) &&
+           PQftype(r, col) == stmt->oids[stmt->def.batch_key_param];
+}
+
+/* A batch's results are complete: hand each member its rows. When the
+ * batch failed, send its members again, each in a Sync group of its own
+ * (the one at fault among them must not roll back the others), unless
+ * the connection broke under it. A result that does not fit the
+ * registration fails the members of a writing batch (it committed:
+ * sending them again would write twice) and sends a reading one's again.
+ * Then free the batch. */
 static void complete_batch(db_conn *c, db_pending *b)
 {
     static _Thread_local bool misfit_logged;
+    const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
-    bool ok = r && !b->failed && !b->aborted && !b->rolled_back &&
-              PQresultStatus(r) == PGRES_TUPLES_OK &&
-              b->members->stmt->def.batch_key_column < PQnfields(r);
+    bool clean = r && !b->failed && !b->aborted && !b->rolled_back;
+    bool ok = clean && batch_fits(r, stmt);
     int fail = 0; /* when not ok: an error for every member, or 0 to send them again */
-    if (!ok && b->failed && connection_error(c, r)) {
+    unsigned reason = 2;
+    if (clean && !ok) {
+        if (!misfit_logged) /* the statement's registration is wrong: say it once */
+            cr_log_error("%s: the batch form of statement %s returned no row set, or no key "
+                         "column %d of its key parameter's type: %s",
+                         c->set->what, stmt->name, stmt->def.batch_key_column,
+                         b->writes ? "its queries fail" : "sending its queries one by one");
+        misfit_logged = true;
+        fail = b->writes ? -EPROTO : 0;
+    } else if (b->failed && connection_error(c, r)) {
         fail = -ECONNRESET;
-    } else if (!ok && !r && !b->aborted && !b->rolled_back) {
+    } else if (!r && !b->aborted && !b->rolled_back) {
         fail = -EIO;
-    } else if (!ok && r && !b->failed && !b->aborted && !b->rolled_back && !misfit_logged) {
-        misfit_logged = true; /* the statement's registration is wrong: say it once */
-        cr_log_error("%s: the batch form of statement %s returned no rows or no key column "
-                     "%d: sending its queries one by one",
-                     c->set->what, b->members->stmt->name,
-                     b->members->stmt->def.batch_key_column);
+    } else if (b->aborted || b->rolled_back) {
+        reason = 0;
+    } else if (retry_state(PQresultErrorField(r, PG_DIAG_SQLSTATE))) {
+        reason = 1;
     }
-    unsigned reason = b->aborted || b->rolled_back ? 0 : 2;
     for (db_pending *m = b->members, *next; m; m = next) {
         next = m->next;
         m->next = NULL;
@@ -811,6 +830,7 @@ static void complete_batch(db_conn *c, db_pending *b)
         } else if (fail) {
             m->error = fail;
         } else if (resend(c, m, reason)) {
+            m->alone = true;
             continue;
         } else {
             m->error = -EIO;
@@ -908,40 +928,54 @@ typedef struct batch_params {
     char data[];
 } batch_params;
 
-/* Parameter @i of the first @n waiting queries of @stmt from @first on
- * (those db_queue_coalesce takes), into @values and @lengths. */
-static void gather(const db_pending *first, const db_stmt *stmt, unsigned n, int i,
-                   const char **values, int *lengths)
+/* Parameter @i of queries @taken[0..@n) into @values and @lengths. */
+static void gather(db_pending *const *taken, unsigned n, int i, const char **values,
+                   int *lengths)
 {
-    unsigned k = 0;
-    for (const db_pending *p = first; p && k < n; p = p->next) {
-        if (!db_queue_coalescible(stmt, p))
-            continue;
-        values[k] = p->values[i];
-        lengths[k++] = p->lengths[i];
+    for (unsigned k = 0; k < n; k++) {
+        values[k] = taken[k]->values[i];
+        lengths[k] = taken[k]->lengths[i];
     }
 }
 
+/* Whether @p may join @stmt's batch being formed of @taken[0..@n): it
+ * asks @stmt, was never sent, and has a key (not SQL NULL) that none of
+ * them has, so that each row of the batch's result goes to one query. */
+static bool coalescible(const db_stmt *stmt, const db_pending *p, db_pending *const *taken,
+                        unsigned n)
+{
+    int k = stmt->def.batch_key_param;
+    if (p->stmt != stmt || p->attempts || !p->values[k])
+        return false;
+    for (unsigned i = 0; i < n; i++)
+        if (taken[i]->lengths[k] == p->lengths[k] &&
+            memcmp(taken[i]->values[k], p->values[k], (size_t)p->lengths[k]) == 0)
+            return false;
+    return true;
+}
+
 /* When the first waiting query's statement has a batch form and two or
- * more queries of it wait, never sent, replace them with one query of the
- * batch form (db.h, "Coalescing"). Without memory they go one by one. */
+ * more queries of it wait, never sent, with distinct keys, replace them
+ * with one query of the batch form (db.h, "Coalescing"); a query whose
+ * key is taken waits for the next. Without memory they go one by one. */
 static void coalesce(db_conn *c)
 {
     db_pending *first = c->q.queued_head;
-    if (!c->pool->cfg->coalesce || !first || !first->stmt || !first->stmt->batch ||
-        first->attempts)
+    if (!c->pool->cfg->coalesce || !first || !first->stmt || !first->stmt->batch)
         return;
     const db_stmt *stmt = first->stmt;
+    db_pending *taken[DB_COALESCE_MAX];
     unsigned n = 0;
-    for (const db_pending *p = first; p && n < DB_COALESCE_MAX; p = p->next)
-        n += db_queue_coalescible(stmt, p);
-    if (n < 2)
+    for (db_pending *p = first; p && n < DB_COALESCE_MAX; p = p->next)
+        if (coalescible(stmt, p, taken, n))
+            taken[n++] = p;
+    if (n < 2 || taken[0] != first)
         return;
     const char *values[DB_COALESCE_MAX];
     int lengths[DB_COALESCE_MAX];
     size_t sizes[DB_MAX_PARAMS], total = 0;
-    for (int i = 0; i < first->nparams; i++) {
-        gather(first, stmt, n, i, values, lengths);
+    for (int i = 0; i < stmt->nparams; i++) {
+        gather(taken, n, i, values, lengths);
         sizes[i] = db_encode_array(stmt->oids[i], n, values, lengths, NULL);
         if (sizes[i] > INT_MAX)
             return;
@@ -955,8 +989,8 @@ static void coalesce(db_conn *c)
         return;
     }
     char *at = bp->data;
-    for (int i = 0; i < first->nparams; i++) {
-        gather(first, stmt, n, i, values, lengths);
+    for (int i = 0; i < stmt->nparams; i++) {
+        gather(taken, n, i, values, lengths);
         db_encode_array(stmt->oids[i], n, values, lengths, at);
         bp->values[i] = at;
         bp->lengths[i] = (int)sizes[i];
@@ -965,14 +999,14 @@ static void coalesce(db_conn *c)
     }
     b->stmt = stmt->batch;
     b->name = stmt->batch->name;
-    b->nparams = first->nparams;
+    b->nparams = stmt->nparams;
     b->values = bp->values;
     b->lengths = bp->lengths;
     b->formats = bp->formats;
     b->result_format = 1;
     b->writes = stmt->def.writes;
     b->owned = bp;
-    db_queue_coalesce(&c->q, first, b, n);
+    db_queue_coalesce(&c->q, b, taken, n);
     cr_metric_inc(&dbm.batches, 0);
     cr_metric_add(&dbm.coalesced, 0, n);
 }

@@ -61,20 +61,21 @@ db_pending *db_queue_send_next(db_queue *q)
     return p;
 }
 
-void db_queue_coalesce(db_queue *q, db_pending *first, db_pending *batch, unsigned n)
+void db_queue_coalesce(db_queue *q, db_pending *batch, db_pending *const *members, unsigned n)
 {
-    const struct db_stmt *stmt = first->stmt;
     db_pending *prev = NULL, *it = q->queued_head, *tail = NULL;
+    unsigned k = 0;
     batch->members = NULL;
     batch->nmembers = 0;
     batch->weight = 0;
-    while (it && batch->nmembers < n) {
+    while (it && k < n) {
         db_pending *next = it->next;
-        if (!db_queue_coalescible(stmt, it)) {
+        if (it != members[k]) {
             prev = it;
             it = next;
             continue;
         }
+        k++;
         if (prev)
             prev->next = next;
         else
@@ -95,7 +96,6 @@ void db_queue_coalesce(db_queue *q, db_pending *first, db_pending *batch, unsign
         batch->weight += it->weight;
         it = next;
     }
-    /* In @first's place: the head of the waiting list. */
     batch->state = DB_PENDING_QUEUED;
     batch->sync_after = batch->aborted = batch->failed = batch->rolled_back = false;
     batch->next = q->queued_head;
@@ -104,6 +104,7 @@ void db_queue_coalesce(db_queue *q, db_pending *first, db_pending *batch, unsign
         q->queued_tail = batch;
     q->queued++;
     q->weight += batch->weight;
+    q->coalesced += batch->nmembers ? batch->nmembers - 1 : 0;
 }
 
 void db_queue_mark_sync(db_queue *q)
@@ -115,7 +116,7 @@ void db_queue_mark_sync(db_queue *q)
 
 bool db_queue_next_alone(const db_queue *q)
 {
-    return q->queued_head && q->queued_head->attempts >= 2;
+    return q->queued_head && (q->queued_head->attempts >= 2 || q->queued_head->alone);
 }
 
 bool db_queue_busy(const db_queue *q)
@@ -132,10 +133,11 @@ static unsigned pack_tier(const db_queue *q, unsigned max_syncs)
     return q->queued && q->syncs < max_syncs ? 1 : 2;
 }
 
-/* Queries queued or in flight on @q's connection: its backend's backlog. */
+/* Queries queued or in flight on @q's connection, a batch's members each
+ * counted: its backend's backlog. */
 static unsigned load(const db_queue *q)
 {
-    return q->queued + q->sent;
+    return q->queued + q->sent + q->coalesced;
 }
 
 /* That backlog as work: each query 1 plus its weight. */
@@ -170,6 +172,7 @@ static db_pending *pop_sent(db_queue *q)
         q->sent_tail = NULL;
     q->sent--;
     q->weight -= p->weight;
+    q->coalesced -= p->nmembers ? p->nmembers - 1 : 0;
     p->next = NULL;
     return p;
 }

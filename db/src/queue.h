@@ -67,6 +67,8 @@ typedef struct db_pending {
     bool rolled_back;            /* it ran, but a later query of its group failed */
     bool failed;                 /* its result is an error */
     unsigned attempts;           /* times sent */
+    bool alone;                  /* to be sent in a Sync group of its own
+                                  * (a member of a batch that failed) */
     unsigned weight;             /* DB_ROUTING_FILL: work beyond one query's, in
                                   * DB_FILL_UNIT_BYTES of its statement's results */
     int state;                   /* enum db_pending_state */
@@ -86,6 +88,8 @@ typedef struct db_queue {
     db_pending *sent_head, *sent_tail;     /* sent, results not all read */
     db_pending *closing_head, *closing_tail; /* results read, waiting for their Sync result */
     unsigned queued, sent, closing;
+    unsigned coalesced;                    /* queued or sent batches' members, less
+                                              one per batch */
     unsigned weight;                       /* of the queued and sent queries */
     unsigned syncs;                        /* Syncs sent whose result is not read */
     /* The Sync group whose results are being read: */
@@ -116,28 +120,20 @@ db_pending *db_queue_send_next(db_queue *q);
 void db_queue_mark_sync(db_queue *q);
 
 /* Whether the next query to send was sent twice before (aborted or rolled
- * back each time): the driver gives it a Sync group of its own, a Sync
- * before it when queries since the last Sync precede it and one right
- * after it. */
+ * back each time), or is marked `alone`: the driver gives it a Sync group
+ * of its own, a Sync before it when queries since the last Sync precede
+ * it and one right after it. */
 bool db_queue_next_alone(const db_queue *q);
 
-/* Whether waiting query @p may ride in a batch of statement @stmt's
- * queries: it asks @stmt and was never sent (a query sent again goes
- * alone). */
-static inline bool db_queue_coalescible(const struct db_stmt *stmt, const db_pending *p)
-{
-    return p->stmt == stmt && !p->attempts;
-}
-
 /*
- * db_queue_coalesce - take the first waiting query @first (never sent)
- * and the next waiting ones coalescible with it (db_queue_coalescible with
- * @first's statement), @n in all (the caller counted them), off the
- * waiting list, as @batch's members (linked
- * by `next` in queue order, each SENT, attempts 1), and queue @batch
- * (weight their sum) in @first's place: it is sent next.
+ * db_queue_coalesce - take waiting queries @members[0..@n) (in queue
+ * order, @members[0] the first waiting query) off the waiting list as
+ * @batch's members (linked by `next` in that order, each SENT, attempts
+ * 1), and queue @batch (weight their sum) at the head: it is sent next.
+ * Until @batch's results are read, its members count in the connection's
+ * load (db_queue_prefer) as the queries they are.
  */
-void db_queue_coalesce(db_queue *q, db_pending *first, db_pending *batch, unsigned n);
+void db_queue_coalesce(db_queue *q, db_pending *batch, db_pending *const *members, unsigned n);
 
 /* Whether results are still expected (queries or Syncs in flight). */
 bool db_queue_busy(const db_queue *q);

@@ -455,6 +455,24 @@ class UsersTest(cs.CoringTestCase):
         self.assertEqual(self._coalesced_inserts("alone"), (0, 0))
         server.stop(expect_status=0)
 
+    def test_a_failed_batch_sends_its_inserts_again_alone(self):
+        """A batch holding one taken email fails whole; its inserts go
+        again each in a Sync group of its own, so the one at fault cannot
+        roll the others back a second time (no 'group' resend) and each
+        gets its own answer."""
+        tag = self.unique_email("alone").split("@")[0]
+        group0 = self._db_metric('db_queries_resent_total{reason="group"}')
+        batch0 = self._db_metric('db_queries_resent_total{reason="batch"}')
+        for rnd in range(5):
+            taken = "%s-%d-taken@example.com" % (tag, rnd)
+            self.create("Taken", taken)
+            emails = [taken] + ["%s-%d-%d@example.com" % (tag, rnd, i) for i in range(15)]
+            got = self._post_all([{"name": "A", "email": e} for e in emails])
+            self.assertEqual([r.status for r in got], [409] + [201] * 15, got[:2])
+        resent = self._db_metric('db_queries_resent_total{reason="batch"}') - batch0
+        print("inserts sent again alone after a failed batch: %d" % resent)
+        self.assertEqual(self._db_metric('db_queries_resent_total{reason="group"}') - group0, 0)
+
     def test_conflicting_inserts_roll_back_no_one_else(self):
         """Concurrent POSTs where some conflict (an email already taken, or
         the same new email twice): each conflict answers 409, every other

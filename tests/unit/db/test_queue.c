@@ -381,46 +381,70 @@ Test(queue, fill_counts_a_heavy_query_as_its_weight)
     cr_assert_eq(q.weight, 7);
 }
 
-/* Two statements, as stand-in pointers: the queue compares them only. */
-#define STMT(n) ((const struct db_stmt *)(uintptr_t)(0x100 * (n)))
-
-Test(queue, coalesce_takes_the_never_sent_queries_of_the_first_statement)
+Test(queue, coalesce_takes_the_members_given_and_puts_the_batch_first)
 {
     db_pending batch = {0};
-    p[0].stmt = p[2].stmt = p[4].stmt = STMT(1);
-    p[1].stmt = p[3].stmt = STMT(2);
-    p[4].attempts = 1; /* sent before: goes alone */
     p[0].weight = 1;
     p[2].weight = 2;
     p[1].weight = 4;
     for (int i = 0; i < 5; i++)
         db_queue_push(&q, &p[i]);
-    db_queue_coalesce(&q, &p[0], &batch, 2);
-    cr_expect_eq(batch.nmembers, 2u);
-    db_pending *members[] = {&p[0], &p[2]};
-    expect_list(batch.members, members, 2);
+    db_pending *const members[] = {&p[0], &p[2], &p[4]};
+    db_queue_coalesce(&q, &batch, members, 3);
+    cr_expect_eq(batch.nmembers, 3u);
+    expect_list(batch.members, members, 3);
     cr_expect_eq(p[0].state, DB_PENDING_SENT);
     cr_expect_eq(p[2].attempts, 1u);
     cr_expect_eq(batch.weight, 3u);
-    cr_expect_eq(q.queued, 4u, "the batch, p[1], p[3], p[4]");
+    cr_expect_eq(q.queued, 3u, "the batch, p[1], p[3]");
     cr_expect_eq(q.weight, 7u);
-    db_pending *order[] = {&batch, &p[1], &p[3], &p[4]};
-    expect_list(q.queued_head, order, 4);
-    cr_expect_eq(q.queued_tail, &p[4]);
+    db_pending *order[] = {&batch, &p[1], &p[3]};
+    expect_list(q.queued_head, order, 3);
+    cr_expect_eq(q.queued_tail, &p[3], "p[4], the old tail, was taken");
     cr_expect_eq(db_queue_send_next(&q), &batch, "the batch goes first");
 }
 
 Test(queue, coalesce_of_the_whole_queue_keeps_the_tail)
 {
     db_pending batch = {0};
-    p[0].stmt = p[1].stmt = STMT(1);
     db_queue_push(&q, &p[0]);
     db_queue_push(&q, &p[1]);
-    db_queue_coalesce(&q, &p[0], &batch, 2);
+    db_pending *const members[] = {&p[0], &p[1]};
+    db_queue_coalesce(&q, &batch, members, 2);
     cr_expect_eq(q.queued, 1u);
     cr_expect_eq(q.queued_head, &batch);
     cr_expect_eq(q.queued_tail, &batch);
     db_queue_push(&q, &p[2]);
     db_pending *order[] = {&batch, &p[2]};
     expect_list(q.queued_head, order, 2);
+}
+
+/* SPREAD weighs a connection by its queries: a batch of 3 in flight
+ * counts 3 until its result is read, not 1. */
+Test(queue, a_batch_counts_its_members_in_the_load)
+{
+    db_pending batch = {0};
+    db_queue other = {0};
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    db_pending *const members[] = {&p[0], &p[1], &p[2]};
+    db_queue_coalesce(&q, &batch, members, 3);
+    db_queue_push(&other, &p[3]);
+    db_queue_push(&other, &p[4]);
+    cr_expect(db_queue_prefer(&other, &q, DB_ROUTING_SPREAD, 4), "2 queries against 3");
+    send_batch(1);
+    cr_expect(db_queue_prefer(&other, &q, DB_ROUTING_SPREAD, 4), "in flight: still 3");
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(1)));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &batch, "a read, no write: done at its end");
+    cr_expect_eq(q.coalesced, 0u);
+    cr_expect_not(db_queue_prefer(&other, &q, DB_ROUTING_SPREAD, 4), "done: 0 against 2");
+}
+
+/* A member of a failed batch goes in a Sync group of its own, although it
+ * was sent only once. */
+Test(queue, a_query_marked_alone_gets_its_own_group)
+{
+    db_queue_push(&q, &p[0]);
+    p[0].alone = true;
+    cr_expect(db_queue_next_alone(&q));
 }

@@ -28,19 +28,23 @@
  *
  * Coalescing: a statement registered with a batch form (db_statement's
  * batch_sql) has the queries of it that wait in one connection's queue
- * when the driver sends (2 to DB_COALESCE_MAX of them, none sent before)
- * go out as one query of the batch form: their parameters as arrays, in
- * queue order, and each waiter gets, as a result of its own, the rows
- * whose key column equals its key parameter. PostgreSQL then plans,
- * starts and checks one statement where it would run many (an insert's
- * constraints and index expressions, a lookup's executor start-up: the
- * users app's INSERT costs its backend ~3 times less CPU per row in a
- * batch of 8). One statement succeeds or fails as a whole: when the batch
- * fails, for any reason but a broken connection, its queries are sent
- * again one by one (each then gets its own result or error; the attempt
- * counts as one of the 3 sends), so a duplicate key in one request never
- * fails another's. db_config.coalesce off (--db-coalesce off) sends every
- * query as it was asked.
+ * when the driver sends (2 to DB_COALESCE_MAX of them, none sent before,
+ * their keys distinct and not NULL; a query whose key is taken waits for
+ * the next send) go out as one query of the batch form: their parameters
+ * as arrays, in queue order, and each waiter gets, as a result of its
+ * own, the rows whose key column equals its key parameter. PostgreSQL
+ * then plans, starts and checks one statement where it would run many (an
+ * insert's constraints and index expressions: the users app's INSERT
+ * costs its backend about half the CPU per row in batches of ~8). One
+ * statement succeeds or fails as a whole: when the batch fails, for any
+ * reason but a broken connection, its queries are sent again each in a
+ * Sync group of its own (each then gets its own result or error; the
+ * attempt counts as one of the 3 sends), so a duplicate key in one
+ * request never fails another's. A batch result that does not fit the
+ * registration (no row set, or no key column of the key parameter's type)
+ * fails a writing batch's queries with -EPROTO (it committed) and sends a
+ * reading one's again one by one. db_config.coalesce off (--db-coalesce
+ * off) sends every query as it was asked.
  *
  * Failures: a connection that breaks fails its queries with -ECONNRESET and
  * is re-opened with exponential backoff (backoff_min_ns doubling up to
@@ -137,10 +141,11 @@ typedef struct db_statement {
      * sets' $i (int8 -> int8[], text -> text[] ...), for example
      * "INSERT INTO t (a, b) SELECT * FROM unnest($1, $2) RETURNING ..." or
      * "SELECT ... WHERE id = ANY($1)". Each row it returns must carry, in
-     * result column batch_key_column, the same value (byte for byte, in
-     * binary format) as parameter batch_key_param of the set it answers;
-     * a set gets the rows whose key equals its own (none, one or more).
-     * See "Coalescing" in the header comment. NULL: none. */
+     * result column batch_key_column, of the key parameter's type, the
+     * same value (byte for byte, in binary format) as parameter
+     * batch_key_param of the set it answers; a set gets the rows whose key
+     * equals its own (none, one or more). See "Coalescing" in the header
+     * comment. NULL: none. */
     const char *batch_sql;
     int batch_key_param;   /* 0-based index of the key parameter */
     int batch_key_column;  /* 0-based result column that echoes it */
@@ -347,6 +352,9 @@ int db_register(const db_statement *def, const db_stmt **out);
  *   -ERANGE      an int64 bound to an int4 parameter does not fit, or text
  *                longer than INT_MAX bytes (nothing sent)
  *   -EPERM       off a worker coroutine
+ *   -EPROTO      the query rode in a batch whose result does not fit the
+ *                statement's batch form (see "Coalescing"): a writing
+ *                query may have taken effect
  *   -ENOMEM
  * Source: libpq docs, "Pipeline Mode", "Asynchronous Command Processing"
  * and "PQexecPrepared"; PostgreSQL docs, "Binary format" (protocol message
