@@ -73,7 +73,10 @@ typedef struct log_buffer {
     char *data;           /* LOG_BUFFER_BYTES */
     size_t len;
     uint64_t dropped; /* lines that did not fit since the last swap */
-    uint64_t first_us; /* when the oldest of len and dropped came (the lines' clock, µs) */
+    /* When the oldest of len and dropped came (the lines' clock, µs, at
+     * least 1), 0 while neither: stored under `lock`, read without it by
+     * the logger to choose which buffer to drain first. */
+    _Atomic uint64_t pending_since;
     bool orphaned;    /* the thread exited: free once drained */
     char name[16];    /* the thread's name when it last logged */
     rate_slot rate[LOG_RATE_SLOTS];
@@ -399,6 +402,7 @@ static void drain(log_buffer *b, bool all)
     }
     uint64_t dropped = b->dropped;
     b->dropped = 0;
+    atomic_store_explicit(&b->pending_since, 0, memory_order_relaxed);
     char name[16];
     memcpy(name, b->name, sizeof(name));
     for (size_t i = 0; i < LOG_RATE_SLOTS; i++) {
@@ -418,18 +422,17 @@ static void drain(log_buffer *b, bool all)
 }
 
 /* The buffer whose pending lines (or dropped count) are the oldest, or
- * NULL when none has any. */
+ * NULL when none has any: read without taking the buffers' locks. */
 static log_buffer *oldest_pending(log_buffer *list)
 {
     log_buffer *oldest = NULL;
     uint64_t oldest_us = UINT64_MAX;
     for (log_buffer *b = list; b; b = b->next) {
-        pthread_mutex_lock(&b->lock);
-        if ((b->len || b->dropped) && b->first_us < oldest_us) {
+        uint64_t since = atomic_load_explicit(&b->pending_since, memory_order_relaxed);
+        if (since && since < oldest_us) {
             oldest = b;
-            oldest_us = b->first_us;
+            oldest_us = since;
         }
-        pthread_mutex_unlock(&b->lock);
     }
     return oldest;
 }
@@ -578,6 +581,7 @@ static void after_fork_child(void)
     for (log_buffer *b = lg.buffers; b; b = b->next) {
         b->len = 0;
         b->dropped = 0;
+        atomic_store_explicit(&b->pending_since, 0, memory_order_relaxed);
         memset(b->rate, 0, sizeof(b->rate));
         if (b != tl_buffer)
             b->orphaned = true;
@@ -706,8 +710,10 @@ static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, c
             b->dropped++;
         }
     }
-    if (was_empty && (b->len || b->dropped))
-        b->first_us = (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+    if (was_empty && (b->len || b->dropped)) {
+        uint64_t us = (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+        atomic_store_explicit(&b->pending_since, us ? us : 1, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&b->lock);
 }
 
