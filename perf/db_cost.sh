@@ -6,18 +6,22 @@
 # server's CPU; this is the other half, for comparing coring configurations
 # (for example --db-routing spread against pack, docs/database.md).
 #
-#   perf/db_cost.sh --coring BIN [--case get-user|list-users|post-user]
-#                   [--connections N] [--seconds S] [--rounds R] [-- CORING_ARGS...]
+#   perf/db_cost.sh --coring BIN [--case get-user|list-users|post-user|post-conflict]
+#                   [--conflict-every N] [--connections N] [--seconds S] [--rounds R]
+#                   [-- CORING_ARGS...]
 #
 # Starts a throw-away cluster (db/pg-local start DIR throwaway, as perf/run's
 # users scenario), seeds 10,000 users with coring, then per round starts coring
 # (1 worker thread, CPU 0, with CORING_ARGS), warms up 2 s with wrk (1
 # thread, CPU 1), measures S seconds, and stops it. PostgreSQL is not pinned
 # (as in perf/run). Prints one line per round; removes the cluster at the end.
+# post-conflict: POST /users where one request in N (--conflict-every,
+# default 8) asks for an email already taken (409); the round's line
+# counts the answers that were not 2xx.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin='' case=post-user conns=64 secs=5 rounds=1
+bin='' case=post-user conns=64 secs=5 rounds=1 every=8
 while [[ $# -gt 0 ]]; do
   case $1 in
     --coring) bin=$2; shift 2 ;;
@@ -25,8 +29,9 @@ while [[ $# -gt 0 ]]; do
     --connections) conns=$2; shift 2 ;;
     --seconds) secs=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --conflict-every) every=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "db_cost.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,7 +40,8 @@ case $case in
   get-user) script=(-s "$repo/perf/wrk/get_user.lua"); path=/users/; extra=(-- 10000) ;;
   list-users) script=(-s "$repo/perf/wrk/get.lua"); path=/users; extra=() ;;
   post-user) script=(-s "$repo/perf/wrk/post_user.lua"); path=/users; extra=() ;;
-  *) echo "db_cost.sh: --case: get-user, list-users or post-user" >&2; exit 2 ;;
+  post-conflict) script=(-s "$repo/perf/wrk/post_user_conflict.lua"); path=/users; extra=(-- "$every") ;;
+  *) echo "db_cost.sh: --case: get-user, list-users, post-user or post-conflict" >&2; exit 2 ;;
 esac
 for tool in wrk taskset curl; do
   command -v $tool >/dev/null || { echo "db_cost.sh: needs $tool (.ci/install-deps perf)" >&2; exit 1; }
@@ -88,9 +94,10 @@ for r in $(seq "$rounds"); do
   s1=$(ticks "$server"); p1=$(ticks "${pgs[@]}"); q1=$(metric db_queries_total); t1=$(metric db_round_trips_total)
   stop_coring
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
   n=$(awk -v r="$rps" -v s="$secs" 'BEGIN {print r * s}')
   awk -v r="$r" -v rps="$rps" -v n="$n" -v s=$((s1 - s0)) -v p=$((p1 - p0)) -v tck="$tck" \
-      -v q=$((q1 - q0)) -v t=$((t1 - t0)) 'BEGIN {
-    printf "round %d: %.0f req/s, server CPU %.2f µs/req, PostgreSQL CPU %.2f µs/req, %.1f queries per round trip\n",
-      r, rps, s / tck / n * 1e6, p / tck / n * 1e6, t ? q / t : 0 }'
+      -v q=$((q1 - q0)) -v t=$((t1 - t0)) -v bad="${non2xx:-0}" 'BEGIN {
+    printf "round %d: %.0f req/s, server CPU %.2f µs/req, PostgreSQL CPU %.2f µs/req, %.1f queries per round trip, %d not 2xx\n",
+      r, rps, s / tck / n * 1e6, p / tck / n * 1e6, t ? q / t : 0, bad }'
 done
