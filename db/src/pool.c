@@ -22,6 +22,7 @@
 #include "coring/core/metrics.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
+#include "batch.h"
 #include "codec.h"
 #include "queue.h"
 #include "resolve.h"
@@ -744,49 +745,6 @@ static bool connection_error(const db_conn *c, const PGresult *r)
            PQstatus(c->pg) == CONNECTION_BAD;
 }
 
-/* Whether the binary value at @row, @col of @r is the @len bytes at @key. */
-static bool key_equal(const PGresult *r, int row, int col, const char *key, int len)
-{
-    return key && !PQgetisnull(r, row, col) && PQgetlength(r, row, col) == len &&
-           memcmp(PQgetvalue(r, row, col), key, (size_t)len) == 0;
-}
-
-/* A result of @m's own: the rows of batch result @r whose key column
- * holds @m's key parameter (db.h, "Coalescing"). NULL without memory. */
-static PGresult *member_result(const PGresult *r, const db_pending *m)
-{
-    const db_statement *def = &m->stmt->def;
-    const char *key = m->values[def->batch_key_param];
-    int key_len = m->lengths[def->batch_key_param];
-    PGresult *own = PQcopyResult(r, PG_COPYRES_ATTRS);
-    if (!own)
-        return NULL;
-    int rows = PQntuples(r), cols = PQnfields(r), n = 0;
-    for (int row = 0; row < rows; row++) {
-        if (!key_equal(r, row, def->batch_key_column, key, key_len))
-            continue;
-        for (int col = 0; col < cols; col++) {
-            bool null = PQgetisnull(r, row, col);
-            if (!PQsetvalue(own, n, col, null ? NULL : PQgetvalue(r, row, col),
-                            null ? -1 : PQgetlength(r, row, col))) {
-                PQclear(own);
-                return NULL;
-            }
-        }
-        n++;
-    }
-    return own;
-}
-
-/* Whether batch result @r fits its registration (db.h, "Coalescing"):
- * rows, with a key column of the key parameter's type. */
-static bool batch_fits(const PGresult *r, const db_stmt *stmt)
-{
-    int col = stmt->def.batch_key_column;
-    return PQresultStatus(r) == PGRES_TUPLES_OK && col < PQnfields(r) &&
-           PQftype(r, col) == stmt->oids[stmt->def.batch_key_param];
-}
-
 /* A batch's results are complete: hand each member its rows. When the
  * batch failed, send its members again, each in a Sync group of its own
  * (the one at fault among them must not roll back the others), unless
@@ -800,7 +758,8 @@ static void complete_batch(db_conn *c, db_pending *b)
     const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
     bool clean = r && !b->failed && !b->aborted && !b->rolled_back;
-    bool ok = clean && batch_fits(r, stmt);
+    bool ok = clean && db_batch_fits(r, stmt->def.batch_key_column,
+                                     stmt->oids[stmt->def.batch_key_param]);
     int fail = 0; /* when not ok: an error for every member, or 0 to send them again */
     unsigned reason = 2;
     if (clean && !ok) {
@@ -825,7 +784,9 @@ static void complete_batch(db_conn *c, db_pending *b)
         m->next = NULL;
         if (ok) {
             m->error = 0;
-            if (m->waiter && !(m->result = member_result(r, m)))
+            int k = stmt->def.batch_key_param;
+            if (m->waiter && !(m->result = db_batch_rows(r, stmt->def.batch_key_column,
+                                                         m->values[k], m->lengths[k])))
                 m->error = -ENOMEM;
         } else if (fail) {
             m->error = fail;

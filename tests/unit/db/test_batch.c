@@ -1,0 +1,117 @@
+/*
+ * Handing a batch's rows to the queries it stands for (db/src/batch.c),
+ * on results made by hand with libpq's PQmakeEmptyPGresult,
+ * PQsetResultAttrs and PQsetvalue: no server. A row goes to the query
+ * whose key it carries, wherever it stands in the batch's result.
+ */
+#include "db/src/batch.h"
+
+#include <criterion/criterion.h>
+#include <libpq-fe.h>
+#include <string.h>
+
+#define OID_INT8 20
+#define OID_TEXT 25
+
+/* A binary result of columns (id int8, email text) with @n rows: ids
+ * @ids (8 bytes big-endian), emails @emails (NULL: SQL NULL). */
+static PGresult *make(int n, const long long *ids, const char *const *emails)
+{
+    PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+    cr_assert_not_null(r);
+    PGresAttDesc attrs[2] = {
+        {.name = "id", .typid = OID_INT8, .typlen = 8, .format = 1, .atttypmod = -1},
+        {.name = "email", .typid = OID_TEXT, .typlen = -1, .format = 1, .atttypmod = -1},
+    };
+    cr_assert(PQsetResultAttrs(r, 2, attrs));
+    for (int i = 0; i < n; i++) {
+        char id[8];
+        for (int b = 0; b < 8; b++)
+            id[b] = (char)((unsigned long long)ids[i] >> (56 - 8 * b));
+        cr_assert(PQsetvalue(r, i, 0, id, 8));
+        cr_assert(PQsetvalue(r, i, 1, (char *)emails[i], emails[i] ? (int)strlen(emails[i]) : -1));
+    }
+    return r;
+}
+
+static long long id_at(const PGresult *r, int row)
+{
+    const unsigned char *v = (const unsigned char *)PQgetvalue(r, row, 0);
+    long long id = 0;
+    for (int b = 0; b < 8; b++)
+        id = id << 8 | v[b];
+    return id;
+}
+
+Test(batch, each_key_gets_its_own_row_in_any_order)
+{
+    const long long ids[] = {11, 12, 13};
+    const char *emails[] = {"c@x", "a@x", "b@x"}; /* not in the order asked */
+    PGresult *r = make(3, ids, emails);
+    cr_assert(db_batch_fits(r, 1, OID_TEXT));
+    const char *asked[] = {"a@x", "b@x", "c@x"};
+    const long long want[] = {12, 13, 11};
+    for (int i = 0; i < 3; i++) {
+        PGresult *own = db_batch_rows(r, 1, asked[i], (int)strlen(asked[i]));
+        cr_assert_not_null(own);
+        cr_expect_eq(PQresultStatus(own), PGRES_TUPLES_OK);
+        cr_expect_eq(PQnfields(own), 2);
+        cr_expect_eq(PQfformat(own, 0), 1, "binary, as the batch");
+        cr_expect_eq(PQftype(own, 1), (Oid)OID_TEXT);
+        cr_assert_eq(PQntuples(own), 1, "%s", asked[i]);
+        cr_expect_eq(id_at(own, 0), want[i]);
+        cr_expect_str_eq(PQgetvalue(own, 0, 1), asked[i]);
+        PQclear(own);
+    }
+    PQclear(r);
+}
+
+Test(batch, a_key_without_rows_gets_none_and_a_key_with_two_gets_both)
+{
+    const long long ids[] = {1, 2, 3};
+    const char *emails[] = {"a@x", "b@x", "a@x"};
+    PGresult *r = make(3, ids, emails);
+    PGresult *none = db_batch_rows(r, 1, "z@x", 3);
+    cr_assert_not_null(none);
+    cr_expect_eq(PQntuples(none), 0);
+    cr_expect_eq(PQnfields(none), 2, "the columns all the same");
+    PQclear(none);
+    PGresult *two = db_batch_rows(r, 1, "a@x", 3);
+    cr_assert_eq(PQntuples(two), 2);
+    cr_expect_eq(id_at(two, 0), 1);
+    cr_expect_eq(id_at(two, 1), 3, "in the batch's order");
+    PQclear(two);
+    PQclear(r);
+}
+
+Test(batch, keys_match_byte_for_byte_and_null_matches_nothing)
+{
+    const long long ids[] = {1, 2};
+    const char *emails[] = {"A@x", NULL};
+    PGresult *r = make(2, ids, emails);
+    PGresult *own = db_batch_rows(r, 1, "a@x", 3);
+    cr_expect_eq(PQntuples(own), 0, "no case folding");
+    PQclear(own);
+    own = db_batch_rows(r, 1, "A@", 2);
+    cr_expect_eq(PQntuples(own), 0, "no prefix match");
+    PQclear(own);
+    own = db_batch_rows(r, 1, NULL, 0);
+    cr_expect_eq(PQntuples(own), 0, "a NULL key, a NULL value: no match");
+    PQclear(own);
+    PQclear(r);
+}
+
+Test(batch, a_result_that_does_not_fit_its_registration)
+{
+    const long long ids[] = {1};
+    const char *emails[] = {"a@x"};
+    PGresult *r = make(1, ids, emails);
+    cr_expect(db_batch_fits(r, 0, OID_INT8));
+    cr_expect_not(db_batch_fits(r, 2, OID_TEXT), "no third column");
+    cr_expect_not(db_batch_fits(r, -1, OID_TEXT));
+    cr_expect_not(db_batch_fits(r, 1, OID_INT8), "email is not int8");
+    PQclear(r);
+    PGresult *cmd = PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK);
+    cr_expect_not(db_batch_fits(cmd, 0, OID_INT8), "no row set: no RETURNING");
+    PQclear(cmd);
+}
