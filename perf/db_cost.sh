@@ -36,6 +36,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -x $bin ]] || { echo "db_cost.sh: --coring BIN: no executable at '$bin'" >&2; exit 2; }
+[[ $every =~ ^[1-9][0-9]*$ ]] || { echo "db_cost.sh: --conflict-every N: a positive integer" >&2; exit 2; }
+# The wrk scripts share perf/wrk/report.lua.
+export LUA_PATH="$repo/perf/wrk/?.lua;;"
 case $case in
   get-user) script=(-s "$repo/perf/wrk/get_user.lua"); path=/users/; extra=(-- 10000) ;;
   list-users) script=(-s "$repo/perf/wrk/get.lua"); path=/users; extra=() ;;

@@ -791,7 +791,10 @@ static void complete_batch(db_conn *c, db_pending *b)
         } else if (fail) {
             m->error = fail;
         } else if (resend(c, m, reason)) {
-            m->alone = true;
+            /* When the batch itself failed, the one at fault is among
+             * them: each alone. Rolled back for another's error, they
+             * share the next group, as single queries do. */
+            m->alone = b->failed;
             continue;
         } else {
             m->error = -EIO;
@@ -918,20 +921,27 @@ static bool coalescible(const db_stmt *stmt, const db_pending *p, db_pending *co
 /* When the first waiting query's statement has a batch form and two or
  * more queries of it wait, never sent, with distinct keys, replace them
  * with one query of the batch form (db.h, "Coalescing"); a query whose
- * key is taken waits for the next. Without memory they go one by one. */
-static void coalesce(db_conn *c)
+ * key is taken stays queued. Without memory they go one by one. Returns
+ * whether the batch must end its Sync group: a writing statement's query
+ * left out for its key would otherwise run in the batch's transaction
+ * and, a duplicate, roll the whole batch back. */
+static bool coalesce(db_conn *c)
 {
     db_pending *first = c->q.queued_head;
     if (!c->pool->cfg->coalesce || !first || !first->stmt || !first->stmt->batch)
-        return;
+        return false;
     const db_stmt *stmt = first->stmt;
     db_pending *taken[DB_COALESCE_MAX];
     unsigned n = 0;
-    for (db_pending *p = first; p && n < DB_COALESCE_MAX; p = p->next)
+    bool key_taken = false;
+    for (db_pending *p = first; p && n < DB_COALESCE_MAX; p = p->next) {
         if (coalescible(stmt, p, taken, n))
             taken[n++] = p;
+        else if (p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param])
+            key_taken = true;
+    }
     if (n < 2 || taken[0] != first)
-        return;
+        return false;
     const char *values[DB_COALESCE_MAX];
     int lengths[DB_COALESCE_MAX];
     size_t sizes[DB_MAX_PARAMS], total = 0;
@@ -939,7 +949,7 @@ static void coalesce(db_conn *c)
         gather(taken, n, i, values, lengths);
         sizes[i] = db_encode_array(stmt->oids[i], n, values, lengths, NULL);
         if (sizes[i] > INT_MAX)
-            return;
+            return false;
         total += sizes[i];
     }
     db_pending *b = pending_alloc(c->pool);
@@ -947,7 +957,7 @@ static void coalesce(db_conn *c)
     if (!bp) {
         if (b)
             pending_free(c->pool, b);
-        return;
+        return false;
     }
     char *at = bp->data;
     for (int i = 0; i < stmt->nparams; i++) {
@@ -970,12 +980,14 @@ static void coalesce(db_conn *c)
     db_queue_coalesce(&c->q, b, taken, n);
     cr_metric_inc(&dbm.batches, 0);
     cr_metric_add(&dbm.coalesced, 0, n);
+    return key_taken && stmt->def.writes;
 }
 
 /* Send what is queued, while fewer than DB_MAX_SYNCS Sync groups are in
  * flight: the queued queries in one group, under one Sync, except a query
  * sent twice before, which gets a group of its own; the queries of a
- * statement with a batch form coalesced first. 0 or -EIO. */
+ * statement with a batch form coalesced first (a writing batch that left
+ * a query out for its key ends its group). 0 or -EIO. */
 static int send_queued(db_conn *c)
 {
     bool unsynced = false;
@@ -990,13 +1002,13 @@ static int send_queued(db_conn *c)
         }
         if (!unsynced && c->q.syncs >= DB_MAX_SYNCS)
             break;
-        coalesce(c);
+        bool end_group = coalesce(c);
         db_pending *p = db_queue_send_next(&c->q);
         if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths, p->formats,
                                  p->result_format))
             return -EIO;
         unsynced = true;
-        if (alone) {
+        if (alone || end_group) {
             if (send_sync(c) < 0)
                 return -EIO;
             unsynced = false;

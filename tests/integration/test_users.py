@@ -473,6 +473,22 @@ class UsersTest(cs.CoringTestCase):
         print("inserts sent again alone after a failed batch: %d" % resent)
         self.assertEqual(self._db_metric('db_queries_resent_total{reason="group"}') - group0, 0)
 
+    def test_a_duplicate_kept_out_of_a_batch_does_not_roll_it_back(self):
+        """16 POSTs at once, one email twice: the second of the pair stays
+        out of the batch (one key per batch) and the batch ends its Sync
+        group, so the duplicate fails in a transaction of its own and
+        rolls no one back ('group' resends stay 0)."""
+        tag = self.unique_email("twice").split("@")[0]
+        group0 = self._db_metric('db_queries_resent_total{reason="group"}')
+        for rnd in range(10):
+            emails = ["%s-%d-%d@example.com" % (tag, rnd, i) for i in range(15)]
+            emails.append(emails[rnd])
+            got = self._post_all([{"name": "T", "email": e} for e in emails])
+            statuses = [r.status for r in got]
+            self.assertEqual(sorted(statuses), [201] * 15 + [409], statuses)
+            self.assertEqual(sorted([statuses[rnd], statuses[15]]), [201, 409])
+        self.assertEqual(self._db_metric('db_queries_resent_total{reason="group"}') - group0, 0)
+
     def test_conflicting_inserts_roll_back_no_one_else(self):
         """Concurrent POSTs where some conflict (an email already taken, or
         the same new email twice): each conflict answers 409, every other

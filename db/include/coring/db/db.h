@@ -29,8 +29,10 @@
  * Coalescing: a statement registered with a batch form (db_statement's
  * batch_sql) has the queries of it that wait in one connection's queue
  * when the driver sends (2 to DB_COALESCE_MAX of them, none sent before,
- * their keys distinct and not NULL; a query whose key is taken waits for
- * the next send) go out as one query of the batch form: their parameters
+ * their keys distinct and not NULL; a query whose key is taken stays
+ * queued, and for a writing statement the batch then ends its Sync group,
+ * so that the duplicate runs in a transaction of its own) go out as one
+ * query of the batch form: their parameters
  * as arrays, in queue order, and each waiter gets, as a result of its
  * own, the rows whose key column equals its key parameter. PostgreSQL
  * then plans, starts and checks one statement where it would run many (an
@@ -40,7 +42,9 @@
  * reason but a broken connection, its queries are sent again each in a
  * Sync group of its own (each then gets its own result or error; the
  * attempt counts as one of the 3 sends), so a duplicate key in one
- * request never fails another's. A batch result that does not fit the
+ * request never fails another's; a batch rolled back for another query's
+ * error sends its queries again together in the next group, as single
+ * queries go. A batch result that does not fit the
  * registration (no row set, or no key column of the key parameter's type)
  * fails a writing batch's queries with -EPROTO (it committed) and sends a
  * reading one's again one by one. db_config.coalesce off (--db-coalesce
