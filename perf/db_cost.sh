@@ -43,7 +43,7 @@ case $case in
   get-user) script=(-s "$repo/perf/wrk/get_user.lua"); path=/users/; extra=(-- 10000) ;;
   list-users) script=(-s "$repo/perf/wrk/get.lua"); path=/users; extra=() ;;
   post-user) script=(-s "$repo/perf/wrk/post_user.lua"); path=/users; extra=() ;;
-  post-conflict) script=(-s "$repo/perf/wrk/post_user_conflict.lua"); path=/users; extra=(-- "$every") ;;
+  post-conflict) script=(-s "$repo/perf/wrk/post_user.lua"); path=/users; extra=(-- "$every") ;;
   *) echo "db_cost.sh: --case: get-user, list-users, post-user or post-conflict" >&2; exit 2 ;;
 esac
 for tool in wrk taskset curl; do
