@@ -934,11 +934,17 @@ static bool coalesce(db_conn *c)
     db_pending *taken[DB_COALESCE_MAX];
     unsigned n = 0;
     bool key_taken = false;
-    for (db_pending *p = first; p && n < DB_COALESCE_MAX; p = p->next) {
-        if (coalescible(stmt, p, taken, n))
+    for (db_pending *p = first; p; p = p->next) {
+        bool same = p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param];
+        if (n < DB_COALESCE_MAX && coalescible(stmt, p, taken, n)) {
             taken[n++] = p;
-        else if (p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param])
+        } else if (same) {
+            /* Its key is taken, or the batch is full and its key not
+             * looked at: it must not share the batch's transaction. */
             key_taken = true;
+            if (n == DB_COALESCE_MAX)
+                break;
+        }
     }
     if (n < 2 || taken[0] != first)
         return false;
