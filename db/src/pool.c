@@ -902,20 +902,22 @@ static void gather(db_pending *const *taken, unsigned n, int i, const char **val
     }
 }
 
-/* Whether @p may join @stmt's batch being formed of @taken[0..@n): it
- * asks @stmt, was never sent, and has a key (not SQL NULL) that none of
- * them has, so that each row of the batch's result goes to one query. */
-static bool coalescible(const db_stmt *stmt, const db_pending *p, db_pending *const *taken,
-                        unsigned n)
+/* Whether waiting query @p may ride in a batch of @stmt: it asks @stmt,
+ * was never sent, and has a key (not SQL NULL). */
+static bool eligible(const db_stmt *stmt, const db_pending *p)
 {
-    int k = stmt->def.batch_key_param;
-    if (p->stmt != stmt || p->attempts || !p->values[k])
-        return false;
+    return p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param];
+}
+
+/* Whether one of @taken[0..@n) has @p's key parameter @k: a batch gives
+ * each row to one query, so its keys are distinct. */
+static bool key_taken_by(const db_pending *p, int k, db_pending *const *taken, unsigned n)
+{
     for (unsigned i = 0; i < n; i++)
         if (taken[i]->lengths[k] == p->lengths[k] &&
             memcmp(taken[i]->values[k], p->values[k], (size_t)p->lengths[k]) == 0)
-            return false;
-    return true;
+            return true;
+    return false;
 }
 
 /* When the first waiting query's statement has a batch form and two or
@@ -935,16 +937,17 @@ static bool coalesce(db_conn *c)
     unsigned n = 0;
     bool key_taken = false;
     for (db_pending *p = first; p; p = p->next) {
-        bool same = p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param];
-        if (n < DB_COALESCE_MAX && coalescible(stmt, p, taken, n)) {
+        if (!eligible(stmt, p))
+            continue;
+        if (n < DB_COALESCE_MAX && !key_taken_by(p, stmt->def.batch_key_param, taken, n)) {
             taken[n++] = p;
-        } else if (same) {
-            /* Its key is taken, or the batch is full and its key not
-             * looked at: it must not share the batch's transaction. */
-            key_taken = true;
-            if (n == DB_COALESCE_MAX)
-                break;
+            continue;
         }
+        /* Its key is taken, or the batch is full and its key not looked
+         * at: it must not share the batch's transaction. */
+        key_taken = true;
+        if (n == DB_COALESCE_MAX)
+            break;
     }
     if (n < 2 || taken[0] != first)
         return false;
