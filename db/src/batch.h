@@ -7,6 +7,7 @@
 #define CORING_DB_BATCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct pg_result;
 
@@ -16,6 +17,20 @@ struct pg_result;
  * type (PQftype) is @key_oid, the key parameter's.
  */
 bool db_batch_fits(const struct pg_result *r, int key_col, unsigned key_oid);
+
+/*
+ * db_batch_form_fits - whether a statement's batch form, as the server
+ * describes it, stands in for the statement: @single and @batch are the
+ * two prepared statements' descriptions (PQdescribePrepared, status
+ * PGRES_COMMAND_OK); the batch form returns rows (at least one column),
+ * the same columns as @single, in the same order, by name and type
+ * (a handler reads a member's result as it would read the statement's own),
+ * and its column @key_col has type @key_oid, the key parameter's. When it
+ * does not, @why (of @why_size bytes) says where they differ. Source:
+ * libpq docs, "PQdescribePrepared", "PQfname", "PQftype".
+ */
+bool db_batch_form_fits(const struct pg_result *single, const struct pg_result *batch, int key_col,
+                        unsigned key_oid, char *why, size_t why_size);
 
 /*
  * db_batch_rows - a result of one query's own, made from batch result @r

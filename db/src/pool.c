@@ -306,22 +306,66 @@ static size_t prepared_count(const db_conn *c)
     return n;
 }
 
-/* Read the results of the prepares and their Sync. 0 or -errno. */
+/* Whether @s has a batch form that @c prepares: @c describes the two. */
+static bool described_on(const db_conn *c, const db_stmt *s)
+{
+    return s->batch && prepared_on(c, s);
+}
+
+/* Description @batch of the batch form of the next statement after
+ * *@at that has one, described just before as @single: whether the form
+ * stands in for its statement (batch.h); a misfit is logged. */
+static bool check_batch_form(db_conn *c, size_t *at, const PGresult *single,
+                             const PGresult *batch)
+{
+    size_t registered;
+    const db_stmt *const *stmts = db_statements(&registered);
+    while (*at < registered && !described_on(c, stmts[*at]))
+        ++*at;
+    if (*at == registered)
+        return false; /* more descriptions than were asked for */
+    const db_stmt *s = stmts[(*at)++];
+    char why[256];
+    if (db_batch_form_fits(single, batch, s->def.batch_key_column,
+                           s->oids[s->def.batch_key_param], why, sizeof(why)))
+        return true;
+    if (!c->lost_logged)
+        cr_log_error("%s: the batch form of statement %s (%.60s...) does not stand in for "
+                     "it: %s (db.h, \"Coalescing\"); not using this connection",
+                     c->set->what, s->name, s->def.sql, why);
+    return false;
+}
+
+/* Read the results of the prepares, then of the descriptions of each
+ * statement with a batch form and of that form (checked against each
+ * other), and their Sync. 0 or -errno. */
 static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking)
 {
-    size_t ok = 0;
+    size_t ok = 0, prepares = prepared_count(c), at = 0;
+    PGresult *single = NULL; /* a statement's description, awaiting its form's */
+    int err = 0;
     bool synced = false;
-    while (!synced) {
+    while (!synced && !err) {
         int f = PQflush(pg);
-        if (f < 0)
-            return -EIO;
+        if (f < 0) {
+            err = -EIO;
+            break;
+        }
         while (!PQisBusy(pg)) {
             PGresult *r = PQgetResult(pg);
             if (!r)
-                continue; /* end of one prepare's results */
+                continue; /* end of one prepare's or description's results */
             ExecStatusType st = PQresultStatus(r);
-            if (st == PGRES_COMMAND_OK) {
+            if (st == PGRES_COMMAND_OK && ok < prepares) {
                 ok++;
+            } else if (st == PGRES_COMMAND_OK && !single) {
+                single = r;
+                continue;
+            } else if (st == PGRES_COMMAND_OK) {
+                bool fits = check_batch_form(c, &at, single, r);
+                PQclear(single);
+                single = NULL;
+                err = fits ? 0 : -EIO;
             } else if (st == PGRES_PIPELINE_SYNC) {
                 synced = true;
             } else {
@@ -330,25 +374,30 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
                                  PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
                                      ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
                                      : PQresStatus(st));
-                PQclear(r);
-                return -EIO;
+                err = -EIO;
             }
             PQclear(r);
-            if (synced)
+            if (synced || err)
                 break;
         }
-        if (synced)
+        if (synced || err)
             break;
         uint64_t now = cr_clock_now_ns();
-        if (now >= deadline)
-            return -ETIMEDOUT;
+        if (now >= deadline) {
+            err = -ETIMEDOUT;
+            break;
+        }
         int ev = wait_socket(PQsocket(pg), POLLIN | (f ? POLLOUT : 0), deadline - now, blocking);
         if (ev < 0)
-            return ev;
-        if (!PQconsumeInput(pg))
-            return -EIO;
+            err = ev;
+        else if (!PQconsumeInput(pg))
+            err = -EIO;
     }
-    return ok == prepared_count(c) ? 0 : -EIO;
+    bool unpaired = single != NULL;
+    PQclear(single);
+    if (err)
+        return err;
+    return ok == prepares && !unpaired ? 0 : -EIO;
 }
 
 /* Note why @pg failed (its first line) in c->error. */
@@ -421,6 +470,16 @@ static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking
         if (!prepared_on(c, s))
             continue;
         if (!PQsendPrepare(pg, s->name, s->def.sql, s->nparams, s->oids)) {
+            err = -EIO;
+            goto fail;
+        }
+    }
+    /* Each batch form described after its statement, checked before any
+     * query rides in it (read_prepares). */
+    for (size_t i = 0; i < registered; i++) {
+        const db_stmt *s = stmts[i];
+        if (described_on(c, s) && (!PQsendDescribePrepared(pg, s->name) ||
+                                   !PQsendDescribePrepared(pg, s->batch->name))) {
             err = -EIO;
             goto fail;
         }

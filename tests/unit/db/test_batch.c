@@ -115,3 +115,64 @@ Test(batch, a_result_that_does_not_fit_its_registration)
     cr_expect_not(db_batch_fits(cmd, 0, OID_INT8), "no row set: no RETURNING");
     PQclear(cmd);
 }
+
+/* A statement's description (PQdescribePrepared): status COMMAND_OK and
+ * the @n columns named @names, of types @types. */
+static PGresult *described(int n, const char *const *names, const unsigned *types)
+{
+    PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK);
+    cr_assert_not_null(r);
+    PGresAttDesc attrs[4];
+    cr_assert(n <= 4);
+    for (int i = 0; i < n; i++)
+        attrs[i] = (PGresAttDesc){.name = (char *)names[i], .typid = types[i], .typlen = -1,
+                                  .format = 0, .atttypmod = -1};
+    if (n)
+        cr_assert(PQsetResultAttrs(r, n, attrs));
+    return r;
+}
+
+Test(batch, a_batch_form_must_return_the_statements_columns)
+{
+    const char *names[] = {"id", "name", "email"};
+    const unsigned types[] = {OID_INT8, OID_TEXT, OID_TEXT};
+    PGresult *single = described(3, names, types);
+    char why[256] = "";
+
+    PGresult *same = described(3, names, types);
+    cr_expect(db_batch_form_fits(single, same, 2, OID_TEXT, why, sizeof(why)), "%s", why);
+    cr_expect_not(db_batch_form_fits(single, same, 0, OID_TEXT, why, sizeof(why)),
+                  "the key column is int8, the key text");
+    cr_expect_not(db_batch_form_fits(single, same, 3, OID_TEXT, why, sizeof(why)));
+    cr_expect_not(db_batch_form_fits(single, same, -1, OID_TEXT, why, sizeof(why)));
+    PQclear(same);
+
+    const char *swapped_names[] = {"id", "email", "name"};
+    PGresult *swapped = described(3, swapped_names, types);
+    why[0] = '\0';
+    cr_expect_not(db_batch_form_fits(single, swapped, 2, OID_TEXT, why, sizeof(why)),
+                  "two text columns in the other order");
+    cr_expect(strstr(why, "column 1") != NULL, "%s", why);
+    PQclear(swapped);
+
+    const unsigned other_types[] = {OID_INT8, OID_TEXT, OID_INT8};
+    PGresult *retyped = described(3, names, other_types);
+    cr_expect_not(db_batch_form_fits(single, retyped, 0, OID_INT8, why, sizeof(why)));
+    PQclear(retyped);
+
+    PGresult *fewer = described(2, names, types);
+    cr_expect_not(db_batch_form_fits(single, fewer, 0, OID_INT8, why, sizeof(why)));
+    PQclear(fewer);
+
+    PGresult *none = described(0, NULL, NULL);
+    why[0] = '\0';
+    cr_expect_not(db_batch_form_fits(none, none, 0, OID_INT8, why, sizeof(why)),
+                  "no RETURNING: no rows to hand out");
+    cr_expect(strstr(why, "no rows") != NULL, "%s", why);
+    PQclear(none);
+
+    PGresult *failed = PQmakeEmptyPGresult(NULL, PGRES_FATAL_ERROR);
+    cr_expect_not(db_batch_form_fits(single, failed, 2, OID_TEXT, why, sizeof(why)));
+    PQclear(failed);
+    PQclear(single);
+}

@@ -44,9 +44,13 @@
  * attempt counts as one of the 3 sends), so a duplicate key in one
  * request never fails another's; a batch rolled back for another query's
  * error sends its queries again together in the next group, as single
- * queries go. A batch result that does not fit the
- * registration (no row set, or no key column of the key parameter's type)
- * fails a writing batch's queries with -EPROTO (it committed) and sends a
+ * queries go. Each connection checks the registration as it opens
+ * (PQdescribePrepared of both forms): a batch form that does not return
+ * the statement's columns (names and types, in order) with a key column
+ * of the key parameter's type is logged and the connection not used, as
+ * for a statement that does not prepare. A batch result that still does
+ * not fit at run time (no row set, or no key column of the key parameter's
+ * type) fails a writing batch's queries with -EPROTO (it committed) and sends a
  * reading one's again one by one. db_config.coalesce off (--db-coalesce
  * off) sends every query as it was asked.
  *
