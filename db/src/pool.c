@@ -312,9 +312,15 @@ static bool described_on(const db_conn *c, const db_stmt *s)
     return s->batch && prepared_on(c, s);
 }
 
-/* Description @batch of the batch form of the next statement after
- * *@at that has one, described just before as @single: whether the form
- * stands in for its statement (batch.h); a misfit is logged. */
+/* The first 60 bytes of @s's SQL, and whether there are more: for
+ * messages ("%.60s%s"). */
+#define SQL_HEAD(s) (s)->def.sql, strlen((s)->def.sql) > 60 ? "..." : ""
+
+/* Description @batch of the batch form of the statement at or after *@at
+ * that has one, described just before as @single (*@at then moves past
+ * it): a form that does not stand in for its statement (batch.h) is
+ * refused, its queries sent one by one (logged once). Returns false only
+ * when no statement was waiting for a description. */
 static bool check_batch_form(db_conn *c, size_t *at, const PGresult *single,
                              const PGresult *batch)
 {
@@ -322,18 +328,19 @@ static bool check_batch_form(db_conn *c, size_t *at, const PGresult *single,
     const db_stmt *const *stmts = db_statements(&registered);
     while (*at < registered && !described_on(c, stmts[*at]))
         ++*at;
-    if (*at == registered)
-        return false; /* more descriptions than were asked for */
+    if (*at == registered) {
+        cr_log_error("%s: a statement description that was not asked for", c->set->what);
+        return false;
+    }
     const db_stmt *s = stmts[(*at)++];
     char why[256];
-    if (db_batch_form_fits(single, batch, s->def.batch_key_column,
-                           s->oids[s->def.batch_key_param], why, sizeof(why)))
-        return true;
-    if (!c->lost_logged)
-        cr_log_error("%s: the batch form of statement %s (%.60s...) does not stand in for "
-                     "it: %s (db.h, \"Coalescing\"); not using this connection",
-                     c->set->what, s->name, s->def.sql, why);
-    return false;
+    if (!db_batch_form_fits(single, batch, s->def.batch_key_column,
+                            s->oids[s->def.batch_key_param], why, sizeof(why)) &&
+        db_stmt_refuse_batch(s))
+        cr_log_error("%s: the batch form of statement %s (%.60s%s) does not stand in for "
+                     "it: %s (db.h, \"Coalescing\"); its queries are sent one by one",
+                     c->set->what, s->name, SQL_HEAD(s), why);
+    return true;
 }
 
 /* Read the results of the prepares, then of the descriptions of each
@@ -362,10 +369,10 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
                 single = r;
                 continue;
             } else if (st == PGRES_COMMAND_OK) {
-                bool fits = check_batch_form(c, &at, single, r);
+                bool asked = check_batch_form(c, &at, single, r);
                 PQclear(single);
                 single = NULL;
-                err = fits ? 0 : -EIO;
+                err = asked ? 0 : -EIO;
             } else if (st == PGRES_PIPELINE_SYNC) {
                 synced = true;
             } else {
@@ -397,7 +404,12 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
     PQclear(single);
     if (err)
         return err;
-    return ok == prepares && !unpaired ? 0 : -EIO;
+    if (ok != prepares || unpaired) {
+        cr_log_error("%s: %zu of %zu statements prepared%s", c->set->what, ok, prepares,
+                     unpaired ? ", a description without its batch form's" : "");
+        return -EIO;
+    }
+    return 0;
 }
 
 /* Note why @pg failed (its first line) in c->error. */
@@ -813,7 +825,6 @@ static bool connection_error(const db_conn *c, const PGresult *r)
  * Then free the batch. */
 static void complete_batch(db_conn *c, db_pending *b)
 {
-    static _Thread_local bool misfit_logged;
     const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
     bool clean = r && !b->failed && !b->aborted && !b->rolled_back;
@@ -822,12 +833,14 @@ static void complete_batch(db_conn *c, db_pending *b)
     int fail = 0; /* when not ok: an error for every member, or 0 to send them again */
     unsigned reason = 2;
     if (clean && !ok) {
-        if (!misfit_logged) /* the statement's registration is wrong: say it once */
-            cr_log_error("%s: the batch form of statement %s returned no row set, or no key "
-                         "column %d of its key parameter's type: %s",
-                         c->set->what, stmt->name, stmt->def.batch_key_column,
-                         b->writes ? "its queries fail" : "sending its queries one by one");
-        misfit_logged = true;
+        /* The registration is wrong (checked when the connection opened,
+         * but the schema may have changed since): no more batches. */
+        if (db_stmt_refuse_batch(stmt))
+            cr_log_error("%s: the batch form of statement %s (%.60s%s) returned no row set, or "
+                         "no key column %d of its key parameter's type: %s, and its queries "
+                         "are sent one by one from now on",
+                         c->set->what, stmt->name, SQL_HEAD(stmt), stmt->def.batch_key_column,
+                         b->writes ? "this batch's queries fail" : "this batch's are sent again");
         fail = b->writes ? -EPROTO : 0;
     } else if (b->failed && connection_error(c, r)) {
         fail = -ECONNRESET;
@@ -989,7 +1002,7 @@ static bool key_taken_by(const db_pending *p, int k, db_pending *const *taken, u
 static bool coalesce(db_conn *c)
 {
     db_pending *first = c->q.queued_head;
-    if (!c->pool->cfg->coalesce || !first || !first->stmt || !first->stmt->batch)
+    if (!c->pool->cfg->coalesce || !first || !first->stmt || !db_stmt_batches(first->stmt))
         return false;
     const db_stmt *stmt = first->stmt;
     db_pending *taken[DB_COALESCE_MAX];

@@ -91,6 +91,18 @@ const db_stmt *const *db_statements(size_t *n)
     return (const db_stmt *const *)list;
 }
 
+bool db_stmt_batches(const db_stmt *s)
+{
+    return s->batch && !atomic_load_explicit(&s->batch_refused, memory_order_relaxed);
+}
+
+bool db_stmt_refuse_batch(const db_stmt *s)
+{
+    /* The registry's own, writable entry: the handle is const for callers. */
+    db_stmt *own = s->index < count && list[s->index] == s ? list[s->index] : NULL;
+    return own && !atomic_exchange_explicit(&own->batch_refused, true, memory_order_relaxed);
+}
+
 void db_statements_close(void)
 {
     atomic_store_explicit(&closed, true, memory_order_relaxed);

@@ -11,6 +11,8 @@
 
 #include "coring/db/db.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct db_stmt {
@@ -21,10 +23,22 @@ struct db_stmt {
     size_t index;                   /* <n>: its place in db_statements() */
     const db_stmt *batch;           /* its batch form (def.batch_sql), registered
                                        after it, or NULL */
+    atomic_bool batch_refused;      /* the form does not stand in for it
+                                       (db_stmt_refuse_batch) */
 };
 
 /* The registered statements, in order, and their count. */
 const db_stmt *const *db_statements(size_t *count);
+
+/* Whether the queries of @s may be coalesced: it has a batch form, not
+ * refused. Any thread. */
+bool db_stmt_batches(const db_stmt *s);
+
+/* Stop coalescing the queries of @s, whose batch form was found not to
+ * stand in for it (its description, or a result, did not fit): the same
+ * on every connection, so once for the process. Any thread. Returns true
+ * for the first call on @s (the caller logs why). */
+bool db_stmt_refuse_batch(const db_stmt *s);
 
 /* No more registrations: pools are opening. Any thread; idempotent. */
 void db_statements_close(void);

@@ -47,12 +47,13 @@
  * queries go. Each connection checks the registration as it opens
  * (PQdescribePrepared of both forms): a batch form that does not return
  * the statement's columns (names and types, in order) with a key column
- * of the key parameter's type is logged and the connection not used, as
- * for a statement that does not prepare. A batch result that still does
- * not fit at run time (no row set, or no key column of the key parameter's
- * type) fails a writing batch's queries with -EPROTO (it committed) and sends a
- * reading one's again one by one. db_config.coalesce off (--db-coalesce
- * off) sends every query as it was asked.
+ * of the key parameter's type is refused for the process, logged once,
+ * and the statement's queries are sent one by one. A batch result that
+ * still does not fit at run time (no row set, or no key column of the key
+ * parameter's type: the schema changed) refuses the form likewise; a
+ * writing batch's queries then fail with -EPROTO (it committed), a
+ * reading one's are sent again one by one. db_config.coalesce off
+ * (--db-coalesce off) sends every query as it was asked.
  *
  * Failures: a connection that breaks fails its queries with -ECONNRESET and
  * is re-opened with exponential backoff (backoff_min_ns doubling up to
@@ -152,8 +153,10 @@ typedef struct db_statement {
      * result column batch_key_column, of the key parameter's type, the
      * same value (byte for byte, in binary format) as parameter
      * batch_key_param of the set it answers; a set gets the rows whose key
-     * equals its own (none, one or more). See "Coalescing" in the header
-     * comment. NULL: none. */
+     * equals its own (none, one or more). It must return the statement's
+     * own columns, by name and type, in order (alias them with AS where
+     * the default names differ): checked as each connection opens. See
+     * "Coalescing" in the header comment. NULL: none. */
     const char *batch_sql;
     int batch_key_param;   /* 0-based index of the key parameter */
     int batch_key_column;  /* 0-based result column that echoes it */
@@ -324,7 +327,8 @@ bool db_ready(char *why, size_t len);
  * its SQL must be static. Main thread, before any db_thread_init.
  * On success *@out is the statement's handle for db_run. A batch form
  * (@def->batch_sql) is prepared beside it, its parameters declared as the
- * arrays of @def->types.
+ * arrays of @def->types, and checked against it on each connection (a
+ * misfit is logged and not used; see "Coalescing").
  * Returns 0, -EINVAL (no SQL, more than DB_MAX_PARAMS types, a type this
  * API does not know, or a batch form's key parameter or column out of
  * range), -EBUSY (a pool is already open) or -ENOMEM.
