@@ -491,66 +491,68 @@ class UsersTest(cs.CoringTestCase):
 
     def test_a_deadlocked_batch_sends_its_inserts_again_alone(self):
         """A batch that PostgreSQL rolls back for a deadlock (40P01) sends
-        its inserts again, each alone, and both still answer 201. Forced:
-        another session holds an uncommitted insert of email y and sleeps;
-        POSTs of x and then y ride in one batch, which inserts x and waits
-        for the session's y; the session wakes and inserts x, waiting for
-        the batch. The batch's backend finds the cycle, its deadlock_timeout
-        (1.5 s, set for this server's connections) firing before the
-        session's (60 s); the session then rolls back, so the inserts sent
-        again are created. Two POSTs ride in one batch when the server
-        reads both in one loop turn, likely but not certain: a try in
-        which no batch was counted is made again, 10 at most."""
+        its inserts again, each in a Sync group of its own, and both still
+        answer 201. Forced: another session holds an uncommitted insert of
+        email y and sleeps 1.5 s; POSTs of x and then y ride in one batch,
+        which inserts x and waits for the session's y; the session wakes
+        and inserts x, waiting for the batch. The batch's backend finds the
+        cycle when its deadlock_timeout (2.5 s, set for this server's
+        connections) fires, before the session's (60 s); the session then
+        rolls back, so the inserts sent again are created. A try proves
+        nothing, and is made again (12 at most), when the two POSTs did
+        not ride in one batch (read in two loop turns), or rode in it y
+        first, or after the session woke: then no deadlock."""
         url = os.environ["DATABASE_URL"]
-        os.environ["DATABASE_URL"] = url + " options='-c deadlock_timeout=1500'"
+        os.environ["DATABASE_URL"] = url + " options='-c deadlock_timeout=2500'"
         try:
             server = cs.CoringServer(threads=1, apps="users",
-                                     args=["--db-timeout", "5", "--db-pool", "1"]).start()
+                                     args=["--db-timeout", "10", "--db-pool", "1"]).start()
         finally:
             os.environ["DATABASE_URL"] = url
         self.addCleanup(server.kill)
         self.server = server  # the helpers talk to it
         tag = self.unique_email("dlbatch").split("@")[0]
         metrics = ("db_batches_total", 'db_queries_resent_total{reason="deadlock"}',
-                   'db_queries_resent_total{reason="batch"}')
-        for attempt in range(10):
+                   'db_queries_resent_total{reason="batch"}', "db_round_trips_total")
+        for attempt in range(12):
             x, y = ("%s-%d-%s@example.com" % (tag, attempt, k) for k in "xy")
             before = [self._db_metric(m) for m in metrics]
-            script = ("SET deadlock_timeout = '60s';\n BEGIN;\n"
+            script = ("SET deadlock_timeout = '60s';\n SET lock_timeout = '20s';\n BEGIN;\n"
                       "INSERT INTO users (name, email) VALUES ('S', '%s');\n"
-                      "SELECT pg_sleep(1);\n"
+                      "SELECT pg_sleep(1.5);\n"
                       "INSERT INTO users (name, email) VALUES ('S', '%s');\n"
                       "ROLLBACK;\n" % (y, x))
-            session = subprocess.Popen([cs.PG_LOCAL, "psql", self.postgres.dir, "-f", "-"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE, text=True)
-            self.addCleanup(session.kill)
-            session.stdin.write(script)
-            session.stdin.close()
-            deadline = time.monotonic() + 10
-            while self.postgres.sql("SELECT count(*) FROM pg_stat_activity "
-                                    "WHERE wait_event = 'PgSleep'") != [["1"]]:
-                self.assertLess(time.monotonic(), deadline, "the session never slept")
-                time.sleep(0.01)
-            got = self._post_all([{"name": "B", "email": e} for e in (x, y)])
-            session.wait(timeout=30)
-            err = session.stderr.read()
-            session.stderr.close()
+            with subprocess.Popen([cs.PG_LOCAL, "psql", self.postgres.dir, "-c", script],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True) as session:
+                try:
+                    deadline = time.monotonic() + 10
+                    while self.postgres.sql("SELECT count(*) FROM pg_stat_activity "
+                                            "WHERE wait_event = 'PgSleep'") != [["1"]]:
+                        self.assertLess(time.monotonic(), deadline, "the session never slept")
+                        time.sleep(0.01)
+                    got = self._post_all([{"name": "B", "email": e} for e in (x, y)])
+                    _, err = session.communicate(timeout=30)
+                finally:
+                    if session.poll() is None:
+                        session.kill()
             self.assertNotIn("deadlock", err, "the session, not the batch, was rolled back")
-            after = [self._db_metric(m) for m in metrics]
-            batches, deadlocked, failed = (a - b for a, b in zip(after, before))
             self.assertEqual([r.status for r in got], [201, 201], got)
-            if not batches:
-                continue  # read in two loop turns: no batch, no deadlock
+            batches, deadlocked, failed, trips = (a - b for a, b in zip(
+                [self._db_metric(m) for m in metrics], before))
+            if not batches or not deadlocked:
+                continue  # no batch, or no deadlock in it: this try proved nothing
             self.assertEqual(deadlocked, 2, "both inserts of the deadlocked batch sent again")
             self.assertEqual(failed, 0, "a deadlock is counted as one, not as a failed batch")
+            self.assertGreaterEqual(trips, 3, "the batch, then each insert in a group of its own")
             rows = self.postgres.sql("SELECT email, name FROM users WHERE email IN ('%s', '%s') "
                                      "ORDER BY email" % (x, y))
             self.assertEqual(rows, [[x, "B"], [y, "B"]], "the batch's rows, not the session's")
             print("a batch deadlocked and was sent again alone at try %d" % (attempt + 1))
             server.stop(expect_status=0)
             return
-        self.fail("the two POSTs never rode in one batch in 10 tries: the test proved nothing")
+        self.fail("in 12 tries the two POSTs never rode in one batch that deadlocked: "
+                  "the test proved nothing")
 
     def test_conflicting_inserts_roll_back_no_one_else(self):
         """Concurrent POSTs where some conflict (an email already taken, or
