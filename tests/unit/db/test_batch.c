@@ -132,47 +132,42 @@ static PGresult *described(int n, const char *const *names, const unsigned *type
     return r;
 }
 
+/* Expects @batch (freed) not to stand in for @single with key column
+ * @col of type @oid, for a reason that mentions @says. */
+static void expect_refused(const PGresult *single, PGresult *batch, int col, unsigned oid,
+                           const char *says)
+{
+    char why[256] = "";
+    cr_expect_not(db_batch_form_fits(single, batch, col, oid, why, sizeof(why)), "%s", says);
+    cr_expect(strstr(why, says) != NULL, "'%s' does not say '%s'", why, says);
+    PQclear(batch);
+}
+
 Test(batch, a_batch_form_must_return_the_statements_columns)
 {
     const char *names[] = {"id", "name", "email"};
     const unsigned types[] = {OID_INT8, OID_TEXT, OID_TEXT};
     PGresult *single = described(3, names, types);
     char why[256] = "";
-
     PGresult *same = described(3, names, types);
     cr_expect(db_batch_form_fits(single, same, 2, OID_TEXT, why, sizeof(why)), "%s", why);
-    cr_expect_not(db_batch_form_fits(single, same, 0, OID_TEXT, why, sizeof(why)),
-                  "the key column is int8, the key text");
-    cr_expect_not(db_batch_form_fits(single, same, 3, OID_TEXT, why, sizeof(why)));
-    cr_expect_not(db_batch_form_fits(single, same, -1, OID_TEXT, why, sizeof(why)));
     PQclear(same);
 
-    const char *swapped_names[] = {"id", "email", "name"};
-    PGresult *swapped = described(3, swapped_names, types);
-    why[0] = '\0';
-    cr_expect_not(db_batch_form_fits(single, swapped, 2, OID_TEXT, why, sizeof(why)),
-                  "two text columns in the other order");
-    cr_expect(strstr(why, "column 1") != NULL, "%s", why);
-    PQclear(swapped);
-
-    const unsigned other_types[] = {OID_INT8, OID_TEXT, OID_INT8};
-    PGresult *retyped = described(3, names, other_types);
-    cr_expect_not(db_batch_form_fits(single, retyped, 0, OID_INT8, why, sizeof(why)));
-    PQclear(retyped);
-
-    PGresult *fewer = described(2, names, types);
-    cr_expect_not(db_batch_form_fits(single, fewer, 0, OID_INT8, why, sizeof(why)));
-    PQclear(fewer);
-
+    /* The key column: of the key's type, and there. */
+    expect_refused(single, described(3, names, types), 0, OID_TEXT, "key column 0");
+    expect_refused(single, described(3, names, types), 3, OID_TEXT, "key column 3");
+    expect_refused(single, described(3, names, types), -1, OID_TEXT, "key column -1");
+    /* Two text columns in the other order. */
+    const char *swapped[] = {"id", "email", "name"};
+    expect_refused(single, described(3, swapped, types), 2, OID_TEXT, "column 1 is email");
+    const unsigned retyped[] = {OID_INT8, OID_TEXT, OID_INT8};
+    expect_refused(single, described(3, names, retyped), 0, OID_INT8, "column 2");
+    expect_refused(single, described(2, names, types), 0, OID_INT8, "2 columns");
+    /* No RETURNING: no rows to hand out. */
     PGresult *none = described(0, NULL, NULL);
-    why[0] = '\0';
-    cr_expect_not(db_batch_form_fits(none, none, 0, OID_INT8, why, sizeof(why)),
-                  "no RETURNING: no rows to hand out");
-    cr_expect(strstr(why, "no rows") != NULL, "%s", why);
+    expect_refused(none, described(0, NULL, NULL), 0, OID_INT8, "no rows");
     PQclear(none);
-
-    PGresult *failed = PQmakeEmptyPGresult(NULL, PGRES_FATAL_ERROR);
-    cr_expect_not(db_batch_form_fits(single, failed, 2, OID_TEXT, why, sizeof(why)));
-    PQclear(failed);
+    expect_refused(single, PQmakeEmptyPGresult(NULL, PGRES_FATAL_ERROR), 2, OID_TEXT,
+                   "no description");
     PQclear(single);
 }
