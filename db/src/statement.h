@@ -2,9 +2,10 @@
  * Internal to db/: the process-wide list of typed statements (db_register),
  * which every connection prepares when it opens (pool.c).
  *
- * Filled on the main thread before any pool opens, read-only after: the
- * first db_thread_init closes it (db_statements_close), and the worker
- * threads, started after registration, read it without a lock.
+ * Filled on the main thread before any pool opens, read-only after (but
+ * for each statement's atomic batch_refused flag): the first
+ * db_thread_init closes it (db_statements_close), and the worker threads,
+ * started after registration, read it without a lock.
  */
 #ifndef CORING_DB_STATEMENT_H
 #define CORING_DB_STATEMENT_H
