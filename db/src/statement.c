@@ -91,11 +91,6 @@ const db_stmt *const *db_statements(size_t *n)
     return (const db_stmt *const *)list;
 }
 
-bool db_stmt_batches(const db_stmt *s)
-{
-    return s->batch && !atomic_load_explicit(&s->batch_refused, memory_order_relaxed);
-}
-
 bool db_stmt_refuse_batch(const db_stmt *s)
 {
     /* The registry's own, writable entry: the handle is const for callers. */

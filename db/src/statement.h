@@ -32,8 +32,12 @@ struct db_stmt {
 const db_stmt *const *db_statements(size_t *count);
 
 /* Whether the queries of @s may be coalesced: it has a batch form, not
- * refused. Any thread. */
-bool db_stmt_batches(const db_stmt *s);
+ * refused. Any thread; inline, as the driver asks it for every query it
+ * sends. */
+static inline bool db_stmt_batches(const db_stmt *s)
+{
+    return s->batch && !atomic_load_explicit(&s->batch_refused, memory_order_relaxed);
+}
 
 /* Stop coalescing the queries of @s, whose batch form was found not to
  * stand in for it (its description, or a result, did not fit): the same
