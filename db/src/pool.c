@@ -44,7 +44,6 @@
 
 #define DB_MAX_BATCH 1024   /* queries sent per driver turn */
 #define DB_MAX_ATTEMPTS 3   /* sends of a query rolled back without its own fault */
-#define DB_MAX_SYNCS 4      /* Sync groups in flight per connection (docs/database.md) */
 
 typedef struct db_pool db_pool;
 typedef struct db_set db_set;
@@ -1064,40 +1063,33 @@ static bool coalesce(db_conn *c)
     return key_taken && stmt->def.writes;
 }
 
-/* Send what is queued, while fewer than DB_MAX_SYNCS Sync groups are in
- * flight: the queued queries in one group, under one Sync, except a query
- * sent twice before, which gets a group of its own; the queries of a
- * statement with a batch form coalesced first (a writing batch that left
- * a query out for its key ends its group). 0 or -EIO. */
+/* Send what is queued, grouped under Syncs by db_queue_send_step (queue.h);
+ * the queries of a statement with a batch form coalesced first, a writing
+ * batch that left a query out for its key ending its group. 0 or -EIO. */
 static int send_queued(db_conn *c)
 {
-    bool unsynced = false;
     if (c->q.queued && !db_queue_busy(&c->q))
         c->progress_at = cr_clock_now_ns();
-    for (unsigned n = 0; n < DB_MAX_BATCH && c->q.queued; n++) {
-        bool alone = db_queue_next_alone(&c->q);
-        if (alone && unsynced) {
+    db_send_turn turn = {.max_queries = DB_MAX_BATCH, .max_syncs = DB_MAX_SYNCS};
+    for (;;) {
+        switch (db_queue_send_step(&c->q, &turn)) {
+        case DB_SEND_STOP:
+            return 0;
+        case DB_SEND_SYNC:
             if (send_sync(c) < 0)
                 return -EIO;
-            unsynced = false;
-        }
-        if (!unsynced && c->q.syncs >= DB_MAX_SYNCS)
             break;
-        bool end_group = coalesce(c);
-        db_pending *p = db_queue_send_next(&c->q);
-        if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths, p->formats,
-                                 p->result_format))
-            return -EIO;
-        unsynced = true;
-        if (alone || end_group) {
-            if (send_sync(c) < 0)
+        case DB_SEND_QUERY: {
+            if (coalesce(c))
+                turn.end_group = true;
+            db_pending *p = db_queue_send_next(&c->q);
+            if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths,
+                                     p->formats, p->result_format))
                 return -EIO;
-            unsynced = false;
+            break;
+        }
         }
     }
-    if (unsynced && send_sync(c) < 0)
-        return -EIO;
-    return 0;
 }
 
 /* Serve queries on an open connection until it breaks (-errno) or the

@@ -119,6 +119,36 @@ bool db_queue_next_alone(const db_queue *q)
     return q->queued_head && (q->queued_head->attempts >= 2 || q->queued_head->alone);
 }
 
+db_send_step db_queue_send_step(const db_queue *q, db_send_turn *t)
+{
+    if (t->end_group && t->unsynced) {
+        /* Right after a query that goes alone or ends its group. */
+        t->end_group = t->unsynced = false;
+        return DB_SEND_SYNC;
+    }
+    t->end_group = false;
+    if (t->sent < t->max_queries && q->queued) {
+        bool alone = db_queue_next_alone(q);
+        if (alone && t->unsynced) {
+            /* Close the group before it: it goes alone. */
+            t->unsynced = false;
+            return DB_SEND_SYNC;
+        }
+        if (t->unsynced || q->syncs < t->max_syncs) {
+            t->sent++;
+            t->unsynced = true;
+            t->end_group = alone;
+            return DB_SEND_QUERY;
+        }
+        /* At the limit of groups in flight: the rest waits. */
+    }
+    if (t->unsynced) {
+        t->unsynced = false;
+        return DB_SEND_SYNC;
+    }
+    return DB_SEND_STOP;
+}
+
 bool db_queue_busy(const db_queue *q)
 {
     return q->sent || q->syncs || q->closing;

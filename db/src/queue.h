@@ -125,6 +125,54 @@ void db_queue_mark_sync(db_queue *q);
  * it and one right after it. */
 bool db_queue_next_alone(const db_queue *q);
 
+/* Sync groups in flight per connection at most (docs/database.md): past
+ * it, queued queries wait for the oldest group's results. */
+#define DB_MAX_SYNCS 4u
+
+/* What the driver does next while it sends a turn's queries
+ * (db_queue_send_step). */
+typedef enum db_send_step {
+    DB_SEND_STOP,  /* nothing more to send this turn */
+    DB_SEND_QUERY, /* send the next waiting query (db_queue_send_next) */
+    DB_SEND_SYNC,  /* send a Sync (db_queue_mark_sync) */
+} db_send_step;
+
+/* One driver turn's sending, as db_queue_send_step keeps it. Start it
+ * with the two limits set and the rest zero. */
+typedef struct db_send_turn {
+    unsigned max_queries; /* queries sent per turn at most */
+    unsigned max_syncs;   /* Sync groups in flight past which none is begun */
+    unsigned sent;        /* queries sent so far this turn */
+    bool unsynced;        /* some of them since the last Sync */
+    bool end_group;       /* the query sent last ends its Sync group: a Sync
+                           * next. Set for a query that goes alone; the
+                           * driver sets it for a writing batch that left a
+                           * query out for its key (coalesce.h) */
+} db_send_turn;
+
+/*
+ * db_queue_send_step - the Sync grouping of one driver turn: what to do
+ * next, given the waiting queries of @q and the turn so far (@t, updated
+ * as if the step were done). The rules:
+ *
+ *   - every waiting query goes in one Sync group, one Sync at the end:
+ *     one write, one round trip, reads and writes alike;
+ *   - a query that db_queue_next_alone names gets a group of its own: a
+ *     Sync before it when queries of this turn precede it unsynced, and
+ *     one right after it; so does a query after which the driver sets
+ *     @t->end_group;
+ *   - no group is begun while @t->max_syncs groups are in flight (a group
+ *     already begun is finished); its queries wait for the next turn;
+ *   - at most @t->max_queries queries a turn.
+ *
+ * The caller does the step: DB_SEND_QUERY, db_queue_send_next and its
+ * send; DB_SEND_SYNC, the Sync and db_queue_mark_sync; DB_SEND_STOP ends
+ * the turn. Pure: no libpq, no runtime (tests/unit/db/test_queue.c runs
+ * it). Source: libpq docs, "Pipeline Mode" (a Sync ends an implicit
+ * transaction).
+ */
+db_send_step db_queue_send_step(const db_queue *q, db_send_turn *t);
+
 /*
  * db_queue_coalesce - take waiting queries @members[0..@n) (in queue
  * order, @members[0] the first waiting query) off the waiting list as

@@ -1,8 +1,9 @@
 /*
  * The bookkeeping of a pipelined connection (db/src/queue.c), fed with the
  * sequences of PQgetResult outcomes that libpq's pipeline mode produces,
- * without a server. Results are stand-in pointers: the queue never reads
- * them.
+ * without a server, the queries grouped under Syncs by the driver's own
+ * rules (db_queue_send_step). Results are stand-in pointers: the queue
+ * never reads them.
  */
 #include "db/src/queue.h"
 
@@ -23,27 +24,42 @@ static void setup(void)
 
 TestSuite(queue, .init = setup);
 
-/* Send @n queued queries as the driver does: one Sync at the end, and a
- * group of its own for a query sent before. */
+/* The steps of one driver turn, as db_queue_send_step (the driver's own
+ * grouping) gives them, done as the driver does them: 'Q' a query sent
+ * (db_queue_send_next), 'S' a Sync (db_queue_mark_sync). @end_after: the
+ * ordinal (1-based) of a query after which the caller ends the group, as
+ * the driver does for a writing batch that left a key out; 0 for none.
+ * The turn's steps are written to @steps (room for 32) for a test to read. */
+static char steps[33];
+
+static void turn(unsigned max_queries, unsigned max_syncs, unsigned end_after)
+{
+    db_send_turn t = {.max_queries = max_queries, .max_syncs = max_syncs};
+    unsigned n = 0, queries = 0;
+    for (;;) {
+        db_send_step step = db_queue_send_step(&q, &t);
+        if (step == DB_SEND_STOP)
+            break;
+        cr_assert_lt(n, 32u, "a turn that does not end");
+        if (step == DB_SEND_SYNC) {
+            db_queue_mark_sync(&q);
+            steps[n++] = 'S';
+            continue;
+        }
+        cr_assert_eq(step, DB_SEND_QUERY);
+        cr_assert_not_null(db_queue_send_next(&q), "a query step with none waiting");
+        steps[n++] = 'Q';
+        if (++queries == end_after)
+            t.end_group = true;
+    }
+    steps[n] = '\0';
+}
+
+/* Send up to @n queued queries in one turn, DB_MAX_SYNCS groups in flight
+ * at most. */
 static void send_batch(unsigned n)
 {
-    bool unsynced = false;
-    for (unsigned i = 0; i < n; i++) {
-        bool alone = db_queue_next_alone(&q);
-        if (alone && unsynced) {
-            db_queue_mark_sync(&q);
-            unsynced = false;
-        }
-        db_pending *s = db_queue_send_next(&q);
-        cr_assert_not_null(s);
-        unsynced = true;
-        if (alone) {
-            db_queue_mark_sync(&q);
-            unsynced = false;
-        }
-    }
-    if (unsynced)
-        db_queue_mark_sync(&q);
+    turn(n, DB_MAX_SYNCS, 0);
 }
 
 /* The entries of list @got, linked by next, are @want[0..@n). */
@@ -447,4 +463,84 @@ Test(queue, a_query_marked_alone_gets_its_own_group)
     db_queue_push(&q, &p[0]);
     p[0].alone = true;
     cr_expect(db_queue_next_alone(&q));
+}
+
+/* The Sync grouping itself (db_queue_send_step), step by step. */
+
+Test(queue, one_turn_is_one_group_under_one_sync)
+{
+    for (int i = 0; i < 4; i++)
+        db_queue_push(&q, &p[i]);
+    turn(1024, DB_MAX_SYNCS, 0);
+    cr_expect_str_eq(steps, "QQQQS");
+    cr_expect_eq(q.syncs, 1);
+    turn(1024, DB_MAX_SYNCS, 0);
+    cr_expect_str_eq(steps, "", "nothing waits: no empty group");
+}
+
+Test(queue, a_query_alone_gets_a_sync_before_and_after_it)
+{
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[1]);
+    p[1].attempts = 2;
+    db_queue_push(&q, &p[2]);
+    db_queue_push(&q, &p[3]);
+    turn(1024, DB_MAX_SYNCS, 0);
+    cr_expect_str_eq(steps, "QSQSQQS", "p0 | p1 alone | p2 p3");
+    /* Alone at the head: no Sync before it, none was begun. */
+    setup();
+    p[0].alone = true;
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[1]);
+    turn(1024, DB_MAX_SYNCS, 0);
+    cr_expect_str_eq(steps, "QSQS");
+}
+
+Test(queue, the_caller_may_end_a_group_after_a_query)
+{
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    turn(1024, DB_MAX_SYNCS, 1); /* a writing batch that left a key out */
+    cr_expect_str_eq(steps, "QSQQS");
+    cr_expect(p[0].sync_after);
+    cr_expect_not(p[1].sync_after);
+}
+
+Test(queue, no_group_is_begun_at_the_limit_of_groups_in_flight)
+{
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    q.syncs = 2; /* two groups out, their results not read */
+    turn(1024, 2, 0);
+    cr_expect_str_eq(steps, "", "the queries wait for the oldest group's results");
+    cr_expect_eq(q.queued, 3);
+    q.syncs = 1;
+    turn(1024, 2, 0);
+    cr_expect_str_eq(steps, "QQQS", "one group more: all of them in it");
+    cr_expect_eq(q.syncs, 2);
+}
+
+Test(queue, a_query_alone_waits_at_the_limit_of_groups)
+{
+    /* A query alone closes the group before it; the limit then stops the
+     * turn before a group of its own is begun for it. */
+    db_queue_push(&q, &p[0]);
+    db_queue_push(&q, &p[1]);
+    p[1].attempts = 2;
+    q.syncs = 1;
+    turn(1024, 2, 0);
+    cr_expect_str_eq(steps, "QS");
+    cr_expect_eq(q.queued, 1, "p1 waits for a free group");
+    cr_expect_eq(q.queued_head, &p[1]);
+}
+
+Test(queue, a_turn_sends_at_most_its_number_of_queries)
+{
+    for (int i = 0; i < 5; i++)
+        db_queue_push(&q, &p[i]);
+    turn(3, DB_MAX_SYNCS, 0);
+    cr_expect_str_eq(steps, "QQQS", "the rest goes in the next turn");
+    cr_expect_eq(q.queued, 2);
+    turn(3, DB_MAX_SYNCS, 0);
+    cr_expect_str_eq(steps, "QQS");
 }
