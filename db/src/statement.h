@@ -1,6 +1,6 @@
 /*
  * Internal to db/: the process-wide list of typed statements (db_register),
- * which every connection prepares when it opens (pool.c).
+ * which every connection prepares when it opens (connect.c).
  *
  * Filled on the main thread before any pool opens, read-only after (but
  * for each statement's atomic batch_refused flag): the first
@@ -47,5 +47,9 @@ bool db_stmt_refuse_batch(const db_stmt *s);
 
 /* No more registrations: pools are opening. Any thread; idempotent. */
 void db_statements_close(void);
+
+/* The first 60 bytes of @s's SQL, and whether there are more: for
+ * messages ("%.60s%s"). */
+#define DB_SQL_HEAD(s) (s)->def.sql, strlen((s)->def.sql) > 60 ? "..." : ""
 
 #endif

@@ -1,0 +1,390 @@
+/*
+ * Each connection's driver coroutine: see driver.h; what is queued and
+ * how it is grouped, queue.h; what a completed query becomes, retry.h.
+ *
+ * Driver turn: send every queued query, reads and writes alike, under one
+ * Sync at the end (one write, one round trip), PQflush, then park on the
+ * socket: for POLLIN always (results, or the server closing an idle
+ * connection), for POLLOUT while libpq has unsent bytes. A request queued
+ * while the driver is parked wakes it (net_unpark), which runs at the
+ * loop's next turn, after the other requests of this turn have queued
+ * theirs: concurrent requests share a round trip. Up to DB_MAX_SYNCS
+ * Sync groups may be in flight on a connection; a query that arrives
+ * while that many are out rides in the next group, sent as soon as the
+ * oldest group's results are read. A group in which a query fails is
+ * rolled back by the server: its other queries are sent again, in the
+ * next group, and alone in a group the third time (queue.h, retry.h).
+ */
+#include "driver.h"
+
+#include "batch.h"
+#include "coalesce.h"
+#include "connect.h"
+#include "coring/core/clock.h"
+#include "coring/core/error.h"
+#include "coring/core/log.h"
+#include "metrics.h"
+#include "pending.h"
+#include "ready.h"
+#include "retry.h"
+#include "statement.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <string.h>
+
+#define DB_MAX_BATCH 1024 /* queries sent per driver turn */
+
+/* --- up and down ----------------------------------------------------------- */
+
+static void conn_up(db_conn *c)
+{
+    if (c->lost_logged)
+        cr_log_info("%s connection %u: connected again", c->set->what, c->index);
+    c->lost_logged = false;
+    c->up = true;
+    c->set->up++;
+    db_ready_publish_set(c->set);
+}
+
+/* Drop the connection: every query on it fails with @err. */
+static void conn_down(db_conn *c, int err)
+{
+    if (c->up) {
+        c->up = false;
+        c->set->up--;
+        db_ready_publish_set(c->set);
+    }
+    c->idle = c->parked = false;
+    if (c->pg) {
+        if (err != -ECANCELED) {
+            db_conn_note_error(c, c->pg, err); /* why it is down, for db_ready() */
+            cr_metric_inc(&db_metrics.lost, 0);
+        }
+        if (err != -ECANCELED && !c->lost_logged) {
+            const char *msg = PQerrorMessage(c->pg);
+            size_t n = strcspn(msg, "\n");
+            if (n)
+                cr_log_warn("%s connection %u lost (%.*s): reconnecting", c->set->what,
+                            c->index, (int)n, msg);
+            else
+                cr_log_warn("%s connection %u lost (%s): reconnecting", c->set->what, c->index,
+                            cr_strerror(err));
+            c->lost_logged = true;
+        }
+        PQfinish(c->pg);
+        c->pg = NULL;
+    }
+    db_pending *p = db_queue_take_all(&c->q);
+    while (p) {
+        db_pending *next = p->next;
+        p->next = NULL;
+        if (p->result)
+            PQclear(p->result);
+        p->result = NULL;
+        p->error = err == -ECANCELED ? -ECANCELED : -ECONNRESET;
+        db_pending_done(c->free_list, p);
+        p = next;
+    }
+}
+
+/* --- reading results ------------------------------------------------------- */
+
+static db_event classify(const PGresult *r)
+{
+    if (!r)
+        return DB_EVENT_END;
+    switch (PQresultStatus(r)) {
+    case PGRES_PIPELINE_SYNC:
+        return DB_EVENT_SYNC;
+    case PGRES_PIPELINE_ABORTED:
+        return DB_EVENT_ABORTED;
+    case PGRES_FATAL_ERROR:
+    case PGRES_NONFATAL_ERROR:
+    case PGRES_BAD_RESPONSE:
+        return DB_EVENT_ERROR;
+    default:
+        return DB_EVENT_RESULT;
+    }
+}
+
+/* The SQLSTATE of @p's error result, NULL when it has none. */
+static const char *sqlstate(const db_pending *p)
+{
+    return p->result ? PQresultErrorField(p->result, PG_DIAG_SQLSTATE) : NULL;
+}
+
+static bool connection_bad(const db_conn *c)
+{
+    return PQstatus(c->pg) == CONNECTION_BAD;
+}
+
+/* Queue @p again, its result dropped, for @reason. */
+static void resend(db_conn *c, db_pending *p, db_resend_reason reason)
+{
+    if (p->result)
+        PQclear(p->result);
+    p->result = NULL;
+    cr_metric_inc(&db_metrics.resent, reason);
+    db_queue_push(&c->q, p);
+}
+
+/* A batch's results are complete: each member gets its rows, is sent
+ * again or fails, by the batch's verdict (retry.h); then the batch goes.
+ * A result that does not fit the registration refuses the batch form for
+ * the process (logged once). */
+static void complete_batch(db_conn *c, db_pending *b)
+{
+    const db_stmt *stmt = b->members->stmt;
+    const PGresult *r = b->result;
+    bool fits = r && db_batch_fits(r, stmt->def.batch_key_column,
+                                   stmt->oids[stmt->def.batch_key_param]);
+    if (db_batch_clean(b) && !fits && db_stmt_refuse_batch(stmt))
+        /* The registration is wrong (checked when the connection opened,
+         * but the schema may have changed since): no more batches. */
+        cr_log_error("%s: the batch form of statement %s (%.60s%s) returned no row set, or "
+                     "no key column %d of its key parameter's type: %s, and its queries "
+                     "are sent one by one from now on",
+                     c->set->what, stmt->name, DB_SQL_HEAD(stmt), stmt->def.batch_key_column,
+                     b->writes ? "this batch's queries fail" : "this batch's are sent again");
+    db_verdict v = db_verdict_batch(b, sqlstate(b), connection_bad(c), fits);
+    for (db_pending *m = b->members, *next; m; m = next) {
+        next = m->next;
+        m->next = NULL;
+        db_verdict mv = db_verdict_member(m, v);
+        if (mv.resend) {
+            resend(c, m, mv.reason);
+            m->alone = mv.alone;
+            continue;
+        }
+        m->error = mv.error;
+        int k = stmt->def.batch_key_param;
+        if (!mv.error && m->waiter &&
+            !(m->result = db_batch_rows(r, stmt->def.batch_key_column, m->values[k],
+                                        m->lengths[k])))
+            m->error = -ENOMEM;
+        db_pending_done(c->free_list, m);
+    }
+    b->members = NULL;
+    db_pending_free(c->free_list, b);
+}
+
+/* A query's results are complete: hand it over, send it again or fail
+ * it, by its verdict (retry.h). */
+static void complete(db_conn *c, db_pending *p)
+{
+    if (p->members) {
+        complete_batch(c, p);
+        return;
+    }
+    db_verdict v = db_verdict_query(p, p->failed ? sqlstate(p) : NULL, connection_bad(c));
+    if (v.resend) {
+        resend(c, p, v.reason);
+        return;
+    }
+    if (v.error == -EIO && p->result) {
+        /* Undone, or skipped: its result must not stand. */
+        PQclear(p->result);
+        p->result = NULL;
+    }
+    p->error = v.error;
+    db_pending_done(c->free_list, p);
+}
+
+/* Read every result that is available. 0, or -EPROTO when they do not
+ * match what was sent. */
+static int read_results(db_conn *c)
+{
+    unsigned bound = 4 * (c->q.sent + c->q.syncs) + 8; /* never spin on a broken connection */
+    while (db_queue_busy(&c->q) && bound-- && !PQisBusy(c->pg)) {
+        PGresult *r = PQgetResult(c->pg);
+        db_event ev = classify(r);
+        db_pending *done;
+        bool ok = db_queue_feed(&c->q, ev, r, &done);
+        if (r && (!ok || (ev != DB_EVENT_RESULT && ev != DB_EVENT_ERROR)))
+            PQclear(r);
+        if (!ok) {
+            /* A connection that broke makes libpq invent results: no news. */
+            if (PQstatus(c->pg) != CONNECTION_BAD)
+                cr_log_error("%s connection %u: unexpected %s result: dropping it",
+                             c->set->what, c->index,
+                             r ? PQresStatus(PQresultStatus(r)) : "end-of-query");
+            return -EPROTO;
+        }
+        c->progress_at = cr_clock_now_ns();
+        while (done) {
+            db_pending *next = done->next;
+            done->next = NULL;
+            complete(c, done);
+            done = next;
+        }
+    }
+    return 0;
+}
+
+/* --- sending --------------------------------------------------------------- */
+
+/* Send a Sync: PQsendPipelineSync (libpq 17) leaves the flush to the
+ * driver's PQflush; PQpipelineSync (libpq 14-16) tries one itself. */
+static int send_sync(db_conn *c)
+{
+#ifdef LIBPQ_HAS_SEND_PIPELINE_SYNC
+    if (!PQsendPipelineSync(c->pg))
+        return -EIO;
+#else
+    if (!PQpipelineSync(c->pg))
+        return -EIO;
+#endif
+    cr_metric_inc(&db_metrics.round_trips, 0);
+    db_queue_mark_sync(&c->q);
+    return 0;
+}
+
+/* Send what is queued, grouped under Syncs by db_queue_send_step (queue.h);
+ * the queries of a statement with a batch form coalesced first, a writing
+ * batch that left a query out for its key ending its group (coalesce.h).
+ * 0 or -EIO. */
+static int send_queued(db_conn *c)
+{
+    if (c->q.queued && !db_queue_busy(&c->q))
+        c->progress_at = cr_clock_now_ns();
+    db_send_turn turn = {.max_queries = DB_MAX_BATCH, .max_syncs = DB_MAX_SYNCS};
+    for (;;) {
+        switch (db_queue_send_step(&c->q, &turn)) {
+        case DB_SEND_STOP:
+            return 0;
+        case DB_SEND_SYNC:
+            if (send_sync(c) < 0)
+                return -EIO;
+            break;
+        case DB_SEND_QUERY: {
+            if (c->cfg->coalesce && db_coalesce(&c->q, c->free_list))
+                turn.end_group = true;
+            db_pending *p = db_queue_send_next(&c->q);
+            if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths,
+                                     p->formats, p->result_format))
+                return -EIO;
+            break;
+        }
+        }
+    }
+}
+
+/* --- the serve loop -------------------------------------------------------- */
+
+/* Serve queries on an open connection until it breaks (-errno) or the
+ * driver is cancelled (-ECANCELED). */
+static int conn_serve(db_conn *c)
+{
+    const db_config *cfg = c->cfg;
+    for (;;) {
+        if (send_queued(c) < 0)
+            return -EIO;
+        int f = PQflush(c->pg);
+        if (f < 0)
+            return -EIO;
+        bool busy = db_queue_busy(&c->q);
+        if (busy && c->q.queued && c->q.syncs < DB_MAX_SYNCS)
+            continue; /* batch limit reached: keep sending */
+        /* Sending can read: when the socket's send buffer is full libpq
+         * reads the input into its own buffer (pqSendSome), and the socket
+         * is then no longer readable. Parse what libpq holds first. */
+        if (busy && !PQisBusy(c->pg)) {
+            int err = read_results(c);
+            if (err < 0)
+                return err;
+            continue;
+        }
+        /* No result for the query timeout while some are awaited, however
+         * often new queries woke the driver: the connection is stalled. */
+        uint64_t now = cr_clock_now_ns(), wait = 0;
+        bool late = false;
+        if (busy && cfg->query_timeout_ns) { /* 0: no timeout, wait for the socket */
+            uint64_t deadline = c->progress_at + cfg->query_timeout_ns;
+            late = deadline <= now;
+            /* Past it: one last look at the socket, not woken by queries. */
+            wait = late ? CR_NS_PER_MS : deadline - now;
+        }
+        c->idle = !busy;
+        c->parked = busy && !late && c->q.syncs < DB_MAX_SYNCS;
+        net_task_set_idle(c->idle);
+        int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0), wait);
+        c->idle = c->parked = false;
+        net_task_set_idle(false);
+        if (ev == 0)
+            continue; /* woken: a query was queued */
+        if (ev == -ECANCELED)
+            return -ECANCELED;
+        if (ev == -ETIMEDOUT) {
+            if (!c->lost_logged)
+                cr_log_warn("%s connection %u: no answer within the query timeout "
+                            "(queued %u, sent %u, syncs %u, closing %u, libpq busy %d)",
+                            c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs,
+                            c->q.closing, PQisBusy(c->pg));
+            return -ETIMEDOUT;
+        }
+        if (ev < 0)
+            return ev;
+        if (ev & (POLLIN | POLLERR | POLLHUP)) {
+            bool alive = PQconsumeInput(c->pg) == 1;
+            int err = read_results(c); /* even when it broke: results read before stand */
+            if (err < 0)
+                return err;
+            if (!alive || PQstatus(c->pg) == CONNECTION_BAD)
+                return -ECONNRESET;
+        }
+    }
+}
+
+static void driver_main(void *arg)
+{
+    db_conn *c = arg;
+    const db_config *cfg = c->cfg;
+    /* Requests still in flight at shutdown need their connection: the
+     * driver ends only after them. */
+    net_task_set_service(true);
+    c->driver = net_task_current();
+    uint64_t backoff = 0;
+    for (;;) {
+        if (!c->pg) {
+            net_task_set_idle(true);
+            if (backoff && net_park(-1, 0, backoff) == -ECANCELED)
+                break;
+            int err = db_conn_open(c, false);
+            if (err == -ECANCELED)
+                break;
+            if (err < 0) {
+                c->lost_logged = true; /* log the outage once, and its end */
+                backoff = backoff ? backoff * 2 : cfg->backoff_min_ns;
+                if (backoff > cfg->backoff_max_ns)
+                    backoff = cfg->backoff_max_ns;
+                continue;
+            }
+            conn_up(c);
+        }
+        uint64_t since = cr_clock_now_ns();
+        int err = conn_serve(c);
+        conn_down(c, err);
+        if (err == -ECANCELED)
+            break;
+        /* Reconnect at once after a long healthy run; keep backing off
+         * when connections keep breaking right after they open. */
+        if (cr_clock_now_ns() - since > cfg->backoff_max_ns)
+            backoff = 0;
+        else
+            backoff = backoff ? backoff : cfg->backoff_min_ns;
+    }
+    conn_down(c, -ECANCELED);
+    c->driver = NULL;
+}
+
+int db_driver_start(db_conn *c)
+{
+    /* Start-up may block: have the connections ready before serving. */
+    if (db_conn_open(c, true) == 0)
+        conn_up(c);
+    else
+        c->lost_logged = true;
+    return net_spawn(driver_main, c);
+}
