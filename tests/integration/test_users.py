@@ -150,7 +150,10 @@ class UsersTest(cs.CoringTestCase):
 
     def test_get_missing_and_bad_ids(self):
         self.assertJsonError(self.req("GET", "/users/987654321"), 404, "missing user")
-        self.assertJsonError(self.req("GET", "/users/99999999999999999999999"), 404, "huge id")
+        # Past 64 bits is 400, as on /todos (it was 404: issue 39).
+        for huge in ("99999999999999999999", "9223372036854775808", "99999999999999999999999"):
+            self.assertJsonError(self.req("GET", "/users/" + huge), 400, "huge id " + huge)
+        self.assertJsonError(self.req("GET", "/users/9223372036854775807"), 404, "largest id")
         self.assertJsonError(self.req("GET", "/users/abc"), 400, "non-numeric id")
         self.assertJsonError(self.req("GET", "/users/-1"), 400, "negative id")
         self.assertEqual(self.req("DELETE", "/users/1").status, 405)
