@@ -291,6 +291,14 @@ Test(log_json, a_long_line_is_cut_and_stays_one_json_object)
 
 /* --- lines over their size keep what identifies a request (issue 39) ----- */
 
+/* From now on stderr goes into a pipe that @r's thread reads (finish()). */
+static void capture_stderr(reader *r)
+{
+    stderr_to_pipe(0);
+    *r = (reader){0};
+    pthread_create(&r->thread, NULL, read_main, r);
+}
+
 /* The one line in @text, parsed: *@root is its object. Fails the test when
  * it is not exactly one valid JSON object of at most 2 KiB. */
 static cr_json_parser *parse_line(const char *text, cr_json_value *root)
@@ -342,31 +350,64 @@ static const char *truncated_names(cr_json_value root, char *out, size_t size)
     return out;
 }
 
+/* What an access line says of its request. */
+typedef struct access_line {
+    const char *method;
+    size_t method_len;
+    const char *target;
+    size_t target_len;
+    int status;
+    double ms;
+    const char *client;
+    int port;
+    long long bytes;
+    const char *ua;
+    size_t ua_len;
+} access_line;
+
+/* The access line's fields in the order and with the flags http/ gives
+ * them (its request id and the rest follow), into @f[0..ACCESS_FIELDS). */
+enum { ACCESS_FIELDS = 9 };
+static void access_fields(cr_log_field *f, const access_line *a)
+{
+    cr_log_field fields[ACCESS_FIELDS] = {
+        {.key = "method",
+         .type = CR_LOG_STR,
+         .str = a->method,
+         .len = a->method_len,
+         .json_only = true},
+        {.key = "target",
+         .type = CR_LOG_STR,
+         .str = a->target,
+         .len = a->target_len,
+         .json_only = true},
+        {.key = "status", .type = CR_LOG_INT, .num = a->status, .json_only = true},
+        {.key = "duration_ms", .type = CR_LOG_MS, .ms = a->ms, .json_only = true},
+        CR_LOG_FIELD_STR("client", a->client, strlen(a->client)),
+        CR_LOG_FIELD_INT("client_port", a->port),
+        CR_LOG_FIELD_STR("protocol", "HTTP/1.1", 8),
+        CR_LOG_FIELD_INT("bytes", a->bytes),
+        CR_LOG_FIELD_STR("user_agent", a->ua, a->ua_len),
+    };
+    memcpy(f, fields, sizeof(fields));
+}
+
 /* The access line's fields as http/ passes them, with a User-Agent of 1,772
  * bytes: it fitted whole with room for nothing after it, and the line lost
  * its request id (the fields were left out whole, in order). */
 Test(log_json, a_long_user_agent_is_cut_and_the_request_id_kept)
 {
-    stderr_to_pipe(0);
-    reader r = {0};
-    pthread_create(&r.thread, NULL, read_main, &r);
+    reader r;
+    capture_stderr(&r);
     cr_log_set_format(CR_LOG_FORMAT_JSON);
     cr_log_set_thread_name("t0");
     enum { UA = 1772 };
     char ua[UA];
     memset(ua, 'u', sizeof(ua));
-    cr_log_field f[] = {
-        {.key = "method", .type = CR_LOG_STR, .str = "GET", .len = 3, .json_only = true},
-        {.key = "target", .type = CR_LOG_STR, .str = "/?long-ua", .len = 9, .json_only = true},
-        {.key = "status", .type = CR_LOG_INT, .num = 200, .json_only = true},
-        {.key = "duration_ms", .type = CR_LOG_MS, .ms = 0.012, .json_only = true},
-        CR_LOG_FIELD_STR("client", "127.0.0.1", 9),
-        CR_LOG_FIELD_INT("client_port", 54321),
-        CR_LOG_FIELD_STR("protocol", "HTTP/1.1", 8),
-        CR_LOG_FIELD_INT("bytes", 172),
-        CR_LOG_FIELD_STR("user_agent", ua, sizeof(ua)),
-        CR_LOG_FIELD_STR("request_id", "trace-1", 7),
-    };
+    access_line a = {"GET", 3, "/?long-ua", 9, 200, 0.012, "127.0.0.1", 54321, 172, ua, sizeof(ua)};
+    cr_log_field f[ACCESS_FIELDS + 1];
+    access_fields(f, &a);
+    f[ACCESS_FIELDS] = CR_LOG_FIELD_STR("request_id", "trace-1", 7);
     cr_log_kv(CORING_LOG_INFO, f, cr_countof(f), "GET /?long-ua 200 0.012 ms");
     char *text = finish(&r);
     cr_json_value root;
@@ -393,9 +434,8 @@ Test(log_json, a_long_user_agent_is_cut_and_the_request_id_kept)
  * the long values share what is left, none under 64 bytes. */
 Test(log_json, the_worst_line_keeps_every_identifying_field_whole)
 {
-    stderr_to_pipe(0);
-    reader r = {0};
-    pthread_create(&r.thread, NULL, read_main, &r);
+    reader r;
+    capture_stderr(&r);
     cr_log_set_format(CR_LOG_FORMAT_JSON);
     enum { BIG = 8192 };
     static char target[BIG], ua[BIG], bad_id[BIG], id[129], msg[2001];
@@ -406,19 +446,22 @@ Test(log_json, the_worst_line_keeps_every_identifying_field_whole)
     memset(msg, 'm', 2000);
     const char *method = "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEF"; /* 32 bytes */
     cr_log_set_request_id(id);
-    cr_log_field f[] = {
-        {.key = "method", .type = CR_LOG_STR, .str = method, .len = 32, .json_only = true},
-        {.key = "target", .type = CR_LOG_STR, .str = target, .len = BIG, .json_only = true},
-        {.key = "status", .type = CR_LOG_INT, .num = 501, .json_only = true},
-        {.key = "duration_ms", .type = CR_LOG_MS, .ms = 123456.789, .json_only = true},
-        CR_LOG_FIELD_STR("client", "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255", 45),
-        CR_LOG_FIELD_INT("client_port", 65535),
-        CR_LOG_FIELD_STR("protocol", "HTTP/1.1", 8),
-        CR_LOG_FIELD_INT("bytes", 1048576),
-        CR_LOG_FIELD_STR("user_agent", ua, BIG),
-        {.key = "trace_id", .type = CR_LOG_STR, .str = target, .len = 100, .identifying = true},
-        CR_LOG_FIELD_STR("invalid_request_id", bad_id, BIG),
-    };
+    access_line a = {method,
+                     32,
+                     target,
+                     BIG,
+                     501,
+                     123456.789,
+                     "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
+                     65535,
+                     1048576,
+                     ua,
+                     BIG};
+    cr_log_field f[ACCESS_FIELDS + 2];
+    access_fields(f, &a);
+    f[ACCESS_FIELDS] = (cr_log_field){
+        .key = "trace_id", .type = CR_LOG_STR, .str = target, .len = 100, .identifying = true};
+    f[ACCESS_FIELDS + 1] = CR_LOG_FIELD_STR("invalid_request_id", bad_id, BIG);
     cr_log_kv(CORING_LOG_INFO, f, cr_countof(f), "%s", msg);
     cr_log_set_request_id(NULL);
     char *text = finish(&r);
@@ -459,9 +502,8 @@ Test(log_json, the_worst_line_keeps_every_identifying_field_whole)
  * request id, and the line says so. */
 Test(log, a_long_text_line_keeps_the_request_id_and_names_what_was_cut)
 {
-    stderr_to_pipe(0);
-    reader r = {0};
-    pthread_create(&r.thread, NULL, read_main, &r);
+    reader r;
+    capture_stderr(&r);
     static char ua[2000], msg[1501];
     memset(ua, 'u', sizeof(ua));
     memset(msg, 'm', 1500);
@@ -487,9 +529,8 @@ Test(log, a_long_text_line_keeps_the_request_id_and_names_what_was_cut)
 /* A line that fits is written whole, with no mark. */
 Test(log_json, a_line_that_fits_is_not_marked)
 {
-    stderr_to_pipe(0);
-    reader r = {0};
-    pthread_create(&r.thread, NULL, read_main, &r);
+    reader r;
+    capture_stderr(&r);
     cr_log_set_format(CR_LOG_FORMAT_JSON);
     static char ua[1500];
     memset(ua, 'u', sizeof(ua));
