@@ -96,24 +96,22 @@ static void fail(http_ctx *ctx, const embed_input *in, int status, const char *p
     http_response_end(ctx); /* out of memory: the connection closes */
 }
 
-/* Check the model is loaded and the body is a JSON object, and parse it
- * into its root object. Answers the error itself. */
+/* Parse the body into its root object, and check that it is a JSON
+ * object, then that the model is loaded: a malformed request is the
+ * client's error (4xx) whatever the server's state. Answers the error
+ * itself. */
 static bool parse_body(http_ctx *ctx, const embed_input *in, cr_json_value *root)
 {
     /* http_json_object_parse answers nothing itself: /v1/embeddings
-     * answers in OpenAI's shape, and a 415 goes before the 503. */
+     * answers in OpenAI's shape. */
     const char *message;
     int status = http_json_object_parse(ctx, root, &message);
-    if (status == 415) {
-        fail(ctx, in, 415, NULL, NULL, message);
+    if (status != 0) {
+        fail(ctx, in, status, NULL, NULL, message);
         return false;
     }
     if (!model) {
         fail(ctx, in, 503, NULL, NULL, "no model loaded");
-        return false;
-    }
-    if (status != 0) {
-        fail(ctx, in, status, NULL, NULL, message);
         return false;
     }
     return true;

@@ -4,7 +4,8 @@
  *
  *   GET  /users[?limit=N&after_id=ID]  first users by id (limit 1..100,
  *                                      default 50; keyset paging)
- *   GET  /users/{id}                   200, or 404
+ *   GET  /users/{id}                   200, or 404; 400 for an id that is
+ *                                      not a positive 64-bit integer
  *   POST /users {"name","email"}       201 + Location; 409 when the email
  *                                      exists (case-insensitive); 400/422
  *                                      for bad input
@@ -309,11 +310,8 @@ static void get_user(http_ctx *ctx, void *user)
     const http_str *p = http_route_param(ctx->params, "id");
     int64_t id;
     if (!p || !parse_int64(p->ptr, p->len, &id)) {
-        bool digits = p && p->len > 0 && strspn(p->ptr, "0123456789") >= p->len;
-        if (digits) /* too large to be an id */
-            http_respond_error(ctx, 404, "user not found");
-        else
-            http_respond_error(ctx, 400, "id must be a positive integer");
+        /* Past 64 bits too, as todo answers: 400, not 404. */
+        http_respond_error(ctx, 400, "id must be a positive integer");
         return;
     }
     db_result r;

@@ -237,7 +237,10 @@ cr_json_error reserve(cr_json_parser *p, size_t len) noexcept
     p->input = input;
     if (p->doc.allocate(cap) != simdjson::SUCCESS)
         return CR_JSON_ENOMEM;
-    error_code err = p->parser.allocate(cap, p->max_depth);
+    /* simdjson counts the root value as 1 deep and each value inside a
+     * non-empty array or object one deeper: 64 arrays around 1 put the 1
+     * at its depth 65. Ours counts the arrays and objects only. */
+    error_code err = p->parser.allocate(cap, p->max_depth + 1);
     if (err != simdjson::SUCCESS)
         return err == simdjson::CAPACITY ? CR_JSON_ETOOBIG : CR_JSON_ENOMEM;
     p->capacity = cap;
@@ -262,8 +265,8 @@ cr_json_parser *cr_json_parser_create(size_t max_bytes, size_t max_depth)
         max_bytes = simdjson::SIMDJSON_MAXSIZE_BYTES;
     if (max_depth == 0)
         max_depth = default_max_depth;
-    if (max_depth > max_bytes + 1) /* deeper cannot fit; don't allocate for it */
-        max_depth = max_bytes + 1;
+    if (max_depth > max_bytes) /* deeper cannot fit; don't allocate for it */
+        max_depth = max_bytes;
     try {
         /* simdjson allocates at least MINIMAL_DOCUMENT_CAPACITY even for a
          * tiny document; max_bytes itself is enforced in cr_json_parse. */

@@ -52,6 +52,8 @@
 #define LOG_RATE_SLOTS 64             /* formats tracked per thread (direct-mapped) */
 #define LOG_EXIT_WAIT_MS 5000         /* at exit: how long stderr may take the rest */
 #define LOG_PIPE_BUF 4096             /* a pipe with room (POLLOUT) takes this much whole */
+#define LOG_FIELDS_MAX 32             /* fields per line (cr_log_kv): more are left out */
+#define LOG_CUT_FLOOR 64              /* a value (escaped) this long or shorter is never cut */
 
 cr_log_level cr_log_threshold = CR_LOG_INFO;
 static cr_log_format log_format = CR_LOG_FORMAT_TEXT;
@@ -239,108 +241,293 @@ static int format_json_prefix(char *line, size_t size, const struct timeval *tv,
     return n < 0 ? 0 : n;
 }
 
-/* A text field value: cr_log_escape, '"' as \x22 too. Its length. */
-static size_t text_escape(char *dst, size_t size, const char *src, size_t len)
+/* Escape @len bytes of untrusted @src into @dst (NULL: only measure), at
+ * most @cap bytes, cut before an escape or UTF-8 sequence that would not
+ * fit. @json: as the inside of a JSON string (cr_log_json_escape's rule);
+ * else as a TEXT value: bytes outside 0x20..0x7e, '\\' and '"' as \xHH.
+ * *@whole: whether all of @src went in. Returns the bytes written (or that
+ * would be). */
+static size_t escape_value(bool json, char *dst, size_t cap, const char *src, size_t len,
+                           bool *whole)
 {
-    size_t o = 0;
-    for (size_t i = 0; i < len && o + 5 < size; i++) {
-        if (src[i] == '"') {
-            memcpy(dst + o, "\\x22", 4);
-            o += 4;
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)src;
+    size_t o = 0, i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        char esc[6];
+        const char *out = esc;
+        size_t w, used = 1;
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            out = src + i, w = 1;
+        } else if (json && (c == '"' || c == '\\')) {
+            esc[0] = '\\', esc[1] = (char)c, w = 2;
+        } else if (!json) {
+            esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15], w = 4;
+        } else if (c < 0x80) {
+            memcpy(esc, "\\u00", 4), esc[4] = hex[c >> 4], esc[5] = hex[c & 15], w = 6;
+        } else if ((used = cr_utf8_sequence_length(s + i, len - i)) != 0) {
+            out = src + i, w = used;
         } else {
-            cr_log_escape(dst + o, size - o, src + i, 1);
-            o += strlen(dst + o);
+            out = "\\ufffd", w = 6, used = 1;
         }
+        if (o + w > cap)
+            break;
+        if (dst)
+            memcpy(dst + o, out, w);
+        o += w;
+        i += used;
     }
-    if (size)
-        dst[o < size ? o : size - 1] = '\0';
+    *whole = i == len;
     return o;
 }
 
-/* Append one formatted field (or the request id) to a line being built in
- * @line[*len..@limit). Leaves it out when it does not fit. */
-static void append_field(char *line, size_t *len, size_t limit, const cr_log_field *f)
+/* A field's value as written, with its quotes and escapes, into @dst (NULL:
+ * only measure), at most @cap bytes: a string that is longer is cut inside
+ * its quotes (*@cut set); a number that is longer is not written. Returns
+ * its length (a number's whole length, even when over @cap). */
+static size_t render_value(bool json, char *dst, size_t cap, const cr_log_field *f, bool *cut)
 {
-    char value[LOG_JSON_LINE_MAX];
-    size_t vlen = 0;
-    bool json = log_format == CR_LOG_FORMAT_JSON;
-    switch (f->type) {
-    case CR_LOG_STR:
-        if (json) {
-            value[0] = '"';
-            vlen = 1 + cr_log_json_escape(value + 1, sizeof(value) - 2, f->str, f->len);
-        } else {
-            value[0] = '"';
-            vlen = 1 + text_escape(value + 1, sizeof(value) - 2, f->str, f->len);
+    *cut = false;
+    if (f->type == CR_LOG_STR) {
+        if (cap < 2) {
+            *cut = true;
+            return 0;
         }
-        value[vlen++] = '"';
-        break;
-    case CR_LOG_INT:
-        vlen = (size_t)snprintf(value, sizeof(value), "%lld", f->num);
-        break;
-    case CR_LOG_MS:
-        vlen = (size_t)snprintf(value, sizeof(value), "%.3f", f->ms);
-        break;
+        bool whole;
+        size_t n = escape_value(json, dst ? dst + 1 : NULL, cap - 2, f->str, f->len, &whole);
+        if (dst) {
+            dst[0] = '"';
+            dst[n + 1] = '"';
+        }
+        *cut = !whole;
+        return n + 2;
     }
+    /* snprintf's NUL lands at dst[cap] at most: inside the line (the
+     * callers keep room for '}' and '\n' after cap). */
+    int m = f->type == CR_LOG_INT ? snprintf(dst, dst ? cap + 1 : 0, "%lld", f->num)
+                                  : snprintf(dst, dst ? cap + 1 : 0, "%.3f", f->ms);
+    return m < 0 ? 0 : (size_t)m;
+}
+
+/* The bytes a member takes before its value: `,"key":` or ` key=`. */
+static size_t member_overhead(bool json, const cr_log_field *f)
+{
+    return strlen(f->key) + (json ? 4 : 2);
+}
+
+/* Write @f's key into @p: `,"key":` (JSON) or ` key=` (TEXT). Returns the
+ * bytes written (member_overhead). */
+static size_t write_key(bool json, char *p, const cr_log_field *f)
+{
     size_t klen = strlen(f->key);
-    size_t need = klen + vlen + (json ? 4 : 2);
-    if (*len + need > limit)
-        return;
-    char *p = line + *len;
     if (json) {
-        *p++ = ',';
-        *p++ = '"';
-        memcpy(p, f->key, klen);
-        p += klen;
-        *p++ = '"';
-        *p++ = ':';
-    } else {
-        *p++ = ' ';
-        memcpy(p, f->key, klen);
-        p += klen;
-        *p++ = '=';
+        p[0] = ',', p[1] = '"';
+        memcpy(p + 2, f->key, klen);
+        p[klen + 2] = '"', p[klen + 3] = ':';
+        return klen + 4;
     }
-    memcpy(p, value, vlen);
-    *len += need;
+    p[0] = ' ';
+    memcpy(p + 1, f->key, klen);
+    p[klen + 1] = '=';
+    return klen + 2;
+}
+
+/* Whether a field is always written whole: numbers, identifying fields (a
+ * `request_id` always is), and strings whose written value (@value_len,
+ * quotes included) is LOG_CUT_FLOOR bytes or less. */
+static bool keep_whole(const cr_log_field *f, size_t value_len)
+{
+    return f->type != CR_LOG_STR || f->identifying || value_len <= LOG_CUT_FLOOR + 2 ||
+           strcmp(f->key, "request_id") == 0;
+}
+
+/* The largest length (in bytes, inside the quotes) to which every value in
+ * @len[0..@n) that is over it is cut so that all @n fit in @budget bytes:
+ * the longest values give way first, the short ones stay whole ("water
+ * filling"). Never under LOG_CUT_FLOOR: a line with no room for that much
+ * leaves out what does not fit instead. */
+static size_t fair_cut(const size_t *len, size_t n, size_t budget)
+{
+    bool fits[LOG_FIELDS_MAX + 1] = {false};
+    size_t left = n, cap = 0;
+    for (bool changed = true; changed && left;) {
+        changed = false;
+        cap = budget / left;
+        for (size_t i = 0; i < n; i++) {
+            if (!fits[i] && len[i] <= cap) {
+                fits[i] = true;
+                budget -= len[i];
+                left--;
+                changed = true;
+            }
+        }
+    }
+    if (left)
+        cap = budget / left;
+    return cap < LOG_CUT_FLOOR ? LOG_CUT_FLOOR : cap;
 }
 
 /* Format a whole line (prefix, message, fields, request id, newline) into
- * @line (LOG_JSON_LINE_MAX bytes); its length. */
+ * @line (LOG_JSON_LINE_MAX bytes); its length.
+ *
+ * When everything fits, everything is written whole. When not, the
+ * request's identifying fields stay whole and the rest gives way: the
+ * message (in JSON already at most half the line) is shortened to leave
+ * room for every field that is kept whole and for LOG_CUT_FLOOR bytes of
+ * each of the others; then the long string values (user agents, targets)
+ * are shortened, the longest first, each to the same length; and every
+ * member shortened is named in a last member, `"truncated":["msg",
+ * "user_agent"]` (TEXT: ` truncated="msg,user_agent"`). */
 static size_t format_line(char *line, const struct timeval *tv, cr_log_level level,
                           const char *name, bool with_id, const cr_log_field *fields,
                           size_t n, const char *fmt, va_list ap)
 {
     bool json = log_format == CR_LOG_FORMAT_JSON;
     size_t size = json ? LOG_JSON_LINE_MAX : LOG_LINE_MAX;
-    size_t len;
-    if (json) {
-        char msg[LOG_LINE_MAX];
-        int m = vsnprintf(msg, sizeof(msg), fmt, ap);
-        size_t mlen = m < 0 ? 0 : (size_t)m >= sizeof(msg) ? sizeof(msg) - 1 : (size_t)m;
-        len = (size_t)format_json_prefix(line, size, tv, level, name);
-        /* The message gets at most half the line: the fields the rest. */
-        len += cr_log_json_escape(line + len, size / 2 - len, msg, mlen);
-        line[len++] = '"';
-    } else {
-        len = (size_t)format_prefix(line, size, tv, level, name);
-        int m = vsnprintf(line + len, size - len - 1, fmt, ap);
-        len += m < 0 ? 0 : (size_t)m;
-        if (len > size - 2)
-            len = size - 2;
-    }
     size_t limit = size - 2; /* room for '}' and '\n' */
+
+    /* The members after the message: the caller's fields that apply to
+     * this format, then the request id unless a field is one. */
+    const cr_log_field *member[LOG_FIELDS_MAX + 1];
+    size_t count = 0;
     bool has_id = false;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(fields[i].key, "request_id") == 0)
             has_id = true;
         if ((fields[i].type == CR_LOG_STR && !fields[i].str) || (fields[i].json_only && !json))
             continue;
-        append_field(line, &len, limit, &fields[i]);
+        if (count < LOG_FIELDS_MAX)
+            member[count++] = &fields[i];
     }
     const char *id = has_id || !with_id ? NULL : cr_log_request_id();
-    if (id) {
-        cr_log_field f = CR_LOG_FIELD_STR("request_id", id, strlen(id));
-        append_field(line, &len, limit, &f);
+    cr_log_field id_field = CR_LOG_FIELD_STR("request_id", id, id ? strlen(id) : 0);
+    id_field.identifying = true;
+    if (id)
+        member[count++] = &id_field;
+
+    /* Each member's length whole (a value is measured up to the line's
+     * size: past that, only "too long" matters). */
+    size_t value_len[LOG_FIELDS_MAX + 1];
+    size_t all_need = 0;   /* every member whole */
+    size_t fixed_need = 0; /* those kept whole, and LOG_CUT_FLOOR of the others */
+    size_t names_need = 0; /* the names in a `truncated` member naming them all */
+    for (size_t i = 0; i < count; i++) {
+        bool cut;
+        size_t over = member_overhead(json, member[i]);
+        value_len[i] = render_value(json, NULL, size, member[i], &cut);
+        all_need += over + value_len[i];
+        if (keep_whole(member[i], value_len[i])) {
+            fixed_need += over + value_len[i];
+        } else {
+            fixed_need += over + 2 + LOG_CUT_FLOOR;
+            names_need += strlen(member[i]->key) + 3;
+        }
+    }
+    /* `,"truncated":["msg",...]` or ` truncated="msg,..."` */
+    size_t mark_need = sizeof(",\"truncated\":[]") - 1 + sizeof("\"msg\",") - 1 + names_need;
+
+    /* The prefix and the message, whole if all fits. */
+    size_t len;
+    size_t msg_at;        /* where the message starts in @line */
+    size_t msg_len;       /* its length there, whole (JSON: escaped, quote included) */
+    bool msg_cut = false; /* vsnprintf had to cut it already */
+    char msg[LOG_LINE_MAX];
+    size_t raw_len = 0;
+    if (json) {
+        int m = vsnprintf(msg, sizeof(msg), fmt, ap);
+        raw_len = m < 0 ? 0 : (size_t)m >= sizeof(msg) ? sizeof(msg) - 1 : (size_t)m;
+        msg_cut = m >= (int)sizeof(msg);
+        len = (size_t)format_json_prefix(line, size, tv, level, name);
+        msg_at = len;
+        bool whole;
+        msg_len = escape_value(true, NULL, size, msg, raw_len, &whole) + 1;
+    } else {
+        len = (size_t)format_prefix(line, size, tv, level, name);
+        msg_at = len;
+        int m = vsnprintf(line + len, size - len, fmt, ap);
+        msg_len = m < 0 ? 0 : (size_t)m;
+        if (msg_len > size - len - 1) {
+            msg_len = size - len - 1;
+            msg_cut = true;
+        }
+    }
+    size_t msg_max = json ? size / 2 - msg_at : limit - msg_at;
+    bool all_fit = !msg_cut && msg_len <= msg_max && msg_at + msg_len + all_need <= limit;
+
+    /* The message: whole, or cut to leave the fields their room. */
+    if (!all_fit) {
+        size_t room = limit - msg_at, others = fixed_need + mark_need;
+        size_t fair = room > others + LOG_CUT_FLOOR ? room - others : LOG_CUT_FLOOR;
+        if (fair < msg_max)
+            msg_max = fair;
+        if (msg_len > msg_max) {
+            msg_len = msg_max;
+            msg_cut = true;
+        }
+    }
+    if (json) {
+        bool whole;
+        len += escape_value(true, line + len, msg_len - 1, msg, raw_len, &whole);
+        line[len++] = '"';
+    } else {
+        len += msg_len;
+    }
+
+    /* The fields: whole, or the long strings cut to a fair share. */
+    size_t cut_to = SIZE_MAX;
+    if (!all_fit && len + all_need + mark_need > limit) {
+        size_t long_len[LOG_FIELDS_MAX + 1];
+        size_t n_long = 0, budget = limit > len + mark_need ? limit - len - mark_need : 0;
+        for (size_t i = 0; i < count; i++) {
+            size_t over = member_overhead(json, member[i]);
+            if (keep_whole(member[i], value_len[i])) {
+                budget -= budget > over + value_len[i] ? over + value_len[i] : budget;
+            } else {
+                budget -= budget > over + 2 ? over + 2 : budget;
+                long_len[n_long++] = value_len[i] - 2;
+            }
+        }
+        cut_to = fair_cut(long_len, n_long, budget);
+    }
+    const cr_log_field *truncated[LOG_FIELDS_MAX + 1];
+    size_t n_truncated = 0;
+    for (size_t i = 0; i < count; i++) {
+        const cr_log_field *f = member[i];
+        size_t over = member_overhead(json, f);
+        size_t want = value_len[i];
+        if (!keep_whole(f, value_len[i]) && want - 2 > cut_to)
+            want = cut_to + 2;
+        if (len + over + 2 > limit || (f->type != CR_LOG_STR && len + over + want > limit)) {
+            truncated[n_truncated++] = f; /* no room left even for that: left out */
+            continue;
+        }
+        if (len + over + want > limit)
+            want = limit - len - over;
+        bool cut;
+        size_t key_len = write_key(json, line + len, f);
+        len += key_len + render_value(json, line + len + key_len, want, f, &cut);
+        if (cut)
+            truncated[n_truncated++] = f;
+    }
+
+    /* The mark: which members were shortened (or left out). */
+    if (msg_cut || n_truncated) {
+        size_t need = mark_need - names_need;
+        for (size_t i = 0; i < n_truncated; i++)
+            need += strlen(truncated[i]->key) + 3;
+        if (len + need <= limit) {
+            len += (size_t)sprintf(line + len, json ? ",\"truncated\":[" : " truncated=\"");
+            bool first = true;
+            if (msg_cut) {
+                len += (size_t)sprintf(line + len, json ? "\"msg\"" : "msg");
+                first = false;
+            }
+            for (size_t i = 0; i < n_truncated; i++, first = false)
+                len += (size_t)sprintf(line + len, json ? "%s\"%s\"" : "%s%s", first ? "" : ",",
+                                       truncated[i]->key);
+            line[len++] = json ? ']' : '"';
+        }
     }
     if (json)
         line[len++] = '}';
@@ -771,47 +958,10 @@ char *cr_log_escape(char *dst, size_t dst_size, const char *src, size_t len)
 
 size_t cr_log_json_escape(char *dst, size_t dst_size, const char *src, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
     if (dst_size == 0)
         return 0;
-    const unsigned char *s = (const unsigned char *)src;
-    for (size_t i = 0; i < len;) {
-        unsigned char c = s[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-            if (o + 1 >= dst_size)
-                break;
-            dst[o++] = (char)c;
-            i++;
-        } else if (c == '"' || c == '\\') {
-            if (o + 2 >= dst_size)
-                break;
-            dst[o++] = '\\', dst[o++] = (char)c;
-            i++;
-        } else if (c < 0x80) {
-            if (o + 6 >= dst_size)
-                break;
-            memcpy(dst + o, "\\u00", 4);
-            dst[o + 4] = hex[c >> 4], dst[o + 5] = hex[c & 15];
-            o += 6;
-            i++;
-        } else {
-            size_t n = cr_utf8_sequence_length(s + i, len - i);
-            if (n) {
-                if (o + n >= dst_size)
-                    break;
-                memcpy(dst + o, s + i, n);
-                o += n;
-                i += n;
-            } else {
-                if (o + 6 >= dst_size)
-                    break;
-                memcpy(dst + o, "\\ufffd", 6);
-                o += 6;
-                i++;
-            }
-        }
-    }
+    bool whole;
+    size_t o = escape_value(true, dst, dst_size - 1, src, len, &whole);
     dst[o] = '\0';
     return o;
 }

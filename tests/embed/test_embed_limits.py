@@ -12,6 +12,8 @@
   The same while a 1 MiB chunked body of 1-byte chunks trickles in on
   another connection of that thread.
 - Both routes take a body only as Content-Type: application/json (415).
+- Without a model, a malformed request is still the client's error (400,
+  422, 415), and only a well-formed one gets 503 "no model loaded".
 - Where the inference threads run (--embed-placement): with CPUs in the
   affinity mask beyond the ring threads' (auto), pinned to those, at the
   rings' priority; with none (auto on one CPU, or batch), SCHED_BATCH at
@@ -289,13 +291,8 @@ class Placement(CoringTestCase):
         self.assertIn("expected auto, spare, batch, idle or shared", res.stderr)
 
 
-class Checks(CoringTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.folder = Model.setup()
-        cls.name = os.path.basename(cls.folder)
-        cls.server = CoringServer(threads=1, apps="embed", args=["--embed-model", cls.folder])
-        cls.server.start()
+class EmbedClient(CoringTestCase):
+    """Requests to cls.server, and the check of OpenAI's error object."""
 
     @classmethod
     def tearDownClass(cls):
@@ -320,6 +317,15 @@ class Checks(CoringTestCase):
         self.assertEqual(err["param"], param, ctx)
         self.assertEqual(err["code"], code, ctx)
         return err
+
+
+class Checks(EmbedClient):
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = Model.setup()
+        cls.name = os.path.basename(cls.folder)
+        cls.server = CoringServer(threads=1, apps="embed", args=["--embed-model", cls.folder])
+        cls.server.start()
 
     def test_floats_are_shortest_round_trip(self):
         """Every number of an /embed answer, normalized and not, is the
@@ -415,6 +421,27 @@ class Checks(CoringTestCase):
             self.assertEqual(resp.status, 200, "Content-Type %r: %r" % (ct, resp))
             resp = self.post("/v1/embeddings", {"input": "hello"}, {"Content-Type": ct})
             self.assertEqual(resp.status, 200, "Content-Type %r: %r" % (ct, resp))
+
+
+class NoModel(EmbedClient):
+    """coring without --embed-model: the request is checked before the
+    model, so invalid JSON is 400, not 503 (issue 39: the model came first)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = CoringServer(threads=1, apps="embed")
+        cls.server.start()
+
+    def test_a_malformed_request_is_400_before_the_model_is_503(self):
+        for body, status in ((b"{", 400), (b"", 400), (b"\xff", 400), (b"[1]", 422), (b'"x"', 422)):
+            self.assertJsonError(self.post("/embed", body), status, "/embed %r" % body)
+            self.assertOpenAiError(self.post("/v1/embeddings", body), status, None, None, repr(body))
+        self.assertJsonError(self.post("/embed", b"{", {"Content-Type": "text/plain"}), 415)
+        resp = self.post("/embed", {"text": "hello"})
+        self.assertJsonError(resp, 503, "well-formed, no model")
+        self.assertEqual(resp.json()["error"], "no model loaded")
+        err = self.assertOpenAiError(self.post("/v1/embeddings", {"input": "hello"}), 503)
+        self.assertEqual(err["message"], "no model loaded")
 
 
 if __name__ == "__main__":

@@ -196,5 +196,83 @@ class AppsRunTest(cs.CoringTestCase):
             self.assertNotIn("second SIGINT", out)
 
 
+class QuietBuildTest(cs.CoringTestCase):
+    """apps/run builds quietly, and --help needs no build (issue 39: every
+    call, --help included, printed eleven "Built target" lines first). A
+    cmake of the test's own, first on PATH, stands in for the build: it
+    says what a build says, links the binary under test into the build
+    folder (CORING_BUILD_DIR, a temporary one) and records each call."""
+
+    FAKE_CMAKE = """#!/bin/sh
+echo "$*" >> "$FAKE_CMAKE_CALLS"
+case "$*" in
+  --build*)
+    if [ -n "$FAKE_CMAKE_FAIL" ]; then echo "$FAKE_CMAKE_FAIL"; exit 2; fi
+    mkdir -p "$CORING_BUILD_DIR/apps" && ln -sf "$FAKE_CMAKE_BINARY" "$CORING_BUILD_DIR/apps/coring"
+    for t in coring_core coring_net coring_http coring_db coring; do echo "[100%] Built target $t"; done ;;
+  *) echo "-- Configuring done" ;;
+esac
+"""
+
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="coring-apps-run-build-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", self.tmp]))
+        bindir = os.path.join(self.tmp, "bin")
+        os.mkdir(bindir)
+        with open(os.path.join(bindir, "cmake"), "w") as f:
+            f.write(self.FAKE_CMAKE)
+        os.chmod(os.path.join(bindir, "cmake"), 0o755)
+        self.calls = os.path.join(self.tmp, "calls")
+        self.build = os.path.join(self.tmp, "build")
+        self.env = dict(os.environ, PATH=bindir + ":" + os.environ["PATH"],
+                        CORING_BUILD_DIR=self.build, FAKE_CMAKE_CALLS=self.calls,
+                        FAKE_CMAKE_BINARY=cs.binary())
+        for name in ("CORING_BIN", "DATABASE_URL", "FAKE_CMAKE_FAIL"):
+            self.env.pop(name, None)
+
+    def run_apps_run(self, *args, **env):
+        return subprocess.run([APPS_RUN] + list(args), env=dict(self.env, **env),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+    def cmake_calls(self):
+        if not os.path.exists(self.calls):
+            return []
+        with open(self.calls) as f:
+            return f.read().splitlines()
+
+    def test_a_build_that_works_says_nothing(self):
+        r = self.run_apps_run("--check-config", "--apps", "hello")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(self.cmake_calls()), 2, self.cmake_calls())   # configure, build
+        self.assertNotIn("Built target", r.stdout + r.stderr)
+        self.assertNotIn("Configuring", r.stdout + r.stderr)
+        self.assertIn("configuration OK", r.stdout + r.stderr)
+        # The first build (no binary yet) says that it builds, once.
+        self.assertIn("apps/run: building coring", r.stderr)
+        r = self.run_apps_run("--check-config", "--apps", "hello")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertEqual(len(self.cmake_calls()), 4)
+
+    def test_a_build_that_fails_shows_its_output(self):
+        r = self.run_apps_run("--check-config", FAKE_CMAKE_FAIL="error: apps/main.c:1: broken")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("error: apps/main.c:1: broken", r.stderr)
+        self.assertIn("-- Configuring done", r.stderr)
+        self.assertIn("apps/run: the build failed", r.stderr)
+
+    def test_help_needs_no_build_once_built(self):
+        r = self.run_apps_run("--check-config", "--apps", "hello")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        before = len(self.cmake_calls())
+        for flag in ("--help", "--version"):
+            r = self.run_apps_run(flag)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "", flag)
+            self.assertEqual(len(self.cmake_calls()), before, "%s ran cmake" % flag)
+        self.assertIn("Usage: coring", self.run_apps_run("--help").stdout)
+
+
 if __name__ == "__main__":
     cs.main()

@@ -240,6 +240,23 @@ class BodyLimitTest(Base):
             self.assertJsonError(resp, 400, "JSON nested 100,000 deep")
         self.assert_serves(srv, "after deep JSON")
 
+    def test_json_nested_64_deep_is_taken_65_is_not(self):
+        """docs/hardening.md: JSON bodies nest at most 64 deep, 64 objects or
+        arrays inside each other around any value. The limit counted the
+        value too, so 64 around a number were 400 (issue 39)."""
+        srv = self.start(threads=1)
+        c = self.connect(srv)
+        for kind, open_, close_ in (("arrays", b"[", b"]"), ("objects", b'{"a":', b"}")):
+            for inner in (b"1", b"{}"):
+                # The body's own object is the first of the 64.
+                deep = open_ * 63 + inner + close_ * 63
+                resp = c.request("POST", "/todos", JSON_HDR, body=b'{"title":"deep","x":' + deep + b"}")
+                self.assertEqual(resp.status, 201, "64 %s around %s: %r" % (kind, inner, resp.body))
+                deeper = open_ * 64 + inner + close_ * 64
+                resp = c.request("POST", "/todos", JSON_HDR, body=b'{"title":"deep","x":' + deeper + b"}")
+                self.assertJsonError(resp, 400, "65 %s around %s" % (kind, inner))
+                self.assertIn(b"too deep", resp.body)
+
     def test_body_limit(self):
         srv = self.start(threads=1, args=["--max-body-bytes", "1000"])
         c = self.connect(srv)

@@ -506,16 +506,41 @@ class HttpTest(cs.SharedServerTestCase):
         self.check_hello(c.read_response(), "/", "a 15 KB header section")
 
     def test_pipelined_1000_in_one_send(self):
+        # Every request differs (GET /todos/<id> of 1,000 todos, each with
+        # its own title), so that a read which ends inside a request and
+        # keeps the wrong bytes for the next read cannot go unseen: with
+        # requests repeating every few bytes, the wrong bytes were the same
+        # bytes (issue 39).
         c = self.connect()
-        paths = ["/", "/json", "/plaintext", "/health"]
-        c.send(b"".join(cs.build_request("GET", paths[i % 4]) for i in range(1000)))
+        ids = []
         for i in range(1000):
-            p = paths[i % 4]
+            resp = c.request("POST", "/todos", {"Content-Type": "application/json"},
+                             json.dumps({"title": "pipelined-1000 #%d" % i}))
+            self.assertEqual(resp.status, 201, resp)
+            ids.append(resp.json()["id"])
+        c.send(b"".join(cs.build_request("GET", "/todos/%d" % ids[i]) for i in range(1000)))
+        for i in range(1000):
             resp = c.read_response()
-            if p == "/health":
-                self.assertEqual((resp.status, resp.body), (200, b"OK"), "response %d: %r" % (i + 1, resp))
-            else:
-                self.check_hello(resp, p, "pipelined response %d of 1000" % (i + 1))
+            ctx = "pipelined response %d of 1000: %r" % (i + 1, resp)
+            self.assertEqual(resp.status, 200, ctx)
+            self.assertEqual((resp.json()["id"], resp.json()["title"]), (ids[i], "pipelined-1000 #%d" % i), ctx)
+        for todo in ids:
+            self.assertEqual(c.request("DELETE", "/todos/%d" % todo).status, 204)
+
+    def test_request_split_across_reads(self):
+        # A read that ends 10 bytes into the second request of a pipeline:
+        # the server answers the first, keeps those 10 bytes, and parses
+        # the second when the rest comes 100 ms later (issue 39: keeping
+        # the read's first bytes instead of its tail passed every test).
+        c = self.connect()
+        second = cs.build_request("GET", "/json")
+        for first in ("/plaintext", "/json", "/"):
+            c.send(cs.build_request("GET", first) + second[:10])
+            self.check_hello(c.read_response(), first, "the request before the split")
+            time.sleep(0.1)
+            c.send(second[10:])
+            self.check_hello(c.read_response(), "/json", "the request split across reads after %s" % first)
+        self.check_hello(c.request("GET", "/plaintext"), "/plaintext", "after the split requests")
 
     def test_pipelined_client_not_reading(self):
         # The client writes 20,000 requests before reading anything: the server must apply

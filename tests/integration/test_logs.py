@@ -272,6 +272,27 @@ class JsonLogTest(cs.CoringTestCase):
                 self.assertEqual(line["request_id"], made, name)
                 self.assertIn("invalid_request_id", line, name)
 
+    def test_a_long_user_agent_is_cut_and_the_request_id_kept(self):
+        """Issue 39: a User-Agent of 1,772 bytes fitted whole, and the
+        request id after it no longer did: the line had none. Now the
+        identifying fields are whole and the User-Agent is cut and named."""
+        ua = "Mozilla/5.0 " + "u" * 1760   # 1,772 bytes
+        with cs.Conn(cs.HOST, self.server.port) as c:
+            resp = c.request("GET", "/?long-ua", headers={"User-Agent": ua, "X-Request-Id": "trace-1"})
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(resp.header("X-Request-Id"), "trace-1")
+        [line] = self.access_lines(lambda o: o["target"] == "/?long-ua")
+        self.assertEqual(line.get("request_id"), "trace-1", line)
+        self.assertEqual(line["method"], "GET")
+        self.assertEqual(line["status"], 200)
+        self.assertEqual(line["client"], cs.HOST)
+        self.assertTrue(ua.startswith(line["user_agent"]), line["user_agent"][:40])
+        self.assertLess(len(line["user_agent"]), len(ua))
+        self.assertEqual(line.get("truncated"), ["user_agent"])
+        with self.server._lock:
+            raw = [ln for ln in self.server._lines if '"target":"/?long-ua"' in ln]
+        self.assertLessEqual(len(raw[0].encode()) + 1, 2048)   # the newline included
+
     def test_made_ids_are_unique(self):
         ids = set()
         t0 = time.monotonic()

@@ -314,6 +314,16 @@ class TodoTest(cs.SharedServerTestCase):
                 self.assertEqual(resp.status, 200, "connection %d: %r" % (i, resp))
         self.assertEqual(self.req("GET", "/todos/%d" % doc["id"]).json()["title"], "patched 3")
 
+    def test_patch_with_neither_field_is_422_and_changes_nothing(self):
+        # Without the 422 check these answered 200 with the todo as it was,
+        # and every test passed (issue 39).
+        doc = self.create("left alone", completed=True)
+        path = "/todos/%d" % doc["id"]
+        for body in ({}, {"ignored": 1}):
+            resp = self.error("PATCH", path, body, 422)
+            self.assertIn("nothing to update", resp.json()["error"], repr(body))
+            self.assertEqual(self.req("GET", path).json(), doc, "after PATCH %r" % body)
+
     def test_patch_absent(self):
         self.error("PATCH", "/todos/%d" % U64_MAX, {"title": "x"}, 404)
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coring/core/error.h"
 #include "coring/core/json.h"
 
 static cr_json_parser *parser;
@@ -354,13 +355,51 @@ static char *nested(size_t n, bool closed)
     return s;
 }
 
+/* @n arrays (or objects, each value under the key "a") nested around
+ * @inner, e.g. wrap(2, false, "1") is [[1]]. */
+static char *wrap(size_t n, bool objects, const char *inner)
+{
+    char *s = malloc(6 * n + strlen(inner) + 1);
+    cr_assert_not_null(s);
+    size_t len = 0;
+    for (size_t k = 0; k < n; k++) {
+        memcpy(s + len, objects ? "{\"a\":" : "[", objects ? 5 : 1);
+        len += objects ? 5 : 1;
+    }
+    memcpy(s + len, inner, strlen(inner));
+    len += strlen(inner);
+    memset(s + len, objects ? '}' : ']', n);
+    s[len + n] = '\0';
+    return s;
+}
+
+/* Issue 39: 64 deep is 64 arrays or objects inside each other around any
+ * value (the limit counted the value too: 64 objects around 1 were
+ * refused as 65 deep). An empty [] or {} is a value like 1. */
+Test(json, depth_64_is_64_arrays_or_objects_around_a_value)
+{
+    static const char *inner[] = {"1", "\"s\"", "[]", "{}", "null"};
+    for (int objects = 0; objects <= 1; objects++) {
+        for (size_t i = 0; i < cr_countof(inner); i++) {
+            char *s = wrap(64, objects, inner[i]);
+            cr_expect_eq(parse_err(s, strlen(s)), CR_JSON_OK, "64 %s around %s",
+                         objects ? "objects" : "arrays", inner[i]);
+            free(s);
+            s = wrap(65, objects, inner[i]);
+            cr_expect_eq(parse_err(s, strlen(s)), CR_JSON_EDEPTH, "65 %s around %s",
+                         objects ? "objects" : "arrays", inner[i]);
+            free(s);
+        }
+    }
+}
+
 Test(json, depth_limit)
 {
-    /* Default depth 64: the root is depth 1, [[1]] is 3 deep. */
-    char *s = nested(63, true);
+    /* Default depth 64: 64 arrays inside each other, [[1]] is 2 deep. */
+    char *s = nested(64, true);
     cr_assert_eq(parse_err(s, strlen(s)), CR_JSON_OK);
     free(s);
-    s = nested(65, true);
+    s = nested(66, true);
     cr_assert_eq(parse_err(s, strlen(s)), CR_JSON_EDEPTH);
     free(s);
 
@@ -396,10 +435,11 @@ Test(json, depth_limit)
 
 Test(json, custom_depth)
 {
-    cr_json_parser *p = cr_json_parser_create(0, 3);
+    cr_json_parser *p = cr_json_parser_create(0, 2);
     cr_assert_not_null(p);
     cr_json_value root;
     cr_assert_eq(cr_json_parse(p, "[[1]]", 5, &root), CR_JSON_OK);
+    cr_assert_eq(cr_json_parse(p, "[[[]]]", 6, &root), CR_JSON_OK);
     cr_assert_eq(cr_json_parse(p, "[[[1]]]", 7, &root), CR_JSON_EDEPTH);
     cr_assert_eq(cr_json_parse(p, "{\"a\":{\"b\":1}}", 13, &root), CR_JSON_OK);
     cr_assert_eq(cr_json_parse(p, "{\"a\":{\"b\":[1]}}", 15, &root), CR_JSON_EDEPTH);

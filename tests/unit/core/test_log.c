@@ -8,6 +8,7 @@
  * in a process of its own).
  */
 #include "coring/core/clock.h"
+#include "coring/core/json.h"
 
 /* Criterion has an enum cr_log_level and cr_log_* macros of its own:
  * include coring's header under other names, then Criterion's. */
@@ -284,6 +285,263 @@ Test(log_json, a_long_line_is_cut_and_stays_one_json_object)
     cr_assert(len > 100 && len <= 2048, "%zu", len);
     cr_assert_eq(text[len - 1], '\n');
     cr_assert_eq(text[len - 2], '}', "%s", text);
-    cr_assert(strstr(text, "\"status\":1}"), "%s", text);
+    cr_assert(strstr(text, "\"status\":1,\"truncated\":[\"msg\",\"target\"]}"), "%s", text);
+    free(text);
+}
+
+/* --- lines over their size keep what identifies a request (issue 39) ----- */
+
+/* From now on stderr goes into a pipe that @r's thread reads (finish()). */
+static void capture_stderr(reader *r)
+{
+    stderr_to_pipe(0);
+    *r = (reader){0};
+    pthread_create(&r->thread, NULL, read_main, r);
+}
+
+/* The one line in @text, parsed: *@root is its object. Fails the test when
+ * it is not exactly one valid JSON object of at most 2 KiB. */
+static cr_json_parser *parse_line(const char *text, cr_json_value *root)
+{
+    size_t len = strlen(text);
+    cr_assert(len > 0 && len <= 2048 && text[len - 1] == '\n', "%zu bytes: %s", len, text);
+    cr_assert_eq(strchr(text, '\n'), text + len - 1, "one line: %s", text);
+    cr_json_parser *p = cr_json_parser_create(0, 0);
+    cr_assert_eq(cr_json_parse(p, text, len - 1, root), CR_JSON_OK, "%s", text);
+    cr_assert_eq(cr_json_type_of(*root), CR_JSON_OBJECT, "%s", text);
+    return p;
+}
+
+/* @root's string member @key (NULL when absent); its length in *@len. */
+static const char *member_str(cr_json_value root, const char *key, size_t *len)
+{
+    cr_json_value v;
+    const char *s = NULL;
+    *len = 0;
+    if (cr_json_object_get(root, key, strlen(key), &v) != CR_JSON_OK ||
+        cr_json_get_string(v, &s, len) != CR_JSON_OK)
+        return NULL;
+    return s;
+}
+
+/* Whether @root's string member @key is exactly @want. */
+static bool member_is(cr_json_value root, const char *key, const char *want)
+{
+    size_t len;
+    const char *s = member_str(root, key, &len);
+    return s && len == strlen(want) && memcmp(s, want, len) == 0;
+}
+
+/* The `truncated` member's names joined with ',' into @out ("" when absent). */
+static const char *truncated_names(cr_json_value root, char *out, size_t size)
+{
+    cr_json_value arr, v;
+    out[0] = '\0';
+    if (cr_json_object_get(root, "truncated", 9, &arr) != CR_JSON_OK)
+        return out;
+    for (long i = 0; i < cr_json_array_size(arr); i++) {
+        const char *s;
+        size_t len;
+        cr_assert_eq(cr_json_array_at(arr, (size_t)i, &v), CR_JSON_OK);
+        cr_assert_eq(cr_json_get_string(v, &s, &len), CR_JSON_OK);
+        size_t o = strlen(out);
+        snprintf(out + o, size - o, "%s%.*s", i ? "," : "", (int)len, s);
+    }
+    return out;
+}
+
+/* What an access line says of its request. */
+typedef struct access_line {
+    const char *method;
+    size_t method_len;
+    const char *target;
+    size_t target_len;
+    int status;
+    double ms;
+    const char *client;
+    int port;
+    long long bytes;
+    const char *ua;
+    size_t ua_len;
+} access_line;
+
+/* The access line's fields in the order and with the flags http/ gives
+ * them (its request id and the rest follow), into @f[0..ACCESS_FIELDS). */
+enum { ACCESS_FIELDS = 9 };
+static void access_fields(cr_log_field *f, const access_line *a)
+{
+    cr_log_field fields[ACCESS_FIELDS] = {
+        {.key = "method",
+         .type = CR_LOG_STR,
+         .str = a->method,
+         .len = a->method_len,
+         .json_only = true},
+        {.key = "target",
+         .type = CR_LOG_STR,
+         .str = a->target,
+         .len = a->target_len,
+         .json_only = true},
+        {.key = "status", .type = CR_LOG_INT, .num = a->status, .json_only = true},
+        {.key = "duration_ms", .type = CR_LOG_MS, .ms = a->ms, .json_only = true},
+        CR_LOG_FIELD_STR("client", a->client, strlen(a->client)),
+        CR_LOG_FIELD_INT("client_port", a->port),
+        CR_LOG_FIELD_STR("protocol", "HTTP/1.1", 8),
+        CR_LOG_FIELD_INT("bytes", a->bytes),
+        CR_LOG_FIELD_STR("user_agent", a->ua, a->ua_len),
+    };
+    memcpy(f, fields, sizeof(fields));
+}
+
+/* The access line's fields as http/ passes them, with a User-Agent of 1,772
+ * bytes: it fitted whole with room for nothing after it, and the line lost
+ * its request id (the fields were left out whole, in order). */
+Test(log_json, a_long_user_agent_is_cut_and_the_request_id_kept)
+{
+    reader r;
+    capture_stderr(&r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    cr_log_set_thread_name("t0");
+    enum { UA = 1772 };
+    char ua[UA];
+    memset(ua, 'u', sizeof(ua));
+    access_line a = {"GET", 3, "/?long-ua", 9, 200, 0.012, "127.0.0.1", 54321, 172, ua, sizeof(ua)};
+    cr_log_field f[ACCESS_FIELDS + 1];
+    access_fields(f, &a);
+    f[ACCESS_FIELDS] = CR_LOG_FIELD_STR("request_id", "trace-1", 7);
+    cr_log_kv(CORING_LOG_INFO, f, cr_countof(f), "GET /?long-ua 200 0.012 ms");
+    char *text = finish(&r);
+    cr_json_value root;
+    cr_json_parser *p = parse_line(text, &root);
+    cr_expect(member_is(root, "request_id", "trace-1"), "%s", text);
+    cr_expect(member_is(root, "method", "GET"), "%s", text);
+    cr_expect(member_is(root, "client", "127.0.0.1"), "%s", text);
+    cr_expect(member_is(root, "msg", "GET /?long-ua 200 0.012 ms"), "%s", text);
+    cr_expect(strstr(text, "\"status\":200,"), "%s", text);
+    size_t ua_len;
+    const char *shown = member_str(root, "user_agent", &ua_len);
+    cr_expect(shown && ua_len >= 1000 && ua_len < UA && memcmp(shown, ua, ua_len) == 0,
+              "user_agent cut to a prefix: %zu bytes", ua_len);
+    char names[200];
+    cr_expect_str_eq(truncated_names(root, names, sizeof(names)), "user_agent");
+    cr_json_parser_destroy(p);
+    free(text);
+}
+
+/* The worst access line a client can cause: a 2,000-byte message, a method
+ * of 32 bytes, a target, a User-Agent and an invalid X-Request-Id of 8 KiB
+ * each whose bytes all need escapes, and a request id of 128 quotes (256
+ * bytes escaped). Everything that identifies the request is there whole;
+ * the long values share what is left, none under 64 bytes. */
+Test(log_json, the_worst_line_keeps_every_identifying_field_whole)
+{
+    reader r;
+    capture_stderr(&r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    enum { BIG = 8192 };
+    static char target[BIG], ua[BIG], bad_id[BIG], id[129], msg[2001];
+    memset(target, '"', BIG);
+    memset(ua, 0x01, BIG);
+    memset(bad_id, 0xff, BIG);
+    memset(id, '"', 128);
+    memset(msg, 'm', 2000);
+    const char *method = "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEF"; /* 32 bytes */
+    cr_log_set_request_id(id);
+    access_line a = {method,
+                     32,
+                     target,
+                     BIG,
+                     501,
+                     123456.789,
+                     "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
+                     65535,
+                     1048576,
+                     ua,
+                     BIG};
+    cr_log_field f[ACCESS_FIELDS + 2];
+    access_fields(f, &a);
+    f[ACCESS_FIELDS] = (cr_log_field){
+        .key = "trace_id", .type = CR_LOG_STR, .str = target, .len = 100, .identifying = true};
+    f[ACCESS_FIELDS + 1] = CR_LOG_FIELD_STR("invalid_request_id", bad_id, BIG);
+    cr_log_kv(CORING_LOG_INFO, f, cr_countof(f), "%s", msg);
+    cr_log_set_request_id(NULL);
+    char *text = finish(&r);
+    cr_json_value root;
+    cr_json_parser *p = parse_line(text, &root);
+    fprintf(stdout, "%zu bytes: %s", strlen(text), text);
+    size_t len;
+    const char *s = member_str(root, "request_id", &len);
+    cr_expect(s && len == 128 && memcmp(s, id, 128) == 0, "request_id whole: %s", text);
+    s = member_str(root, "trace_id", &len);
+    cr_expect(s && len == 100 && memcmp(s, target, 100) == 0, "identifying field whole: %s", text);
+    cr_expect(member_is(root, "method", method), "%s", text);
+    cr_expect(member_is(root, "client", "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255"), "%s",
+              text);
+    cr_expect(member_is(root, "protocol", "HTTP/1.1"), "%s", text);
+    cr_expect(strstr(text, "\"status\":501,\"duration_ms\":123456.789,"), "%s", text);
+    cr_expect(strstr(text, "\"client_port\":65535,"), "%s", text);
+    cr_expect(strstr(text, "\"bytes\":1048576,"), "%s", text);
+    /* Each long value is cut to a prefix of itself, of at least 64 bytes
+     * as written (one escape is 2 to 6 bytes). */
+    s = member_str(root, "target", &len);
+    cr_expect(s && len >= 32 && len < BIG && memcmp(s, target, len) == 0, "target: %zu", len);
+    s = member_str(root, "user_agent", &len);
+    cr_expect(s && len >= 10 && len < BIG && memcmp(s, ua, len) == 0, "user_agent: %zu", len);
+    s = member_str(root, "invalid_request_id", &len);
+    cr_expect(s && len >= 3 * 10 && len % 3 == 0 && memcmp(s, "\xef\xbf\xbd", 3) == 0,
+              "invalid_request_id: %zu bytes of U+FFFD", len);
+    s = member_str(root, "msg", &len);
+    cr_expect(s && len >= 64 && len < 2000, "msg: %zu", len);
+    char names[200];
+    cr_expect_str_eq(truncated_names(root, names, sizeof(names)),
+                     "msg,target,user_agent,invalid_request_id");
+    cr_json_parser_destroy(p);
+    free(text);
+}
+
+/* TEXT lines (1 KiB) too: a long message and User-Agent give way to the
+ * request id, and the line says so. */
+Test(log, a_long_text_line_keeps_the_request_id_and_names_what_was_cut)
+{
+    reader r;
+    capture_stderr(&r);
+    static char ua[2000], msg[1501];
+    memset(ua, 'u', sizeof(ua));
+    memset(msg, 'm', 1500);
+    cr_log_set_request_id("trace-1");
+    cr_log_field f[] = {
+        {.key = "status", .type = CR_LOG_INT, .num = 200, .json_only = true},
+        CR_LOG_FIELD_STR("client", "127.0.0.1", 9),
+        CR_LOG_FIELD_STR("user_agent", ua, sizeof(ua)),
+    };
+    cr_log_kv(CORING_LOG_INFO, f, cr_countof(f), "%s", msg);
+    cr_log_set_request_id(NULL);
+    char *text = finish(&r);
+    size_t len = strlen(text);
+    cr_expect(len <= 1024 && strchr(text, '\n') == text + len - 1, "%zu bytes: %s", len, text);
+    cr_expect(strstr(text, "] mmmmmmmm"), "%s", text);
+    cr_expect(strstr(text, "m client=\"127.0.0.1\" user_agent=\"uuuuuuuu"), "%s", text);
+    cr_expect(strstr(text, "uuu\" request_id=\"trace-1\" truncated=\"msg,user_agent\"\n"), "%s",
+              text);
+    cr_expect_null(strstr(text, "status="), "json_only fields stay out of TEXT lines");
+    free(text);
+}
+
+/* A line that fits is written whole, with no mark. */
+Test(log_json, a_line_that_fits_is_not_marked)
+{
+    reader r;
+    capture_stderr(&r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    static char ua[1500];
+    memset(ua, 'u', sizeof(ua));
+    cr_log_field f[] = {CR_LOG_FIELD_STR("user_agent", ua, sizeof(ua))};
+    cr_log_kv(CORING_LOG_INFO, f, 1, "GET / 200");
+    char *text = finish(&r);
+    cr_json_value root;
+    cr_json_parser *p = parse_line(text, &root);
+    size_t len;
+    cr_expect(member_str(root, "user_agent", &len) && len == sizeof(ua), "%s", text);
+    cr_expect_null(strstr(text, "truncated"), "%s", text);
+    cr_json_parser_destroy(p);
     free(text);
 }

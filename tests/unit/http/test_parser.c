@@ -814,6 +814,53 @@ Test(chunked, line_limits)
     free(buf);
 }
 
+/* The bounds exactly as docs/hardening.md gives them (issue 39: it said a
+ * size line could be 4 KiB, and one of 4,096 bytes was refused): a size
+ * line of up to 4,095 bytes of size and extensions (4 KiB with its CR), a
+ * trailer section of up to 8 KiB with its final CRLF. */
+Test(chunked, line_limits_at_their_boundaries)
+{
+    size_t size = 16 * 1024;
+    char *buf = malloc(size);
+    cr_assert(buf != NULL);
+    for (size_t line = 4094; line <= 4097; line++) {
+        /* "1;aaa...a" of @line bytes, then CRLF, one byte of data, the end. */
+        memset(buf, 'a', line);
+        memcpy(buf, "1;", 2);
+        memcpy(buf + line, "\r\nx\r\n0\r\n\r\n", 10);
+        http_chunked_decoder d;
+        http_chunked_init(&d, 1024);
+        size_t len = line + 10;
+        ssize_t r = http_chunked_decode(&d, buf, &len);
+        if (line <= 4095) {
+            cr_expect_eq(r, (ssize_t)(line + 10), "a size line of %zu bytes", line);
+            cr_expect_eq(len, 1);
+        } else {
+            cr_expect_eq(r, HTTP_PARSE_ERROR, "a size line of %zu bytes", line);
+            cr_expect_eq(d.error_status, 400);
+            cr_expect(d.error && strcmp(d.error, "chunk-size line too long") == 0);
+        }
+    }
+    for (size_t trailers = 8191; trailers <= 8193; trailers++) {
+        /* "0\r\n", then one field "X: vvv...v\r\n" and the final CRLF:
+         * @trailers bytes from the X to the end. */
+        memcpy(buf, "0\r\nX: ", 6);
+        memset(buf + 6, 'v', trailers - 3 - 4);
+        memcpy(buf + 3 + trailers - 4, "\r\n\r\n", 4);
+        http_chunked_decoder d;
+        http_chunked_init(&d, 1024);
+        size_t len = 3 + trailers;
+        ssize_t r = http_chunked_decode(&d, buf, &len);
+        if (trailers <= 8192) {
+            cr_expect_eq(r, (ssize_t)(3 + trailers), "a trailer section of %zu bytes", trailers);
+        } else {
+            cr_expect_eq(r, HTTP_PARSE_ERROR, "a trailer section of %zu bytes", trailers);
+            cr_expect_eq(d.error_status, 431);
+        }
+    }
+    free(buf);
+}
+
 /* Every chunk-size line within its 4 KiB, but 16 KiB of extensions in all. */
 Test(chunked, extension_total_limit)
 {

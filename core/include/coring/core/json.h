@@ -59,9 +59,10 @@ typedef enum cr_json_error {
 
 /*
  * cr_json_parser_create - a parser for documents of up to @max_bytes bytes
- * nested at most @max_depth deep (each 0 for its default: 1 MiB, 64). The
- * root value is depth 1 and each array or object adds one for the values
- * inside it: 1 and [] are 1 deep, [1] and [[]] 2, [[1]] 3.
+ * nested at most @max_depth deep (each 0 for its default: 1 MiB, 64): at
+ * most @max_depth arrays and objects inside each other around any value,
+ * an empty [] or {} being a value like 1: 1 and [] are 0 deep, [1] and
+ * [[]] 1, [[1]] 2; with 64, 64 objects around {} are taken, 65 are not.
  * Memory grows with the largest document parsed (about 15 bytes per byte of
  * it, from 4 KiB up) and is kept until the parser is destroyed.
  * Returns NULL on allocation failure. Free with cr_json_parser_destroy.

@@ -114,6 +114,9 @@ typedef struct cr_log_field {
     long long num;   /* CR_LOG_INT */
     double ms;       /* CR_LOG_MS: a duration in ms, written with 3 decimals */
     bool json_only;  /* left out of TEXT lines (already in the message there) */
+    bool identifying; /* never shortened to fit the line (a request or trace
+                       * id); numbers, a `request_id` and strings of up to 64
+                       * bytes as written never are either */
 } cr_log_field;
 
 #define CR_LOG_FIELD_STR(k, s, l) ((cr_log_field){.key = (k), .type = CR_LOG_STR, .str = (s), .len = (l)})
@@ -126,9 +129,18 @@ typedef struct cr_log_field {
  * `"key":value` members (strings escaped by cr_log_json_escape). The
  * current request id (cr_log_set_request_id) is added as `request_id`
  * unless a field already has that key. Same threads, rate limit (keyed on
- * @fmt), drops and cut as cr_log_write; JSON lines are cut at 2 KiB,
- * shortening the message and then leaving out fields, so that the line
- * stays one valid JSON object.
+ * @fmt) and drops as cr_log_write. At most 32 fields (more are left out).
+ *
+ * A line over its size (TEXT 1 KiB, JSON 2 KiB) keeps every field, and the
+ * fields that identify a request whole: the message is shortened first (in
+ * JSON it gets at most half the line anyway) to leave room for every field
+ * kept whole and for 64 bytes of each other one; then the string values
+ * over 64 bytes that are not identifying (a user agent, a target) are
+ * shortened, the longest first, each to the same length; and a last member
+ * names what was shortened: `"truncated":["msg","user_agent"]` in JSON,
+ * ` truncated="msg,user_agent"` in TEXT. The line stays one valid JSON
+ * object. Only a line with more long fields than room (over about 20)
+ * leaves out what does not fit, and names it there too. docs/logs.md.
  */
 void cr_log_kv(cr_log_level level, const cr_log_field *fields, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -136,11 +136,12 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
  * trailers once the body is complete (>= 0), HTTP_PARSE_INCOMPLETE when the
  * body continues, or HTTP_PARSE_ERROR with error_status and error set: 400
  * for a malformed chunk size, a size over 64 bits, a malformed chunk
- * extension, a chunk-size line (size and extensions) over 4 KiB, more than
- * 16 KiB of extensions in the whole body, bytes other than CRLF after chunk
- * data, any line of the coding ended by a bare LF; 413 ("body too large")
- * when the decoded size passes max_body; 431 for a trailer section over
- * 8 KiB. The state is only in @d, so a body may arrive in any pieces.
+ * extension, a chunk-size line of 4,096 bytes or more of size and
+ * extensions (with its CR, over 4 KiB), more than 16 KiB of extensions in
+ * the whole body, bytes other than CRLF after chunk data, any line of the
+ * coding ended by a bare LF; 413 ("body too large") when the decoded size
+ * passes max_body; 431 for a trailer section over 8 KiB (its final CRLF
+ * included). The state is only in @d, so a body may arrive in any pieces.
  */
 typedef struct http_chunked_decoder {
     int state;            /* internal */
