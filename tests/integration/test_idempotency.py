@@ -87,15 +87,7 @@ class KeyedPosts:
 
     def test_todo_concurrent_duplicates_make_one(self):
         key, title = new_key(), "race " + new_key()
-        answers = []
-
-        def send(server):
-            answers.append(post(server, "/todos", {"title": title}, key))
-        threads = [threading.Thread(target=send, args=(s,)) for s in (self.server, self.other) * 8]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        answers = self.race("/todos", {"title": title}, key)
         made = [a for a in answers if a.status == 201 and not a.header("Idempotent-Replayed")]
         self.assertEqual(len(made), 1, [(a.status, a.body) for a in answers])
         for a in answers:
@@ -135,6 +127,19 @@ class KeyedPosts:
         key = new_key()
         self.assertJsonError(post(self.server, "/todos", {"title": ""}, key), 422)
         self.assertFirst(post(self.server, "/todos", {"title": "after " + key}, key))
+
+    def race(self, path, body, key):
+        """16 POSTs of @body with @key at once, half on each server: their answers."""
+        answers = []
+
+        def send(server):
+            answers.append(post(server, path, body, key))
+        threads = [threading.Thread(target=send, args=(s,)) for s in (self.server, self.other) * 8]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        return answers
 
     def get(self, server, path):
         with server.connect() as c:
@@ -225,15 +230,7 @@ class PostgresKeysTest(KeyedPosts, cs.CoringTestCase):
 
     def test_user_concurrent_duplicates_make_one(self):
         key, email = new_key(), "r-%s@example.com" % new_key()
-        answers = []
-
-        def send(server):
-            answers.append(post(server, "/users", {"name": "R", "email": email}, key))
-        threads = [threading.Thread(target=send, args=(s,)) for s in (self.server, self.other) * 8]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
+        answers = self.race("/users", {"name": "R", "email": email}, key)
         made = [a for a in answers if a.status == 201 and not a.header("Idempotent-Replayed")]
         self.assertEqual(len(made), 1, [(a.status, a.body) for a in answers])
         for a in answers:
