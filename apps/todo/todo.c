@@ -25,12 +25,22 @@
  * 256 MiB of titles a shard); a POST past its shard's share answers 507
  * and changes nothing.
  *
+ * A POST with an Idempotency-Key is performed by the shard the key hashes
+ * to (FNV-1a, modulo the threads), wherever it arrived: that shard keeps
+ * the key with the answer it gave (at most as many keys as its share of
+ * --todo-max-items, each for APP_IDEMPOTENCY_TTL_S; past that the oldest
+ * is forgotten first) and answers a retry from it. The shard runs the
+ * whole request without yielding, so two requests with one key never
+ * overlap: the second is always a replay (or 422), never 409. The keys
+ * are the process's own, as the todos are.
+ *
  * With --todo-store postgres the same handlers parse and validate each
  * request and hand it to the PostgreSQL store (todo_pg.c) instead.
  */
 #include "todo.h"
 
 #include "coring/apps/apps.h"
+#include "coring/core/clock.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/http/server.h"
@@ -39,6 +49,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <search.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +108,11 @@ typedef struct todo_shard {
     bool list_valid;
     todo_lister *free_listers;
     unsigned free_count;
+    /* Idempotency-Keys of the POSTs this shard performed: a tree by key
+     * (tsearch) and a list from the oldest, for their expiry. */
+    void *keys;
+    struct todo_kept *oldest, *newest;
+    size_t key_count;
 } todo_shard;
 
 static _Thread_local todo_shard *shard;
@@ -194,6 +210,82 @@ static todo *shard_insert(const char *title, size_t title_len, bool completed, i
     return t;
 }
 
+/* A key this shard performed a POST for, and the answer it gave (201, the
+ * todo's JSON, its id for Location). One allocation: the struct, then the
+ * key, the fingerprint and the body. */
+typedef struct todo_kept {
+    struct todo_kept *newer;
+    uint64_t created_ns; /* monotonic */
+    uint64_t id;
+    const char *key, *fingerprint, *body;
+    size_t key_len, fingerprint_len, body_len;
+} todo_kept;
+
+static int kept_compare(const void *a, const void *b)
+{
+    const todo_kept *x = a, *y = b;
+    if (x->key_len != y->key_len)
+        return x->key_len < y->key_len ? -1 : 1;
+    return memcmp(x->key, y->key, x->key_len);
+}
+
+/* Forget the oldest key. */
+static void keys_drop_oldest(void)
+{
+    todo_kept *k = shard->oldest;
+    tdelete(k, &shard->keys, kept_compare);
+    shard->oldest = k->newer;
+    if (!shard->oldest)
+        shard->newest = NULL;
+    shard->key_count--;
+    free(k);
+}
+
+/* Forget the keys older than APP_IDEMPOTENCY_TTL_S. */
+static void keys_expire(uint64_t now)
+{
+    while (shard->oldest && now - shard->oldest->created_ns >= APP_IDEMPOTENCY_TTL_S * CR_NS_PER_S)
+        keys_drop_oldest();
+}
+
+static todo_kept *keys_find(const char *key, size_t len)
+{
+    todo_kept probe = {.key = key, .key_len = len};
+    todo_kept **found = tfind(&probe, &shard->keys, kept_compare);
+    return found ? *found : NULL;
+}
+
+/* Keep @key with the answer @body for todo @id; the oldest key goes first
+ * when the shard holds its share. False without memory (then the POST
+ * stands, unkept: a retry would make a second todo, as without a key). */
+static bool keys_keep(const char *key, size_t key_len, const char *fingerprint, size_t fp_len,
+                      const cr_buf *body, uint64_t id, uint64_t now)
+{
+    while (shard->key_count && shard->key_count >= shard->max_count)
+        keys_drop_oldest();
+    todo_kept *k = malloc(sizeof(*k) + key_len + fp_len + body->len);
+    if (!k)
+        return false;
+    char *p = (char *)(k + 1);
+    *k = (todo_kept){.created_ns = now, .id = id, .key = p, .key_len = key_len,
+                     .fingerprint = p + key_len, .fingerprint_len = fp_len,
+                     .body = p + key_len + fp_len, .body_len = body->len};
+    memcpy(p, key, key_len);
+    memcpy(p + key_len, fingerprint, fp_len);
+    memcpy(p + key_len + fp_len, body->data, body->len);
+    if (!tsearch(k, &shard->keys, kept_compare)) {
+        free(k);
+        return false;
+    }
+    if (shard->newest)
+        shard->newest->newer = k;
+    else
+        shard->oldest = k;
+    shard->newest = k;
+    shard->key_count++;
+    return true;
+}
+
 /* A list part: the shard's count entries (id and JSON length of each item,
  * by id), then the items' JSON back to back. */
 typedef struct todo_list_entry {
@@ -223,7 +315,7 @@ static bool shard_write_part(cr_buf *out)
 
 /* --- operations, run by the owning shard ------------------------------- */
 
-enum todo_op { TODO_GET, TODO_PATCH, TODO_DELETE, TODO_LIST };
+enum todo_op { TODO_GET, TODO_PATCH, TODO_DELETE, TODO_LIST, TODO_CREATE_KEYED };
 
 /* A request to a shard. Travels to the owner thread and back; everything
  * it points to belongs to the requesting coroutine, which waits. */
@@ -238,6 +330,9 @@ typedef struct todo_msg {
     cr_buf *out;        /* answer: JSON of the todo, or the list part */
     size_t count;       /* answer to TODO_LIST: entries at the start of out */
     uint64_t version;   /* answer to TODO_LIST: the shard's version it reflects */
+    const todo_key *key;/* TODO_CREATE_KEYED: the key; title, completed as PATCH */
+    bool replayed;      /* answer to TODO_CREATE_KEYED: the key's kept answer;
+                           status 201, 422, 507, 500; id: the todo's */
 } todo_msg;
 
 /* TODO_LIST: this shard's list part into msg->out, from the shard's own
@@ -267,9 +362,47 @@ static void shard_list(todo_msg *msg)
     }
 }
 
+/* TODO_CREATE_KEYED on the shard the key hashes to: the kept answer, or
+ * the todo made here and its answer kept. */
+static void shard_create_keyed(todo_msg *msg)
+{
+    const todo_key *k = msg->key;
+    uint64_t now = cr_clock_now_ns();
+    keys_expire(now);
+    todo_kept *kept = keys_find(k->key.ptr, k->key.len);
+    if (kept) {
+        if (kept->fingerprint_len != k->fingerprint_len ||
+            memcmp(kept->fingerprint, k->fingerprint, k->fingerprint_len) != 0) {
+            msg->status = 422;
+            return;
+        }
+        msg->status = 201;
+        msg->replayed = true;
+        msg->id = kept->id;
+        cr_buf_append(msg->out, kept->body, kept->body_len);
+        msg->status = msg->out->failed ? 500 : 201;
+        return;
+    }
+    todo *t = shard_insert(msg->title, msg->title_len, msg->completed == 1, &msg->status);
+    if (!t)
+        return;
+    msg->id = t->id;
+    todo_json(msg->out, t);
+    if (msg->out->failed) {
+        msg->status = 500;
+        return;
+    }
+    keys_keep(k->key.ptr, k->key.len, k->fingerprint, k->fingerprint_len, msg->out, t->id, now);
+    msg->status = 201;
+}
+
 static void shard_run(net_msg *m)
 {
     todo_msg *msg = (todo_msg *)m;
+    if (msg->op == TODO_CREATE_KEYED) {
+        shard_create_keyed(msg);
+        return;
+    }
     todo *t = msg->op == TODO_LIST ? NULL : shard_find(msg->id);
     msg->status = 200;
     switch (msg->op) {
@@ -316,6 +449,8 @@ static void shard_run(net_msg *m)
     case TODO_LIST:
         shard_list(msg);
         break;
+    case TODO_CREATE_KEYED:
+        break;
     }
 }
 
@@ -329,6 +464,15 @@ static void shard_call(unsigned target, todo_msg *msg)
 static unsigned owner_of(uint64_t id)
 {
     return (unsigned)((id - 1) % net_thread_count());
+}
+
+/* The shard that performs the POSTs with @key: FNV-1a over its bytes. */
+static unsigned key_owner(const app_idempotency_key *key)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < key->len; i++)
+        h = (h ^ (unsigned char)key->ptr[i]) * 0x100000001b3ull;
+    return (unsigned)(h % net_thread_count());
 }
 
 /* --- request parsing ---------------------------------------------------- */
@@ -694,9 +838,34 @@ static void patch_todo(http_ctx *ctx, void *user)
     by_id(ctx, TODO_PATCH, &in);
 }
 
+/* A keyed POST on the memory store: run by the key's shard. */
+static void create_keyed(http_ctx *ctx, const todo_input *in, const todo_key *key)
+{
+    cr_buf out = CR_BUF_INIT;
+    todo_msg msg = {.op = TODO_CREATE_KEYED, .key = key, .title = in->title,
+                    .title_len = in->title_len, .completed = in->completed, .out = &out,
+                    .status = 500};
+    shard_call(key_owner(&key->key), &msg);
+    if (msg.status == 201) {
+        char location[40];
+        snprintf(location, sizeof(location), "/todos/%llu", (unsigned long long)msg.id);
+        app_idempotency_respond(ctx, 201, location, out.data, out.len, msg.replayed);
+    } else if (msg.status == 422) {
+        app_idempotency_respond_mismatch(ctx);
+    } else {
+        http_respond_error(ctx, msg.status,
+                           msg.status == 507 ? "todo store is full" : "out of memory");
+    }
+    cr_buf_free(&out);
+}
+
 static void create_todo(http_ctx *ctx, void *user)
 {
     (void)user;
+    todo_key key;
+    int keyed = app_idempotency_key_get(ctx, &key.key);
+    if (keyed < 0)
+        return;
     todo_input in;
     if (!parse_input(ctx, &in))
         return;
@@ -704,10 +873,30 @@ static void create_todo(http_ctx *ctx, void *user)
         http_respond_error(ctx, 422, "title is required");
         return;
     }
-    if (store) {
-        store->create(ctx, in.title, in.title_len, in.completed == 1);
-        return;
+    cr_buf fingerprint = CR_BUF_INIT;
+    if (keyed) {
+        /* The request's fields, canonical: [title, completed]. */
+        cr_json_writer w;
+        cr_json_writer_init(&w, &fingerprint);
+        cr_json_array_begin(&w);
+        cr_json_string(&w, in.title, in.title_len);
+        cr_json_bool(&w, in.completed == 1);
+        cr_json_array_end(&w);
+        if (fingerprint.failed) {
+            cr_buf_free(&fingerprint);
+            http_respond_error(ctx, 500, "out of memory");
+            return;
+        }
+        key.fingerprint = fingerprint.data;
+        key.fingerprint_len = fingerprint.len;
     }
+    if (store)
+        store->create(ctx, in.title, in.title_len, in.completed == 1, keyed ? &key : NULL);
+    else if (keyed)
+        create_keyed(ctx, &in, &key);
+    cr_buf_free(&fingerprint);
+    if (store || keyed)
+        return;
     int status;
     todo *t = shard_insert(in.title, in.title_len, in.completed == 1, &status);
     if (!t) {
@@ -796,6 +985,8 @@ static void thread_fini(void)
         shard->free_listers = l->next;
         lister_free(l, net_thread_count());
     }
+    while (shard->oldest)
+        keys_drop_oldest();
     free(shard);
     shard = NULL;
 }

@@ -8,6 +8,7 @@
 #ifndef CORING_APPS_TODO_TODO_H
 #define CORING_APPS_TODO_TODO_H
 
+#include "coring/apps/idempotency.h"
 #include "coring/core/json_writer.h"
 #include "coring/http/router.h"
 #include "coring/http/server.h"
@@ -17,16 +18,29 @@
 #include <stdint.h>
 
 /*
+ * A POST's Idempotency-Key (coring/apps/idempotency.h) and the request's
+ * fingerprint: its fields as todo.c canonicalises them (the JSON array
+ * [title, completed]), which a retry with the same key must repeat.
+ */
+typedef struct todo_key {
+    app_idempotency_key key;
+    const char *fingerprint;
+    size_t fingerprint_len;
+} todo_key;
+
+/*
  * A store other than the in-memory one. Each operation gets a request
  * already validated (a title of 1 to 1,000 bytes of UTF-8 without NUL,
  * NUL-terminated, in the request's arena) and answers it itself: 200/201
  * with the todo's JSON, 204, 404 "todo not found", 507 "todo store is
- * full", or its own 5xx. Called in the request's coroutine on a worker
- * thread; may yield.
+ * full", or its own 5xx; a create with a @key (NULL: none) also the
+ * key's answers (a replay, 409, 422). Called in the request's coroutine on
+ * a worker thread; may yield.
  */
 typedef struct todo_store {
     void (*list)(http_ctx *ctx);
-    void (*create)(http_ctx *ctx, const char *title, size_t title_len, bool completed);
+    void (*create)(http_ctx *ctx, const char *title, size_t title_len, bool completed,
+                   const todo_key *key);
     void (*get)(http_ctx *ctx, uint64_t id);
     /* @title NULL to keep it; @completed 0, 1, or -1 to keep it. */
     void (*patch)(http_ctx *ctx, uint64_t id, const char *title, size_t title_len, int completed);

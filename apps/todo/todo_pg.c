@@ -13,6 +13,10 @@
  * count that the table's triggers keep in todo_count is below it; POSTs
  * at the same moment on other connections may pass it together.
  *
+ * A POST with an Idempotency-Key inserts the todo and the key's row in one
+ * statement (coring/apps/idempotency.h): shared by every process on the
+ * database, like the todos.
+ *
  * While the database is unreachable every route answers 503
  * {"error":"database unavailable"} with Retry-After, like users.
  */
@@ -44,6 +48,20 @@ static const db_statement insert_def = {
     .writes = true,
     .types = {DB_TEXT, DB_BOOL, DB_INT8},
 };
+/* With an Idempotency-Key: the insert and the key's row in one statement
+ * (coring/apps/idempotency.h), the body built as todo_write_json writes it
+ * (to_json escapes as the JSON writer does). Its $1-$3 are insert_def's. */
+#define TODO_SCOPE "POST /todos"
+static const db_statement insert_keyed_def = {
+    .sql = APP_IDEMPOTENT_INSERT_SQL(
+        TODO_SCOPE, "$4", "$5",
+        "INSERT INTO todos (title, completed) SELECT $1, $2 FROM " APP_IDEMPOTENCY_GO
+        " AND (SELECT sum(n) FROM todo_count) < $3 RETURNING " TODO_COLUMNS,
+        "SELECT 201 AS status, '/todos/' || id AS location, format('{\"id\":%s,\"title\":%s,"
+        "\"completed\":%s}', id, to_json(title), to_json(completed)) AS body FROM made"),
+    .writes = true,
+    .types = {DB_TEXT, DB_BOOL, DB_INT8, DB_TEXT, DB_TEXT}, /* ..., key, fingerprint */
+};
 /* $2 and $3 NULL keep the title and completed. */
 static const db_statement update_def = {
     .sql = "UPDATE todos SET title = COALESCE($2, title), completed = COALESCE($3, completed) "
@@ -58,7 +76,8 @@ static const db_statement delete_def = {
 };
 
 /* Their handles (mount). */
-static const db_stmt *list_stmt, *get_stmt, *insert_stmt, *update_stmt, *delete_stmt;
+static const db_stmt *list_stmt, *get_stmt, *insert_stmt, *insert_keyed_stmt, *update_stmt,
+    *delete_stmt;
 
 /* --todo-max-items (start). */
 static int64_t max_items = APP_TODO_DEFAULT_MAX_ITEMS;
@@ -144,11 +163,26 @@ static void pg_list(http_ctx *ctx)
         http_respond_json(ctx, 200, b);
 }
 
-static void pg_create(http_ctx *ctx, const char *title, size_t title_len, bool completed)
+static void pg_create(http_ctx *ctx, const char *title, size_t title_len, bool completed,
+                      const todo_key *key)
 {
     db_result r;
-    int err = DB_RUN(insert_stmt, &r, db_param_text(title, title_len), db_param_bool(completed),
-                     db_param_int64(max_items));
+    int err;
+    if (key) {
+        db_param params[] = {db_param_text(title, title_len), db_param_bool(completed),
+                             db_param_int64(max_items), db_param_text(key->key.ptr, key->key.len),
+                             db_param_text(key->fingerprint, key->fingerprint_len)};
+        if (app_idempotent_write(ctx, "todo", TODO_SCOPE, &key->key, key->fingerprint,
+                                 key->fingerprint_len, insert_keyed_stmt, params, 5, &err, &r))
+            return;
+        if (ran(ctx, err, &r)) { /* nothing made: the store is full */
+            http_respond_error(ctx, 507, "todo store is full");
+            db_result_clear(&r);
+        }
+        return;
+    }
+    err = DB_RUN(insert_stmt, &r, db_param_text(title, title_len), db_param_bool(completed),
+                 db_param_int64(max_items));
     if (!ran(ctx, err, &r))
         return;
     if (db_result_rows(&r) == 0) {
@@ -205,6 +239,8 @@ static int mount(http_router *r)
         (err = app_db_statement(app, &list_def, &list_stmt)) < 0 ||
         (err = app_db_statement(app, &get_def, &get_stmt)) < 0 ||
         (err = app_db_statement(app, &insert_def, &insert_stmt)) < 0 ||
+        (err = app_db_statement(app, &insert_keyed_def, &insert_keyed_stmt)) < 0 ||
+        (err = app_idempotency_mount(app)) < 0 ||
         (err = app_db_statement(app, &update_def, &update_stmt)) < 0 ||
         (err = app_db_statement(app, &delete_def, &delete_stmt)) < 0)
         return err;

@@ -8,7 +8,9 @@
  *                                      not a positive 64-bit integer
  *   POST /users {"name","email"}       201 + Location; 409 when the email
  *                                      exists (case-insensitive); 400/422
- *                                      for bad input
+ *                                      for bad input. With Idempotency-Key:
+ *                                      performed once, a retry replayed
+ *                                      (coring/apps/idempotency.h)
  *
  * A user is {"id": <int>, "name": "...", "email": "...", "created_at":
  * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
@@ -23,6 +25,7 @@
  */
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
+#include "coring/apps/idempotency.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
@@ -81,8 +84,28 @@ static const db_statement insert_def = {
     .batch_key_column = 2, /* email, as stored */
 };
 
+/* A POST with an Idempotency-Key: the insert and the key's row in one
+ * statement (coring/apps/idempotency.h), the answer's body built there as
+ * write_user writes it (RFC 3339 with microseconds; to_json escapes as the
+ * JSON writer does), so that a replay is the first answer byte for byte.
+ * Never coalesced: it has no batch form. */
+#define USERS_SCOPE "POST /users"
+#define USER_JSON_SQL                                                                              \
+    "format('{\"id\":%s,\"name\":%s,\"email\":%s,\"created_at\":%s}', id, to_json(name), "         \
+    "to_json(email), to_json(to_char(created_at AT TIME ZONE 'UTC', "                             \
+    "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')))"
+static const db_statement insert_keyed_def = {
+    .sql = APP_IDEMPOTENT_INSERT_SQL(USERS_SCOPE, "$3", "$4",
+                                     "INSERT INTO users (name, email) SELECT $1, $2 FROM "
+                                     APP_IDEMPOTENCY_GO " RETURNING " USER_COLUMNS,
+                                     "SELECT 201 AS status, '/users/' || id AS location, "
+                                     USER_JSON_SQL " AS body FROM made"),
+    .types = {DB_TEXT, DB_TEXT, DB_TEXT, DB_TEXT}, /* name, email, key, fingerprint */
+    .writes = true,
+};
+
 /* The statements' handles (app_db_statement), set in mount(). */
-static const db_stmt *list_stmt, *get_stmt, *get_primary_stmt, *insert_stmt;
+static const db_stmt *list_stmt, *get_stmt, *get_primary_stmt, *insert_stmt, *insert_keyed_stmt;
 
 /* --- answers ------------------------------------------------------------- */
 
@@ -336,9 +359,43 @@ static void get_user(http_ctx *ctx, void *user)
     db_result_clear(&r);
 }
 
+/* POST /users with an Idempotency-Key: the fields as one JSON array are
+ * the request's fingerprint. */
+static void create_user_keyed(http_ctx *ctx, const app_idempotency_key *key, const char *name,
+                              size_t name_len, const char *email, size_t email_len)
+{
+    cr_buf fingerprint = CR_BUF_INIT;
+    cr_json_writer w;
+    cr_json_writer_init(&w, &fingerprint);
+    cr_json_array_begin(&w);
+    cr_json_string(&w, name, name_len);
+    cr_json_string(&w, email, email_len);
+    cr_json_array_end(&w);
+    if (fingerprint.failed) {
+        cr_buf_free(&fingerprint);
+        http_respond_error(ctx, 500, "out of memory");
+        return;
+    }
+    db_result r;
+    int err;
+    db_param params[] = {db_param_text(name, name_len), db_param_text(email, email_len),
+                         db_param_text(key->ptr, key->len),
+                         db_param_text(fingerprint.data, fingerprint.len)};
+    if (!app_idempotent_write(ctx, "users", USERS_SCOPE, key, fingerprint.data, fingerprint.len,
+                              insert_keyed_stmt, params, 4, &err, &r)) {
+        answer_db_error(ctx, err < 0 ? err : -EIO, &r);
+        db_result_clear(&r);
+    }
+    cr_buf_free(&fingerprint);
+}
+
 static void create_user(http_ctx *ctx, void *user)
 {
     (void)user;
+    app_idempotency_key key;
+    int keyed = app_idempotency_key_get(ctx, &key);
+    if (keyed < 0)
+        return;
     cr_json_value root;
     if (!http_json_object_body(ctx, &root))
         return;
@@ -360,6 +417,10 @@ static void create_user(http_ctx *ctx, void *user)
     if (!valid_email(email, email_len)) {
         http_respond_error(ctx, 422, "email must contain exactly one @ between a local part and a "
                                      "domain, and no spaces nor control characters");
+        return;
+    }
+    if (keyed) {
+        create_user_keyed(ctx, &key, name, name_len, email, email_len);
         return;
     }
     db_result r;
@@ -390,7 +451,9 @@ static int mount(http_router *r)
     if ((err = app_db_statement("users", &list_def, &list_stmt)) < 0 ||
         (err = app_db_statement("users", &get_def, &get_stmt)) < 0 ||
         (err = app_db_statement("users", &get_primary_def, &get_primary_stmt)) < 0 ||
-        (err = app_db_statement("users", &insert_def, &insert_stmt)) < 0)
+        (err = app_db_statement("users", &insert_def, &insert_stmt)) < 0 ||
+        (err = app_db_statement("users", &insert_keyed_def, &insert_keyed_stmt)) < 0 ||
+        (err = app_idempotency_mount("users")) < 0)
         return err;
     return 0;
 }

@@ -146,7 +146,7 @@ class ContractTest(cs.CoringTestCase):
 
     def request(self, path, method, op, item, params=None, body=None, ctype="application/json"):
         params = dict(params or {})
-        query = []
+        query, headers, data = [], {}, None
         for p in item.get("parameters", []) + op.get("parameters", []):
             p = resolve(self.doc, p)
             value = params.get(p["name"], p.get("example"))
@@ -154,8 +154,9 @@ class ContractTest(cs.CoringTestCase):
                 path = path.replace("{%s}" % p["name"], urllib.parse.quote(str(value), safe=""))
             elif p["in"] == "query" and value is not None:
                 query.append("%s=%s" % (p["name"], urllib.parse.quote(str(value))))
+            elif p["in"] == "header" and value is not None:
+                headers[p["name"]] = str(value)
         target = path + ("?" + "&".join(query) if query else "")
-        headers, data = {}, None
         if body is not None:
             headers["Content-Type"] = ctype
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
