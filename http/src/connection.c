@@ -8,14 +8,16 @@
  * a request that fits one read is parsed from a copy in the coroutine's
  * arena, and the provided buffer the kernel put it in goes back to the ring
  * before any handler can wait.
+ *
+ * This file is the HTTP/1.1 protocol only (h2o's lib/http1.c): each complete
+ * request goes to http_request_handle() (request.c) for its id, CORS,
+ * routing, handler, metrics and access line.
  */
 #include "internal.h"
 
 #include "coring/core/coro.h"
 #include "coring/core/clock.h"
-#include "coring/core/json_writer.h"
 #include "coring/core/log.h"
-#include "coring/http/request_id.h"
 #include "coring/net/io.h"
 
 #include <arpa/inet.h>
@@ -51,31 +53,29 @@ typedef struct http_conn {
     uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
-    /* The client's address and port (getpeername once, with --access-log). */
-    char peer_addr[INET6_ADDRSTRLEN];
-    int peer_port;
+    http_peer peer; /* the client (getpeername once, with --access-log) */
 } http_conn;
 
-/* Fill c->peer_addr and c->peer_port from getpeername(2) ("" and 0 when it
- * fails); an IPv4-mapped IPv6 address is shown as IPv4. */
+/* Fill c->peer from getpeername(2) ("" and 0 when it fails); an
+ * IPv4-mapped IPv6 address is shown as IPv4. */
 static void get_peer(http_conn *c)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    c->peer_addr[0] = '\0';
+    c->peer.addr[0] = '\0';
     if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) < 0)
         return;
     if (ss.ss_family == AF_INET) {
         struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, c->peer_addr, sizeof(c->peer_addr));
-        c->peer_port = ntohs(a->sin_port);
+        inet_ntop(AF_INET, &a->sin_addr, c->peer.addr, sizeof(c->peer.addr));
+        c->peer.port = ntohs(a->sin_port);
     } else if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
-            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], c->peer_addr, sizeof(c->peer_addr));
+            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], c->peer.addr, sizeof(c->peer.addr));
         else
-            inet_ntop(AF_INET6, &a->sin6_addr, c->peer_addr, sizeof(c->peer_addr));
-        c->peer_port = ntohs(a->sin6_port);
+            inet_ntop(AF_INET6, &a->sin6_addr, c->peer.addr, sizeof(c->peer.addr));
+        c->peer.port = ntohs(a->sin6_port);
     }
 }
 
@@ -102,141 +102,6 @@ static void reject(http_conn *c, int status, const char *message)
     http_write_response(&in, status, "application/json", b->data, b->len);
     c->error_close = true;
     http_metrics_refused(status);
-}
-
-/* The access line (docs/logs.md): in text `METHOD TARGET STATUS D ms`
- * then client, client_port, protocol, bytes, user_agent, request_id (and
- * invalid_request_id when one was replaced); in JSON every one a field. */
-static void log_access(const http_conn *c, const http_request *req, int status, size_t bytes,
-                       uint64_t duration_ns, const char *request_id, const http_str *bad_id)
-{
-    double ms = (double)duration_ns / 1e6;
-    char path[256];
-    cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
-    char method[40];
-    cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
-    const http_str *ua = http_request_header(req, "User-Agent");
-    cr_log_field f[] = {
-        {.key = "method", .type = CR_LOG_STR, .str = req->method_str.ptr,
-         .len = req->method_str.len, .json_only = true},
-        {.key = "target", .type = CR_LOG_STR, .str = req->target.ptr, .len = req->target.len,
-         .json_only = true},
-        {.key = "status", .type = CR_LOG_INT, .num = status, .json_only = true},
-        {.key = "duration_ms", .type = CR_LOG_MS, .ms = ms, .json_only = true},
-        CR_LOG_FIELD_STR("client", c->peer_addr, strlen(c->peer_addr)),
-        CR_LOG_FIELD_INT("client_port", c->peer_port),
-        CR_LOG_FIELD_STR("protocol", req->minor_version == 0 ? "HTTP/1.0" : "HTTP/1.1", 8),
-        CR_LOG_FIELD_INT("bytes", (long long)bytes),
-        CR_LOG_FIELD_STR("user_agent", ua ? ua->ptr : "", ua ? ua->len : 0),
-        CR_LOG_FIELD_STR("request_id", request_id, strlen(request_id)),
-        CR_LOG_FIELD_STR("invalid_request_id", bad_id ? bad_id->ptr : NULL,
-                         bad_id ? bad_id->len : 0),
-    };
-    cr_log_kv(CR_LOG_INFO, f, cr_countof(f), "%s %s %d %.3f ms", method, path, status, ms);
-}
-
-/* Route and run the handler for one complete request, parsed since
- * @start_ns (a monotonic clock reading: the end of the request before it
- * in the same read, or one taken before its parse). Returns the clock at
- * its end, which starts the next: one reading per request, not two. */
-static uint64_t dispatch(http_conn *c, const http_request *req, const char *body,
-                         size_t body_len, bool close, size_t wire_bytes, uint64_t start_ns)
-{
-    size_t out_before = c->out.len;
-    unsigned route = http_metrics_unmatched();
-    cr_coro *co = cr_coro_current();
-    /* The request id (coring/http/request_id.h): the client's when valid,
-     * else a new one; an invalid one is replaced, not refused. */
-    char request_id[HTTP_REQUEST_ID_SIZE];
-    size_t request_id_len;
-    const http_str *given = req->request_id;
-    const http_str *bad_id = NULL;
-    if (given && http_request_id_valid(given->ptr, given->len)) {
-        memcpy(request_id, given->ptr, given->len);
-        request_id[given->len] = '\0';
-        request_id_len = given->len;
-    } else {
-        bad_id = given;
-        request_id_len = http_request_id_make(request_id);
-    }
-    cr_log_set_request_id(request_id);
-    struct http_ctx_internal in;
-    http_ctx_internal_start(&in, &c->out);
-    in.head = req->method == HTTP_HEAD;
-    in.close = close;
-    in.keep_alive_10 = !close && req->minor_version == 0;
-    in.request_id = request_id;
-    in.request_id_len = request_id_len;
-    static const http_route_params no_params;
-    http_ctx ctx = {
-        .req = req,
-        .params = &no_params,
-        .body = body,
-        .body_len = body_len,
-        .arena = cr_coro_arena(co),
-        .internal = &in,
-    };
-
-    /* CORS off (the default): nothing but this test. */
-    const struct http_cors *cors = c->srv->cfg.cors;
-    if (cors && http_cors_handle(cors, c->srv->router, &ctx)) {
-        /* a CORS preflight, answered */
-    } else if (req->method == HTTP_CONNECT) {
-        http_respond_error(&ctx, 501, "CONNECT is not supported");
-    } else if (req->method == HTTP_METHOD_OTHER) {
-        /* RFC 9110 sections 9.1 and 15.6.2: 501 for a method the server does
-         * not recognise (none of RFC 9110's, nor PATCH; the router takes no
-         * other). The request was framed well: the connection stays open. */
-        http_respond_error(&ctx, 501, "method not implemented");
-    } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
-        /* RFC 9110 section 9.3.7: the server as a whole; Allow says every
-         * method some route has. */
-        char allow[96];
-        unsigned methods = http_router_methods(c->srv->router, req->path);
-        http_router_format_allow(methods | HTTP_METHOD_BIT(HTTP_OPTIONS), allow, sizeof(allow));
-        http_add_header(&ctx, "Allow", allow);
-        http_respond(&ctx, 204, NULL, NULL, 0);
-    } else {
-        http_route_match m;
-        switch (http_router_match(c->srv->router, req->method, req->path, &m)) {
-        case HTTP_ROUTE_FOUND:
-            ctx.params = &m.params;
-            route = m.route;
-            m.handler(&ctx, m.user);
-            http_response_drop_unfinished(&in);
-            if (!in.responded) {
-                char path[80];
-                cr_log_escape(path, sizeof(path), req->path.ptr, req->path.len);
-                cr_log_error("handler for %s answered nothing: 500", path);
-                http_respond_error(&ctx, 500, "internal error");
-            }
-            break;
-        case HTTP_ROUTE_METHOD_NOT_ALLOWED:
-            /* The server answers OPTIONS on every known path: Allow says so
-             * (RFC 9110 sections 10.2.1 and 15.5.6). */
-            http_router_format_allow(m.methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m.allow,
-                                     sizeof(m.allow));
-            http_add_header(&ctx, "Allow", m.allow);
-            if (req->method == HTTP_OPTIONS) /* RFC 9110 section 9.3.7 */
-                http_respond(&ctx, 204, NULL, NULL, 0);
-            else
-                http_respond_error(&ctx, 405, "method not allowed");
-            break;
-        case HTTP_ROUTE_NOT_FOUND:
-        default:
-            http_respond_error(&ctx, 404, "not found");
-            break;
-        }
-    }
-    /* Once, for the metrics and the access line alike. */
-    uint64_t end_ns = cr_clock_now_ns();
-    uint64_t duration_ns = end_ns - start_ns;
-    size_t response_bytes = c->out.len >= out_before ? c->out.len - out_before : c->out.len;
-    http_metrics_request(route, req->method, in.status, duration_ns, wire_bytes, response_bytes);
-    if (c->srv->cfg.access_log)
-        log_access(c, req, in.status, response_bytes, duration_ns, request_id, bad_id);
-    cr_log_set_request_id(NULL);
-    return end_ns;
 }
 
 /* The headers are in, the body is not: from now on the body timeout
@@ -322,7 +187,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
     c->in_body = false;
-    uint64_t clock_ns = cr_clock_now_ns(); /* moved on by each dispatch */
+    uint64_t clock_ns = cr_clock_now_ns(); /* moved on by each request handled */
 
     struct http_header_block *headers = headers_take(max_headers);
     if (!headers) {
@@ -392,7 +257,17 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         /* CONNECT is refused (501) and the connection closed: a client may
          * already have sent tunnel bytes (a TLS ClientHello) behind it. */
         bool close = !req.keep_alive || net_draining() || req.method == HTTP_CONNECT;
-        clock_ns = dispatch(c, &req, body, body_len, close, head + body_len, clock_ns);
+        http_exchange x = {
+            .req = &req,
+            .body = body,
+            .body_len = body_len,
+            .wire_bytes = head + body_len,
+            .close = close,
+            .start_ns = clock_ns,
+            .peer = &c->peer,
+            .out = &c->out,
+        };
+        clock_ns = http_request_handle(c->srv, &x);
         c->served = true;
         pos += consumed;
         if (close) {
