@@ -53,7 +53,7 @@ typedef struct http_conn {
     uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
-    http_peer peer; /* the client (getpeername once, with --access-log) */
+    http_peer peer;     /* the client (getpeername once, with --access-log) */
 } http_conn;
 
 /* Fill c->peer from getpeername(2) ("" and 0 when it fails); an
@@ -198,7 +198,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     }
     while (pos < len) {
         http_request req = {.headers = headers->headers};
-        int r = http_parse_request(data + pos, len - pos, &req, &cfg->limits);
+        int r = http_parse_request(data + pos, len - pos, NULL, &req, &cfg->limits);
         if (r == HTTP_PARSE_INCOMPLETE)
             break;
         if (r == HTTP_PARSE_ERROR) {
