@@ -40,15 +40,22 @@ typedef struct http_conn {
     const http_server *srv;
     cr_buf in;          /* a request gathered across reads */
     cr_buf out;         /* responses not yet sent */
-    /* A chunked body still arriving. The pending request at in.data[0] is
-     * kept as its header section followed by the chunk_decoded bytes decoded
-     * so far; the decoder has consumed every byte of the coding it was given,
-     * and resumes from its state with the next read (linear cost). */
+    /* The pending request, at in.data[0], costs each read the bytes that
+     * read brought, not a scan from its first byte (linear however it is
+     * cut). While its header section arrives, the parser resumes from
+     * `parse`. Once the section is complete and the body is awaited, its
+     * length and framing are kept (head_len != 0) and the section is not
+     * parsed again until the body is whole. A chunked body is kept as the
+     * header section followed by the chunk_decoded bytes decoded so far;
+     * the decoder has consumed every byte of the coding it was given and
+     * resumes from its state with the next read. */
+    http_parse_progress parse;
+    size_t head_len;         /* the header section's bytes; 0: not complete */
+    uint64_t content_length; /* its Content-Length (0 without) */
+    bool chunked;            /* its body is chunked: `chunk` decodes it */
     http_chunked_decoder chunk;
     size_t chunk_decoded;
-    bool chunk_active;
     bool sent_continue; /* 100 Continue sent for the request being read */
-    bool in_body;       /* the pending request's headers are complete */
     uint64_t request_start_ns; /* first byte of the pending request arrived */
     uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
@@ -105,17 +112,52 @@ static void reject(http_conn *c, int status, const char *message)
 }
 
 /* The headers are in, the body is not: from now on the body timeout
- * applies, and a client that asked for it gets 100 Continue (RFC 9110
- * section 10.1.1) once, before the body. */
-static void await_body(http_conn *c, const http_request *req)
+ * applies, and a client that asked for it (@expect_continue) gets 100
+ * Continue (RFC 9110 section 10.1.1) once, before the body. */
+static void await_body(http_conn *c, bool expect_continue)
 {
-    c->in_body = true;
     if (c->body_start_ns == 0)
         c->body_start_ns = cr_clock_now_ns();
-    if (req->expect_continue && !c->sent_continue) {
+    if (expect_continue && !c->sent_continue) {
         cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = true;
     }
+}
+
+/* Parse the header section of the request at @p (@n bytes received),
+ * resuming the scan from c->parse: its length, HTTP_PARSE_INCOMPLETE or
+ * HTTP_PARSE_ERROR, as http_parse_request. The bytes the parser read go to
+ * the metrics; once the section is complete its length and framing are
+ * kept in @c. */
+static int parse_head(http_conn *c, const char *p, size_t n, http_request *req)
+{
+    int r = http_parse_request(p, n, &c->parse, req, &c->srv->cfg.limits);
+    http_metrics_parser_read(c->parse.bytes_read);
+    c->parse.bytes_read = 0;
+    if (r == HTTP_PARSE_INCOMPLETE)
+        return r;
+    c->parse = (http_parse_progress){0};
+    if (r > 0) {
+        c->head_len = (size_t)r;
+        c->content_length = req->content_length;
+        c->chunked = req->chunked;
+        if (req->chunked) {
+            http_chunked_init(&c->chunk, c->srv->cfg.limits.max_body_bytes);
+            c->chunk_decoded = 0;
+        }
+    }
+    return r;
+}
+
+/* The header section of the request kept at @data since an earlier read,
+ * @head bytes, parsed again now that its body is whole: the same bytes give
+ * the same request (a chunked body was decoded after it, not over it).
+ * Returns 0, or -EPROTO should the parser ever disagree with itself. */
+static int reparse_head(http_conn *c, const char *data, size_t head, http_request *req)
+{
+    http_metrics_parser_read(head);
+    int r = http_parse_request(data, head, NULL, req, &c->srv->cfg.limits);
+    return r == (int)head ? 0 : -EPROTO;
 }
 
 /*
@@ -186,7 +228,6 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     size_t max_headers = cfg->limits.max_headers ? cfg->limits.max_headers : 1;
     size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
-    c->in_body = false;
     uint64_t clock_ns = cr_clock_now_ns(); /* moved on by each request handled */
 
     struct http_header_block *headers = headers_take(max_headers);
@@ -198,34 +239,33 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     }
     while (pos < len) {
         http_request req = {.headers = headers->headers};
-        int r = http_parse_request(data + pos, len - pos, NULL, &req, &cfg->limits);
-        if (r == HTTP_PARSE_INCOMPLETE)
-            break;
-        if (r == HTTP_PARSE_ERROR) {
-            reject(c, req.error_status, req.error ? req.error : "bad request");
-            action = CONN_CLOSE;
-            pos = len;
-            break;
+        /* The request kept from an earlier read may have its header section
+         * complete already: then only its body is looked at. */
+        bool head_known = pos == 0 && c->head_len != 0;
+        if (!head_known) {
+            int r = parse_head(c, data + pos, len - pos, &req);
+            if (r == HTTP_PARSE_INCOMPLETE)
+                break;
+            if (r == HTTP_PARSE_ERROR) {
+                reject(c, req.error_status, req.error ? req.error : "bad request");
+                action = CONN_CLOSE;
+                pos = len;
+                break;
+            }
         }
-        size_t head = (size_t)r;
+        size_t head = c->head_len;
         size_t avail = len - pos - head;
         const char *body = NULL;
         size_t body_len = 0, consumed = head;
 
-        if (req.chunked) {
-            /* Only the request kept at data[0] can have a body half decoded. */
-            if (!c->chunk_active || pos != 0) {
-                http_chunked_init(&c->chunk, cfg->limits.max_body_bytes);
-                c->chunk_decoded = 0;
-                c->chunk_active = true;
-            }
+        if (c->chunked) {
             /* Decode in place what arrived since the last read; the decoded
              * bytes land right after those decoded before. */
             size_t before = c->chunk_decoded < avail ? c->chunk_decoded : avail;
             size_t n = avail - before;
             ssize_t done = http_chunked_decode(&c->chunk, data + pos + head + before, &n);
             if (done == HTTP_PARSE_ERROR) {
-                c->chunk_active = false;
+                c->head_len = 0;
                 reject(c, c->chunk.error_status ? c->chunk.error_status : 400,
                        c->chunk.error ? c->chunk.error : "malformed chunked body");
                 action = CONN_CLOSE;
@@ -235,21 +275,27 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             c->chunk_decoded = before + n;
             if (done == HTTP_PARSE_INCOMPLETE) {
                 pending_end = pos + head + c->chunk_decoded;
-                await_body(c, &req);
+                await_body(c, !head_known && req.expect_continue);
                 break;
             }
-            c->chunk_active = false;
             body = data + pos + head;
             body_len = c->chunk_decoded;
             consumed += before + (size_t)done;
-        } else if (req.content_length > 0) {
-            if (avail < req.content_length) {
-                await_body(c, &req);
+        } else if (c->content_length > 0) {
+            if (avail < c->content_length) {
+                await_body(c, !head_known && req.expect_continue);
                 break;
             }
             body = data + pos + head;
-            body_len = (size_t)req.content_length;
+            body_len = (size_t)c->content_length;
             consumed += body_len;
+        }
+        c->head_len = 0;
+        if (head_known && reparse_head(c, data, head, &req) < 0) {
+            reject(c, 500, "internal error");
+            action = CONN_CLOSE;
+            pos = len;
+            break;
         }
 
         c->sent_continue = false;
@@ -363,7 +409,7 @@ void http_connection_main(int fd, void *server)
          * whole body, counted from the end of its headers (a per-read timeout
          * would let a byte every few seconds hold it for days). */
         uint64_t timeout = c.served ? cfg->keepalive_timeout_ns : cfg->header_timeout_ns;
-        if (partial && c.in_body) {
+        if (partial && c.head_len != 0) {
             uint64_t spent = cr_clock_now_ns() - c.body_start_ns;
             timeout = spent < cfg->body_timeout_ns ? cfg->body_timeout_ns - spent : 1;
         } else if (partial) {

@@ -134,6 +134,10 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
  * routing (reject() in connection.c); this worker thread. */
 void http_metrics_refused(int status);
 
+/* Count @bytes read by the request parser on this worker thread (the
+ * http_parse_progress count, re-reads included; connection.c). */
+void http_metrics_parser_read(size_t bytes);
+
 /* A client connection opened (@open) or closed on this worker thread. */
 void http_metrics_connection(bool open);
 
