@@ -44,32 +44,40 @@ static int set_recv_buffers(void *config, const char *value)
     return 0;
 }
 
+/* @value read by @parse (cr_log_parse_level or _format) into *@out; else
+ * the message that @flag expects @words, and CORING_OPTIONS_REFUSED. */
+static int log_setting(const char *flag, const char *value, int (*parse)(const char *),
+                       const char *words, int *out)
+{
+    *out = parse(value);
+    if (*out >= 0)
+        return 0;
+    fprintf(stderr, "coring: %s: expected %s, got '%s'\n", coring_option_source(flag), words,
+            value);
+    return CORING_OPTIONS_REFUSED;
+}
+
 /* --log-level: the process's threshold, set at once. */
 static int set_log_level(void *config, const char *value)
 {
     (void)config;
-    int level = cr_log_parse_level(value);
-    if (level < 0) {
-        fprintf(stderr, "coring: %s: expected debug, info, warn, error or off, got '%s'\n",
-                coring_option_source("--log-level"), value);
-        return CORING_OPTIONS_REFUSED;
-    }
-    cr_log_set_level((cr_log_level)level);
-    return 0;
+    int level;
+    int err = log_setting("--log-level", value, cr_log_parse_level,
+                          "debug, info, warn, error or off", &level);
+    if (!err)
+        cr_log_set_level((cr_log_level)level);
+    return err;
 }
 
 /* --log-format: the process's line format, set at once. */
 static int set_log_format(void *config, const char *value)
 {
     (void)config;
-    int format = cr_log_parse_format(value);
-    if (format < 0) {
-        fprintf(stderr, "coring: %s: expected text or json, got '%s'\n",
-                coring_option_source("--log-format"), value);
-        return CORING_OPTIONS_REFUSED;
-    }
-    cr_log_set_format((cr_log_format)format);
-    return 0;
+    int format;
+    int err = log_setting("--log-format", value, cr_log_parse_format, "text or json", &format);
+    if (!err)
+        cr_log_set_format((cr_log_format)format);
+    return err;
 }
 
 /* --cors-origins: the policy, checked and built now (given twice: the last
