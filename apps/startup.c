@@ -188,9 +188,9 @@ static unsigned outbound_fds(const net_config *net, const app_options *opts)
 {
     unsigned threads = net->threads ? net->threads : net_affinity_cpus();
     unsigned per_thread = 0;
+    const char *read_url = getenv("DATABASE_READ_URL");
     if (app_db_used())
-        per_thread += (opts->db_pool ? opts->db_pool : 2) *
-                      (getenv("DATABASE_READ_URL") && *getenv("DATABASE_READ_URL") ? 2 : 1);
+        per_thread += (opts->db_pool ? opts->db_pool : 2) * (read_url && *read_url ? 2 : 1);
     for (size_t i = 0; i < num_mounted; i++)
         if (mounted[i] == &app_cep && !opts->cep_upstream_off)
             per_thread += http_client_get_limits().max_connections + 2;

@@ -50,9 +50,11 @@ static void log_access(const http_peer *peer, const http_request *req, int statu
 }
 
 /* Route @ctx's request and run its handler, or answer for the server: a
- * CORS preflight, 501, OPTIONS, 404, 405. Returns the route index that
+ * CORS preflight, 501, OPTIONS, 404, 405. @m: the match, which holds the
+ * path parameters @ctx points to while the handler runs (the caller's, so
+ * that they outlive this call as @ctx does). Returns the route index that
  * labels the request's metrics (http_metrics_unmatched() for none). */
-static unsigned route(const http_server *srv, http_ctx *ctx)
+static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m)
 {
     const http_request *req = ctx->req;
     /* CORS off (the default): nothing but this test. */
@@ -75,11 +77,10 @@ static unsigned route(const http_server *srv, http_ctx *ctx)
         http_add_header(ctx, "Allow", allow);
         http_respond(ctx, 204, NULL, NULL, 0);
     } else {
-        http_route_match m;
-        switch (http_router_match(srv->router, req->method, req->path, &m)) {
+        switch (http_router_match(srv->router, req->method, req->path, m)) {
         case HTTP_ROUTE_FOUND:
-            ctx->params = &m.params;
-            m.handler(ctx, m.user);
+            ctx->params = &m->params;
+            m->handler(ctx, m->user);
             http_response_drop_unfinished(ctx->internal);
             if (!ctx->internal->responded) {
                 char path[80];
@@ -87,13 +88,13 @@ static unsigned route(const http_server *srv, http_ctx *ctx)
                 cr_log_error("handler for %s answered nothing: 500", path);
                 http_respond_error(ctx, 500, "internal error");
             }
-            return m.route;
+            return m->route;
         case HTTP_ROUTE_METHOD_NOT_ALLOWED:
             /* The server answers OPTIONS on every known path: Allow says so
              * (RFC 9110 sections 10.2.1 and 15.5.6). */
-            http_router_format_allow(m.methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m.allow,
-                                     sizeof(m.allow));
-            http_add_header(ctx, "Allow", m.allow);
+            http_router_format_allow(m->methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m->allow,
+                                     sizeof(m->allow));
+            http_add_header(ctx, "Allow", m->allow);
             if (req->method == HTTP_OPTIONS) /* RFC 9110 section 9.3.7 */
                 http_respond(ctx, 204, NULL, NULL, 0);
             else
@@ -144,7 +145,8 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
         .arena = cr_coro_arena(cr_coro_current()),
         .internal = &in,
     };
-    unsigned route_index = route(srv, &ctx);
+    http_route_match match;
+    unsigned route_index = route(srv, &ctx, &match);
 
     /* Once, for the metrics and the access line alike. */
     uint64_t end_ns = cr_clock_now_ns();
