@@ -8,14 +8,16 @@
  * a request that fits one read is parsed from a copy in the coroutine's
  * arena, and the provided buffer the kernel put it in goes back to the ring
  * before any handler can wait.
+ *
+ * This file is the HTTP/1.1 protocol only (h2o's lib/http1.c): each complete
+ * request goes to http_request_handle() (request.c) for its id, CORS,
+ * routing, handler, metrics and access line.
  */
 #include "internal.h"
 
 #include "coring/core/coro.h"
 #include "coring/core/clock.h"
-#include "coring/core/json_writer.h"
 #include "coring/core/log.h"
-#include "coring/http/request_id.h"
 #include "coring/net/io.h"
 
 #include <arpa/inet.h>
@@ -38,44 +40,49 @@ typedef struct http_conn {
     const http_server *srv;
     cr_buf in;          /* a request gathered across reads */
     cr_buf out;         /* responses not yet sent */
-    /* A chunked body still arriving. The pending request at in.data[0] is
-     * kept as its header section followed by the chunk_decoded bytes decoded
-     * so far; the decoder has consumed every byte of the coding it was given,
-     * and resumes from its state with the next read (linear cost). */
+    /* The pending request, at in.data[0], costs each read the bytes that
+     * read brought, not a scan from its first byte (linear however it is
+     * cut). While its header section arrives, the parser resumes from
+     * `parse`. Once the section is complete and the body is awaited, its
+     * length and framing are kept (head_len != 0) and the section is not
+     * parsed again until the body is whole. A chunked body is kept as the
+     * header section followed by the chunk_decoded bytes decoded so far;
+     * the decoder has consumed every byte of the coding it was given and
+     * resumes from its state with the next read. */
+    http_parse_progress parse;
+    size_t head_len;         /* the header section's bytes; 0: not complete */
+    uint64_t content_length; /* its Content-Length (0 without) */
+    bool chunked;            /* its body is chunked: `chunk` decodes it */
     http_chunked_decoder chunk;
     size_t chunk_decoded;
-    bool chunk_active;
     bool sent_continue; /* 100 Continue sent for the request being read */
-    bool in_body;       /* the pending request's headers are complete */
     uint64_t request_start_ns; /* first byte of the pending request arrived */
     uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
-    /* The client's address and port (getpeername once, with --access-log). */
-    char peer_addr[INET6_ADDRSTRLEN];
-    int peer_port;
+    http_peer peer;     /* the client (getpeername once, with --access-log) */
 } http_conn;
 
-/* Fill c->peer_addr and c->peer_port from getpeername(2) ("" and 0 when it
- * fails); an IPv4-mapped IPv6 address is shown as IPv4. */
+/* Fill c->peer from getpeername(2) ("" and 0 when it fails); an
+ * IPv4-mapped IPv6 address is shown as IPv4. */
 static void get_peer(http_conn *c)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    c->peer_addr[0] = '\0';
+    c->peer.addr[0] = '\0';
     if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) < 0)
         return;
     if (ss.ss_family == AF_INET) {
         struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, c->peer_addr, sizeof(c->peer_addr));
-        c->peer_port = ntohs(a->sin_port);
+        inet_ntop(AF_INET, &a->sin_addr, c->peer.addr, sizeof(c->peer.addr));
+        c->peer.port = ntohs(a->sin_port);
     } else if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
-            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], c->peer_addr, sizeof(c->peer_addr));
+            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], c->peer.addr, sizeof(c->peer.addr));
         else
-            inet_ntop(AF_INET6, &a->sin6_addr, c->peer_addr, sizeof(c->peer_addr));
-        c->peer_port = ntohs(a->sin6_port);
+            inet_ntop(AF_INET6, &a->sin6_addr, c->peer.addr, sizeof(c->peer.addr));
+        c->peer.port = ntohs(a->sin6_port);
     }
 }
 
@@ -104,153 +111,53 @@ static void reject(http_conn *c, int status, const char *message)
     http_metrics_refused(status);
 }
 
-/* The access line (docs/logs.md): in text `METHOD TARGET STATUS D ms`
- * then client, client_port, protocol, bytes, user_agent, request_id (and
- * invalid_request_id when one was replaced); in JSON every one a field. */
-static void log_access(const http_conn *c, const http_request *req, int status, size_t bytes,
-                       uint64_t duration_ns, const char *request_id, const http_str *bad_id)
-{
-    double ms = (double)duration_ns / 1e6;
-    char path[256];
-    cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
-    char method[40];
-    cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
-    const http_str *ua = http_request_header(req, "User-Agent");
-    cr_log_field f[] = {
-        {.key = "method", .type = CR_LOG_STR, .str = req->method_str.ptr,
-         .len = req->method_str.len, .json_only = true},
-        {.key = "target", .type = CR_LOG_STR, .str = req->target.ptr, .len = req->target.len,
-         .json_only = true},
-        {.key = "status", .type = CR_LOG_INT, .num = status, .json_only = true},
-        {.key = "duration_ms", .type = CR_LOG_MS, .ms = ms, .json_only = true},
-        CR_LOG_FIELD_STR("client", c->peer_addr, strlen(c->peer_addr)),
-        CR_LOG_FIELD_INT("client_port", c->peer_port),
-        CR_LOG_FIELD_STR("protocol", req->minor_version == 0 ? "HTTP/1.0" : "HTTP/1.1", 8),
-        CR_LOG_FIELD_INT("bytes", (long long)bytes),
-        CR_LOG_FIELD_STR("user_agent", ua ? ua->ptr : "", ua ? ua->len : 0),
-        CR_LOG_FIELD_STR("request_id", request_id, strlen(request_id)),
-        CR_LOG_FIELD_STR("invalid_request_id", bad_id ? bad_id->ptr : NULL,
-                         bad_id ? bad_id->len : 0),
-    };
-    cr_log_kv(CR_LOG_INFO, f, cr_countof(f), "%s %s %d %.3f ms", method, path, status, ms);
-}
-
-/* Route and run the handler for one complete request, parsed since
- * @start_ns (a monotonic clock reading: the end of the request before it
- * in the same read, or one taken before its parse). Returns the clock at
- * its end, which starts the next: one reading per request, not two. */
-static uint64_t dispatch(http_conn *c, const http_request *req, const char *body,
-                         size_t body_len, bool close, size_t wire_bytes, uint64_t start_ns)
-{
-    size_t out_before = c->out.len;
-    unsigned route = http_metrics_unmatched();
-    cr_coro *co = cr_coro_current();
-    /* The request id (coring/http/request_id.h): the client's when valid,
-     * else a new one; an invalid one is replaced, not refused. */
-    char request_id[HTTP_REQUEST_ID_SIZE];
-    size_t request_id_len;
-    const http_str *given = req->request_id;
-    const http_str *bad_id = NULL;
-    if (given && http_request_id_valid(given->ptr, given->len)) {
-        memcpy(request_id, given->ptr, given->len);
-        request_id[given->len] = '\0';
-        request_id_len = given->len;
-    } else {
-        bad_id = given;
-        request_id_len = http_request_id_make(request_id);
-    }
-    cr_log_set_request_id(request_id);
-    struct http_ctx_internal in;
-    http_ctx_internal_start(&in, &c->out);
-    in.head = req->method == HTTP_HEAD;
-    in.close = close;
-    in.keep_alive_10 = !close && req->minor_version == 0;
-    in.request_id = request_id;
-    in.request_id_len = request_id_len;
-    static const http_route_params no_params;
-    http_ctx ctx = {
-        .req = req,
-        .params = &no_params,
-        .body = body,
-        .body_len = body_len,
-        .arena = cr_coro_arena(co),
-        .internal = &in,
-    };
-
-    /* CORS off (the default): nothing but this test. */
-    const struct http_cors *cors = c->srv->cfg.cors;
-    if (cors && http_cors_handle(cors, c->srv->router, &ctx)) {
-        /* a CORS preflight, answered */
-    } else if (req->method == HTTP_CONNECT) {
-        http_respond_error(&ctx, 501, "CONNECT is not supported");
-    } else if (req->method == HTTP_METHOD_OTHER) {
-        /* RFC 9110 sections 9.1 and 15.6.2: 501 for a method the server does
-         * not recognise (none of RFC 9110's, nor PATCH; the router takes no
-         * other). The request was framed well: the connection stays open. */
-        http_respond_error(&ctx, 501, "method not implemented");
-    } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
-        /* RFC 9110 section 9.3.7: the server as a whole; Allow says every
-         * method some route has. */
-        char allow[96];
-        unsigned methods = http_router_methods(c->srv->router, req->path);
-        http_router_format_allow(methods | HTTP_METHOD_BIT(HTTP_OPTIONS), allow, sizeof(allow));
-        http_add_header(&ctx, "Allow", allow);
-        http_respond(&ctx, 204, NULL, NULL, 0);
-    } else {
-        http_route_match m;
-        switch (http_router_match(c->srv->router, req->method, req->path, &m)) {
-        case HTTP_ROUTE_FOUND:
-            ctx.params = &m.params;
-            route = m.route;
-            m.handler(&ctx, m.user);
-            http_response_drop_unfinished(&in);
-            if (!in.responded) {
-                char path[80];
-                cr_log_escape(path, sizeof(path), req->path.ptr, req->path.len);
-                cr_log_error("handler for %s answered nothing: 500", path);
-                http_respond_error(&ctx, 500, "internal error");
-            }
-            break;
-        case HTTP_ROUTE_METHOD_NOT_ALLOWED:
-            /* The server answers OPTIONS on every known path: Allow says so
-             * (RFC 9110 sections 10.2.1 and 15.5.6). */
-            http_router_format_allow(m.methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m.allow,
-                                     sizeof(m.allow));
-            http_add_header(&ctx, "Allow", m.allow);
-            if (req->method == HTTP_OPTIONS) /* RFC 9110 section 9.3.7 */
-                http_respond(&ctx, 204, NULL, NULL, 0);
-            else
-                http_respond_error(&ctx, 405, "method not allowed");
-            break;
-        case HTTP_ROUTE_NOT_FOUND:
-        default:
-            http_respond_error(&ctx, 404, "not found");
-            break;
-        }
-    }
-    /* Once, for the metrics and the access line alike. */
-    uint64_t end_ns = cr_clock_now_ns();
-    uint64_t duration_ns = end_ns - start_ns;
-    size_t response_bytes = c->out.len >= out_before ? c->out.len - out_before : c->out.len;
-    http_metrics_request(route, req->method, in.status, duration_ns, wire_bytes, response_bytes);
-    if (c->srv->cfg.access_log)
-        log_access(c, req, in.status, response_bytes, duration_ns, request_id, bad_id);
-    cr_log_set_request_id(NULL);
-    return end_ns;
-}
-
 /* The headers are in, the body is not: from now on the body timeout
- * applies, and a client that asked for it gets 100 Continue (RFC 9110
- * section 10.1.1) once, before the body. */
-static void await_body(http_conn *c, const http_request *req)
+ * applies, and a client that asked for it (@expect_continue) gets 100
+ * Continue (RFC 9110 section 10.1.1) once, before the body. */
+static void await_body(http_conn *c, bool expect_continue)
 {
-    c->in_body = true;
     if (c->body_start_ns == 0)
         c->body_start_ns = cr_clock_now_ns();
-    if (req->expect_continue && !c->sent_continue) {
+    if (expect_continue && !c->sent_continue) {
         cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = true;
     }
+}
+
+/* Parse the header section of the request at @p (@n bytes received),
+ * resuming the scan from c->parse: its length, HTTP_PARSE_INCOMPLETE or
+ * HTTP_PARSE_ERROR, as http_parse_request. The bytes the parser read go to
+ * the metrics; once the section is complete its length and framing are
+ * kept in @c. */
+static int parse_head(http_conn *c, const char *p, size_t n, http_request *req)
+{
+    int r = http_parse_request(p, n, &c->parse, req, &c->srv->cfg.limits);
+    http_metrics_parser_read(c->parse.bytes_read);
+    c->parse.bytes_read = 0;
+    if (r == HTTP_PARSE_INCOMPLETE)
+        return r;
+    c->parse = (http_parse_progress){0};
+    if (r > 0) {
+        c->head_len = (size_t)r;
+        c->content_length = req->content_length;
+        c->chunked = req->chunked;
+        if (req->chunked) {
+            http_chunked_init(&c->chunk, c->srv->cfg.limits.max_body_bytes);
+            c->chunk_decoded = 0;
+        }
+    }
+    return r;
+}
+
+/* The header section of the request kept at @data since an earlier read,
+ * @head bytes, parsed again now that its body is whole: the same bytes give
+ * the same request (a chunked body was decoded after it, not over it).
+ * Returns 0, or -EPROTO should the parser ever disagree with itself. */
+static int reparse_head(http_conn *c, const char *data, size_t head, http_request *req)
+{
+    http_metrics_parser_read(head);
+    int r = http_parse_request(data, head, NULL, req, &c->srv->cfg.limits);
+    return r == (int)head ? 0 : -EPROTO;
 }
 
 /*
@@ -321,8 +228,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     size_t max_headers = cfg->limits.max_headers ? cfg->limits.max_headers : 1;
     size_t pos = 0, pending_end = len;
     enum conn_action action = CONN_CONTINUE;
-    c->in_body = false;
-    uint64_t clock_ns = cr_clock_now_ns(); /* moved on by each dispatch */
+    uint64_t clock_ns = cr_clock_now_ns(); /* moved on by each request handled */
 
     struct http_header_block *headers = headers_take(max_headers);
     if (!headers) {
@@ -333,34 +239,33 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
     }
     while (pos < len) {
         http_request req = {.headers = headers->headers};
-        int r = http_parse_request(data + pos, len - pos, &req, &cfg->limits);
-        if (r == HTTP_PARSE_INCOMPLETE)
-            break;
-        if (r == HTTP_PARSE_ERROR) {
-            reject(c, req.error_status, req.error ? req.error : "bad request");
-            action = CONN_CLOSE;
-            pos = len;
-            break;
+        /* The request kept from an earlier read may have its header section
+         * complete already: then only its body is looked at. */
+        bool head_known = pos == 0 && c->head_len != 0;
+        if (!head_known) {
+            int r = parse_head(c, data + pos, len - pos, &req);
+            if (r == HTTP_PARSE_INCOMPLETE)
+                break;
+            if (r == HTTP_PARSE_ERROR) {
+                reject(c, req.error_status, req.error ? req.error : "bad request");
+                action = CONN_CLOSE;
+                pos = len;
+                break;
+            }
         }
-        size_t head = (size_t)r;
+        size_t head = c->head_len;
         size_t avail = len - pos - head;
         const char *body = NULL;
         size_t body_len = 0, consumed = head;
 
-        if (req.chunked) {
-            /* Only the request kept at data[0] can have a body half decoded. */
-            if (!c->chunk_active || pos != 0) {
-                http_chunked_init(&c->chunk, cfg->limits.max_body_bytes);
-                c->chunk_decoded = 0;
-                c->chunk_active = true;
-            }
+        if (c->chunked) {
             /* Decode in place what arrived since the last read; the decoded
              * bytes land right after those decoded before. */
             size_t before = c->chunk_decoded < avail ? c->chunk_decoded : avail;
             size_t n = avail - before;
             ssize_t done = http_chunked_decode(&c->chunk, data + pos + head + before, &n);
             if (done == HTTP_PARSE_ERROR) {
-                c->chunk_active = false;
+                c->head_len = 0;
                 reject(c, c->chunk.error_status ? c->chunk.error_status : 400,
                        c->chunk.error ? c->chunk.error : "malformed chunked body");
                 action = CONN_CLOSE;
@@ -370,21 +275,27 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             c->chunk_decoded = before + n;
             if (done == HTTP_PARSE_INCOMPLETE) {
                 pending_end = pos + head + c->chunk_decoded;
-                await_body(c, &req);
+                await_body(c, !head_known && req.expect_continue);
                 break;
             }
-            c->chunk_active = false;
             body = data + pos + head;
             body_len = c->chunk_decoded;
             consumed += before + (size_t)done;
-        } else if (req.content_length > 0) {
-            if (avail < req.content_length) {
-                await_body(c, &req);
+        } else if (c->content_length > 0) {
+            if (avail < c->content_length) {
+                await_body(c, !head_known && req.expect_continue);
                 break;
             }
             body = data + pos + head;
-            body_len = (size_t)req.content_length;
+            body_len = (size_t)c->content_length;
             consumed += body_len;
+        }
+        c->head_len = 0;
+        if (head_known && reparse_head(c, data, head, &req) < 0) {
+            reject(c, 500, "internal error");
+            action = CONN_CLOSE;
+            pos = len;
+            break;
         }
 
         c->sent_continue = false;
@@ -392,7 +303,17 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         /* CONNECT is refused (501) and the connection closed: a client may
          * already have sent tunnel bytes (a TLS ClientHello) behind it. */
         bool close = !req.keep_alive || net_draining() || req.method == HTTP_CONNECT;
-        clock_ns = dispatch(c, &req, body, body_len, close, head + body_len, clock_ns);
+        http_exchange x = {
+            .req = &req,
+            .body = body,
+            .body_len = body_len,
+            .wire_bytes = head + body_len,
+            .close = close,
+            .start_ns = clock_ns,
+            .peer = &c->peer,
+            .out = &c->out,
+        };
+        clock_ns = http_request_handle(c->srv, &x);
         c->served = true;
         pos += consumed;
         if (close) {
@@ -488,7 +409,7 @@ void http_connection_main(int fd, void *server)
          * whole body, counted from the end of its headers (a per-read timeout
          * would let a byte every few seconds hold it for days). */
         uint64_t timeout = c.served ? cfg->keepalive_timeout_ns : cfg->header_timeout_ns;
-        if (partial && c.in_body) {
+        if (partial && c.head_len != 0) {
             uint64_t spent = cr_clock_now_ns() - c.body_start_ns;
             timeout = spent < cfg->body_timeout_ns ? cfg->body_timeout_ns - spent : 1;
         } else if (partial) {

@@ -7,6 +7,7 @@
 
 #include "coring/http/server.h"
 
+#include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -76,6 +77,39 @@ const char *http_date_now(void);
  * a method of the path itself. Returns true when it answered. */
 bool http_cors_handle(const struct http_cors *cors, const http_router *router, http_ctx *ctx);
 
+/* The client's address and port, as the access log shows them: filled by
+ * the connection (getpeername once, with --access-log); "" and 0 without. */
+typedef struct http_peer {
+    char addr[INET6_ADDRSTRLEN];
+    int port;
+} http_peer;
+
+/* One complete request, as the connection (connection.c) hands it to its
+ * handling (request.c). Everything points into the connection's memory and
+ * is valid for the call only. */
+typedef struct http_exchange {
+    const http_request *req; /* parsed; its strings in the connection's input */
+    const char *body;        /* the body, decoded when chunked; NULL if none */
+    size_t body_len;         /* bytes at @body */
+    size_t wire_bytes;       /* header section and body as counted in the metrics */
+    bool close;              /* the connection closes after this answer */
+    uint64_t start_ns;       /* monotonic clock reading that starts its duration */
+    const http_peer *peer;   /* for the access line */
+    cr_buf *out;             /* the connection's output: the response goes here */
+} http_exchange;
+
+/*
+ * http_request_handle - answer @x's request on @srv (request.c): its request
+ * id, CORS, the server's own answers (CONNECT and unknown methods 501,
+ * OPTIONS, 404, 405 with Allow), else the route's handler (500 when it
+ * answers nothing); then its metrics and, with --access-log, its access
+ * line. The response is appended to @x->out (the buffer marked failed when
+ * memory runs out). Returns the monotonic clock at its end, which starts
+ * the next request of a pipelined batch: one reading per request.
+ * Connection coroutine; the handler may yield.
+ */
+uint64_t http_request_handle(const http_server *srv, const http_exchange *x);
+
 /* The connection coroutine: net_hooks.on_connection. */
 void http_connection_main(int fd, void *server);
 
@@ -99,6 +133,10 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
 /* Count one request refused with @status while it was read, before
  * routing (reject() in connection.c); this worker thread. */
 void http_metrics_refused(int status);
+
+/* Count @bytes read by the request parser on this worker thread (the
+ * http_parse_progress count, re-reads included; connection.c). */
+void http_metrics_parser_read(size_t bytes);
 
 /* A client connection opened (@open) or closed on this worker thread. */
 void http_metrics_connection(bool open);

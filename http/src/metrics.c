@@ -1,6 +1,7 @@
 /*
  * The HTTP layer's metrics: requests by route pattern, method and status,
- * their duration, request and response bytes, connections. Registered once
+ * their duration, request and response bytes, connections, and the bytes
+ * the request parser read. Registered once
  * from http_serve (the router is complete then), written by each worker
  * thread into its own block (coring/core/metrics.h). A request that matched
  * no route is labelled route="unmatched", so that a scanner trying paths
@@ -49,7 +50,7 @@ static const cr_metric_label refused_labels[] = {{"status", status_values, NUM_S
 
 static struct {
     cr_metric requests, duration, request_bytes, response_bytes, connections_open,
-        connections_total, refused;
+        connections_total, refused, parser_read;
 } m;
 
 int http_metrics_register(const http_router *router)
@@ -109,9 +110,14 @@ int http_metrics_register(const http_router *router)
          .help = "Requests refused while being read, before routing (400 malformed, 408, 413, "
                  "431, 500 out of memory...), by status; the connection is closed after each.",
          .type = CR_METRIC_COUNTER, .labels = refused_labels, .num_labels = 1},
+        {.name = "http_parser_read_bytes_total",
+         .help = "Bytes the request parser read looking for and parsing header sections, "
+                 "re-reads included: a few per header byte received, however the bytes arrive.",
+         .type = CR_METRIC_COUNTER},
     };
-    cr_metric *out[] = {&m.requests, &m.duration, &m.request_bytes, &m.response_bytes,
-                        &m.connections_open, &m.connections_total, &m.refused};
+    cr_metric *out[] = {&m.requests,       &m.duration,         &m.request_bytes,
+                        &m.response_bytes, &m.connections_open, &m.connections_total,
+                        &m.refused,        &m.parser_read};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST) {
@@ -150,6 +156,11 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
 void http_metrics_refused(int status)
 {
     cr_metric_inc(&m.refused, status_label(status));
+}
+
+void http_metrics_parser_read(size_t bytes)
+{
+    cr_metric_add(&m.parser_read, 0, bytes);
 }
 
 void http_metrics_connection(bool open)

@@ -4,8 +4,11 @@
  *
  * Every request a connection serves goes through http_parse_request(), so it
  * works in place on the receive buffer, never allocates and reads each byte
- * about twice: once to find the end of the header section (so that a request
- * trickling in costs a memchr per call, not a parse) and once to parse it.
+ * about twice: once to find the end of the header section and once to parse
+ * it. A header section that arrives over many reads is searched from where
+ * the last call stopped (picohttpparser's last_len, kept in an
+ * http_parse_progress), so that a header trickled a byte at a time costs
+ * time linear in its length, not quadratic; it is parsed once, when whole.
  * It is strict where leniency has led to request smuggling in other servers:
  * framing headers, bare CR, obs-fold and whitespace before a colon are
  * rejected rather than guessed at.
@@ -25,6 +28,12 @@
 /* A method longer than this is answered 501 (RFC 9112 section 3: a server
  * that receives a method longer than any it implements SHOULD send 501). */
 #define METHOD_MAX_LEN 32
+
+/* The longest tail of a request line after its request-target that a call
+ * can leave incomplete: SP and "HTTP/1.1\r", its line end not yet there. A
+ * resumed scan of the request-target starts this far back, so that it
+ * finds the SP that ended it if the last call had seen that SP. */
+#define REQUEST_LINE_TAIL_MAX 10
 
 /* Bounds of a chunk-size line (with its extensions) and of the trailer
  * section: they are read and thrown away, so they need a limit of their own. */
@@ -158,13 +167,15 @@ static const char *scan_value(const char *p, const char *end)
 }
 
 /*
- * The end of the header section that starts at @p: just past the first empty
- * line (CRLF CRLF, or LF LF when @allow_bare_lf, since RFC 9112 section 2.2
- * lets a recipient take a bare LF as a line end), or NULL when [p, end) holds
- * none yet. A line that starts with a bare CR can never be completed, nor
- * can a section holding a bare LF when !@allow_bare_lf: then @end is
- * returned, for the parser to find that error (or an earlier one) in what
- * there is. @p must not point at an LF (skip_empty_lines() has run).
+ * The end of the header section: just past the first empty line (CRLF CRLF,
+ * or LF LF when @allow_bare_lf, since RFC 9112 section 2.2 lets a recipient
+ * take a bare LF as a line end) whose LF is at @p or after, or NULL when
+ * [p, end) holds none yet. A line that starts with a bare CR can never be
+ * completed, nor can a section holding a bare LF when !@allow_bare_lf: then
+ * @end is returned, for the parser to find that error (or an earlier one)
+ * in what there is. @p is the request line's first byte (not an LF:
+ * skip_empty_lines() has run) or a byte after it, where an earlier call
+ * left off.
  */
 static const char *find_header_end(const char *p, const char *end, bool allow_bare_lf)
 {
@@ -246,23 +257,26 @@ static const char *bare_lf(const char *p, const http_limits *lim, http_request *
 }
 
 /* RFC 9112 section 2.2: a server SHOULD ignore at least one empty line
- * received before the request-line. */
+ * received before the request-line. Returns the request line's first byte,
+ * or NULL with *ret set; *@stop is where the skip stopped (the first byte
+ * of an empty line not yet complete, when more bytes are needed). */
 static const char *skip_empty_lines(const char *p, const char *end, const http_limits *lim,
-                                    http_request *req, int *ret)
+                                    http_request *req, int *ret, const char **stop)
 {
     while (p < end) {
-        if (*p == '\n') {
-            p = bare_lf(p, lim, req, ret);
-            if (!p)
-                return NULL;
-        } else if (*p == '\r') {
-            p = expect_lf(p + 1, end, req, ret);
-            if (!p)
-                return NULL;
-        } else {
+        *stop = p;
+        const char *next;
+        if (*p == '\n')
+            next = bare_lf(p, lim, req, ret);
+        else if (*p == '\r')
+            next = expect_lf(p + 1, end, req, ret);
+        else
             return p;
-        }
+        if (!next)
+            return NULL;
+        p = next;
     }
+    *stop = p;
     return need_more(ret);
 }
 
@@ -303,9 +317,14 @@ static http_method method_from_token(const char *m, size_t n)
 }
 
 /* request-line = method SP request-target SP HTTP-version (RFC 9112 section
- * 3). Returns the byte after its line end, or NULL with *ret set. */
-static const char *parse_request_line(const char *p, const char *end, const http_limits *lim,
-                                      http_request *req, int *ret)
+ * 3). Returns the byte after its line end, or NULL with *ret set. @resume:
+ * NULL, or the end of the bytes an earlier call checked and found to be the
+ * start of a request line: its request-target is then scanned from a few
+ * bytes before it rather than from its first byte. Adds the bytes it reads
+ * to *@bytes_read. */
+static const char *parse_request_line(const char *p, const char *end, const char *resume,
+                                      const http_limits *lim, http_request *req, int *ret,
+                                      size_t *bytes_read)
 {
     /* method = token (RFC 9110 section 9.1) */
     const char *start = p;
@@ -314,6 +333,7 @@ static const char *parse_request_line(const char *p, const char *end, const http
         p++;
     if (p - start > METHOD_MAX_LEN)
         return fail(req, ret, 501, "method too long");
+    *bytes_read += (size_t)(p - start);
     if (p == end)
         return need_more(ret);
     if (p == start || *p != ' ')
@@ -322,9 +342,16 @@ static const char *parse_request_line(const char *p, const char *end, const http
     req->method = method_from_token(start, (size_t)(p - start));
     p++;
 
-    /* request-target (RFC 9112 section 3.2): its form is checked later. */
+    /* request-target (RFC 9112 section 3.2): its form is checked later.
+     * Resumed, the bytes before @resume are target bytes already checked,
+     * or the target ended in the last REQUEST_LINE_TAIL_MAX of them: the
+     * scan from there finds the same first non-target byte. */
     start = p;
+    if (resume && resume > start && (size_t)(resume - start) > REQUEST_LINE_TAIL_MAX)
+        p = resume - REQUEST_LINE_TAIL_MAX;
+    const char *scan_from = p;
     p = scan_target(p, end);
+    *bytes_read += (size_t)(p - scan_from) + (p < end);
     if (p == end)
         return need_more(ret);
     if (p == start || *p != ' ')
@@ -335,10 +362,13 @@ static const char *parse_request_line(const char *p, const char *end, const http
     /* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive (RFC 9112
      * section 2.3). */
     static const char version[] = "HTTP/#.#";
-    if (end - p >= 10 && memcmp(p, "HTTP/1.1\r\n", 10) == 0) {
+    static const char common[] = "HTTP/1.1\r\n";
+    size_t tail = (size_t)(end - p);
+    *bytes_read += tail < sizeof(common) - 1 ? tail : sizeof(common) - 1;
+    if (tail >= sizeof(common) - 1 && memcmp(p, common, sizeof(common) - 1) == 0) {
         /* Nearly every request: the loop below in one comparison. */
         req->minor_version = 1;
-        return p + 10;
+        return p + sizeof(common) - 1;
     }
     for (size_t i = 0; i < sizeof(version) - 1; i++) {
         if (p + i == end)
@@ -776,11 +806,14 @@ static void reset_request(http_request *req)
  * The header section did not end within max_header_bytes: report the first
  * error in it, or 414 when the request line itself did not end, or 431.
  */
-static int too_long(const char *p, const char *end, http_request *req, const http_limits *lim)
+static int too_long(const char *p, const char *end, http_request *req, const http_limits *lim,
+                    size_t *bytes_read)
 {
     int ret = HTTP_PARSE_ERROR;
     struct framing f = {0};
-    p = parse_request_line(p, end, lim, req, &ret);
+    size_t ignored = 0;
+    *bytes_read += (size_t)(end - p);
+    p = parse_request_line(p, end, NULL, lim, req, &ret, &ignored);
     if (!p) {
         if (ret == HTTP_PARSE_INCOMPLETE)
             return reject(req, 414, "request-target too long");
@@ -793,39 +826,19 @@ static int too_long(const char *p, const char *end, http_request *req, const htt
     return reject(req, 431, "header section too large");
 }
 
-int http_parse_request(const char *buf, size_t len, http_request *req, const http_limits *lim)
+/* The whole header section is in [p, section_end), or the section is
+ * known to be bad there: parse it, once. Returns its length from @buf or
+ * HTTP_PARSE_ERROR. */
+static int parse_section(const char *buf, const char *p, const char *section_end, http_request *req,
+                         const http_limits *lim, size_t *bytes_read)
 {
-    http_limits defaults;
-    if (!lim) {
-        defaults = http_limits_default();
-        lim = &defaults;
-    }
-    reset_request(req);
-    if (len == 0)
-        return HTTP_PARSE_INCOMPLETE;
-
-    size_t max = lim->max_header_bytes < INT_MAX ? lim->max_header_bytes : INT_MAX;
-    const char *end = buf + (len < max ? len : max);
+    /* Every line below ends before section_end, so an INCOMPLETE from here
+     * on cannot happen and would be a malformed line. */
     int ret = HTTP_PARSE_ERROR;
-    const char *p = skip_empty_lines(buf, end, lim, req, &ret);
-    const char *section_end = p ? find_header_end(p, end, lim->allow_bare_lf) : NULL;
-    if (!section_end) {
-        if (!p && ret == HTTP_PARSE_ERROR)
-            return ret;
-        if (len >= max) /* no end within the limit: it will not fit */
-            return p ? too_long(p, end, req, lim) : reject(req, 431, "header section too large");
-        /* Reject a request line that is already wrong (a TLS handshake, say)
-         * without waiting for the rest; the line is re-read next time. */
-        if (p && !parse_request_line(p, end, lim, req, &ret) && ret == HTTP_PARSE_ERROR)
-            return ret;
-        reset_request(req);
-        return HTTP_PARSE_INCOMPLETE;
-    }
-
-    /* Complete (or known bad): every line below ends before section_end, so
-     * an INCOMPLETE from here on cannot happen and would be a malformed line. */
     struct framing f = {0};
-    p = parse_request_line(p, section_end, lim, req, &ret);
+    size_t ignored = 0;
+    *bytes_read += (size_t)(section_end - p);
+    p = parse_request_line(p, section_end, NULL, lim, req, &ret, &ignored);
     if (p && split_target(req) < 0)
         return HTTP_PARSE_ERROR;
     if (p)
@@ -838,6 +851,64 @@ int http_parse_request(const char *buf, size_t len, http_request *req, const htt
     if (check_framing(req, lim, &f) < 0)
         return HTTP_PARSE_ERROR;
     return (int)(p - buf);
+}
+
+int http_parse_request(const char *buf, size_t len, http_parse_progress *progress,
+                       http_request *req, const http_limits *lim)
+{
+    http_limits defaults;
+    if (!lim) {
+        defaults = http_limits_default();
+        lim = &defaults;
+    }
+    http_parse_progress fresh = {0};
+    http_parse_progress *pr = progress ? progress : &fresh;
+    if (pr->scanned > len) /* not this buffer's: start over */
+        *pr = (http_parse_progress){.bytes_read = pr->bytes_read};
+    reset_request(req);
+    if (len == 0)
+        return HTTP_PARSE_INCOMPLETE;
+
+    size_t max = lim->max_header_bytes < INT_MAX ? lim->max_header_bytes : INT_MAX;
+    const char *end = buf + (len < max ? len : max);
+    int ret = HTTP_PARSE_ERROR;
+    /* The empty lines before the request line, from where the last call's
+     * skip stopped; then the end of the section, searched from the request
+     * line's start or from the last LF the last call may have left
+     * undecided (the 2 bytes after an LF say whether it ends the section). */
+    const char *stop = buf + pr->line_start;
+    const char *p = skip_empty_lines(stop, end, lim, req, &ret, &stop);
+    pr->bytes_read += (size_t)((p ? p : stop) - (buf + pr->line_start));
+    const char *section_end = NULL;
+    if (p) {
+        const char *from = pr->scanned > 2 && buf + pr->scanned - 2 > p ? buf + pr->scanned - 2 : p;
+        section_end = find_header_end(from, end, lim->allow_bare_lf);
+        pr->bytes_read += (size_t)((section_end ? section_end : end) - from);
+    }
+    if (section_end)
+        return parse_section(buf, p, section_end, req, lim, &pr->bytes_read);
+
+    if (!p && ret == HTTP_PARSE_ERROR)
+        return ret;
+    if (len >= max) /* no end within the limit: it will not fit */
+        return p ? too_long(p, end, req, lim, &pr->bytes_read)
+                 : reject(req, 431, "header section too large");
+    /* Reject a request line that is already wrong (a TLS handshake, say)
+     * without waiting for the rest: while it has not ended, it is checked
+     * again with each call, its request-target from where the last call
+     * left off. */
+    if (p && pr->line_end == 0) {
+        const char *resume = pr->scanned ? buf + pr->scanned : NULL;
+        const char *line_end = parse_request_line(p, end, resume, lim, req, &ret, &pr->bytes_read);
+        if (!line_end && ret == HTTP_PARSE_ERROR)
+            return ret;
+        if (line_end)
+            pr->line_end = (size_t)(line_end - buf);
+    }
+    pr->scanned = len;
+    pr->line_start = (size_t)((p ? p : stop) - buf);
+    reset_request(req);
+    return HTTP_PARSE_INCOMPLETE;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -5,9 +5,11 @@
  * the documented values; a parsed request's strings lie inside the input;
  * an error carries a 4xx/5xx status and a reason; and the parser is
  * incremental: a strict prefix of a request that parses is never itself a
- * complete request of another length, and re-parsing the same bytes gives
- * the same answer. The first input byte picks small or default limits, so
- * the "too large" paths are reached too, and whether a bare LF is allowed.
+ * complete request of another length, re-parsing the same bytes gives the
+ * same answer, and so does feeding them in pieces with one
+ * http_parse_progress (the scan resumed where the last call stopped). The
+ * first input byte picks small or default limits, so the "too large" paths
+ * are reached too, whether a bare LF is allowed, and the pieces' size.
  */
 #include "coring/http/parser.h"
 
@@ -29,7 +31,23 @@ static int parse(const char *buf, size_t len, const http_limits *lim, http_reque
                  http_header *headers)
 {
     *req = (http_request){.headers = headers};
-    return http_parse_request(buf, len, req, lim);
+    return http_parse_request(buf, len, NULL, req, lim);
+}
+
+/* @buf's @size bytes fed @piece bytes more at a time, the scan resumed with
+ * one progress, until a result other than "need more". */
+static int parse_in_pieces(const char *buf, size_t size, size_t piece, const http_limits *lim,
+                           http_request *req, http_header *headers)
+{
+    http_parse_progress progress = {0};
+    int r = HTTP_PARSE_INCOMPLETE;
+    size_t len = 0;
+    do {
+        len = size - len > piece ? len + piece : size;
+        *req = (http_request){.headers = headers};
+        r = http_parse_request(buf, len, &progress, req, lim);
+    } while (r == HTTP_PARSE_INCOMPLETE && len < size);
+    return r;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -43,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         lim.max_body_bytes = 64;
     }
     lim.allow_bare_lf = (data[0] & 2) != 0;
+    size_t piece = 1 + (data[0] >> 2); /* 1 to 64 bytes a call */
     data++;
     size--;
     /* An exact-size heap copy: ASan sees any read past the end. */
@@ -88,6 +107,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     http_request again;
     http_header h2[MAX_HEADERS];
     if (parse(buf, size, &lim, &again, h2) != r)
+        abort();
+    /* In pieces, resumed: the same answer, the same request or error. */
+    http_request resumed;
+    int pr = parse_in_pieces(buf, size, piece, &lim, &resumed, h2);
+    if (pr != r)
+        abort();
+    if (r == HTTP_PARSE_ERROR && resumed.error_status != req.error_status)
+        abort();
+    if (r > 0 && (resumed.num_headers != req.num_headers || resumed.method != req.method ||
+                  resumed.target.ptr != req.target.ptr || resumed.target.len != req.target.len ||
+                  resumed.content_length != req.content_length || resumed.chunked != req.chunked ||
+                  resumed.keep_alive != req.keep_alive))
         abort();
     free(buf);
     return 0;

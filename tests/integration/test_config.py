@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Configuration by environment variables (apps/env_config.c,
+"""Configuration by environment variables (apps/options.c,
 docs/configuration.md): --foo-bar is CORING_FOO_BAR, flag over variable over
 default, empty is unset, switches take 1/true/yes/on and 0/false/no/off, a
 bad value is refused at start (exit 2) naming the variable, --check-config

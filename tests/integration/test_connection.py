@@ -10,6 +10,13 @@
   `GET /` on the same (single) worker thread keeps its p99 under 10 ms,
   and the upload costs the server CPU within a small factor of the same
   body sent with Content-Length in as many pieces (/proc/PID/stat).
+- A header section sent a byte at a time (slowloris) is searched from
+  where the last read stopped, not from its first byte: 4, 8 and 16 KiB of
+  it cost the request parser the same few bytes read per byte sent
+  (http_parser_read_bytes_total), where a search from the first byte costs
+  n/2 per byte; and a body trickled in behind a large header section costs
+  no parse of that section per read. The server's CPU (/proc/PID/stat) for
+  each is printed, not asserted.
 
 Each test prints its figures.
 """
@@ -191,6 +198,66 @@ class ChunkedCostTest(cs.CoringTestCase):
         # not make the ratio meaningless.
         self.assertLessEqual(ch_cpu, self.CPU_FACTOR * max(cl_cpu, 0.01) + 0.1,
                              "chunked upload CPU vs Content-Length upload CPU")
+
+
+class TrickleCostTest(cs.CoringTestCase):
+    SIZES_KIB = (4, 8, 16)
+    PAUSE_S = 0.0001          # between bytes, so that most reads take one byte
+    PER_BYTE_BOUND = 16       # parser bytes read per byte sent (quadratic: n/2)
+    GROWTH_BOUND = 1.5        # per-byte cost at 16 KiB over that at 4 KiB
+
+    def trickle(self, server, head, trickled, method="GET"):
+        """Send @head at once, then @trickled a byte per send; return (the
+        response, server CPU s, bytes the parser read meanwhile)."""
+        read0 = server.metric("http_parser_read_bytes_total")
+        with server.connect(timeout=30, nodelay=True) as c:
+            cpu0 = server.cpu_seconds()
+            c.send(head)
+            for i in range(len(trickled)):
+                c.send(trickled[i:i + 1])
+                time.sleep(self.PAUSE_S)
+            resp = c.read_response(method)
+            cpu = server.cpu_seconds() - cpu0
+        read = server.metric("http_parser_read_bytes_total") - read0
+        return resp, cpu, read
+
+    def test_trickled_header_costs_linear_parsing(self):
+        args = ["--header-timeout", "60", "--max-header-bytes", "65536"]
+        with cs.CoringServer(threads=1, apps="hello", args=args) as server:
+            per_byte = {}
+            for kib in self.SIZES_KIB:
+                n = kib * 1024
+                start = b"GET /json HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+                section = start + b"a" * (n - len(start) - 4) + b"\r\n\r\n"
+                resp, cpu, read = self.trickle(server, b"", section)
+                self.assertEqual(resp.status, 200, "GET /json after a %d KiB header" % kib)
+                per_byte[kib] = read / n
+                print("\nslowloris: a %d KiB header section a byte at a time: server CPU %.3f s, "
+                      "the parser read %d bytes (%.2f per byte)" % (kib, cpu, read, per_byte[kib]),
+                      file=sys.stderr)
+            self.assertTrue(server.running())
+        for kib in self.SIZES_KIB:
+            self.assertLessEqual(per_byte[kib], self.PER_BYTE_BOUND,
+                                 "parser bytes read per header byte at %d KiB" % kib)
+        self.assertLessEqual(per_byte[16], self.GROWTH_BOUND * per_byte[4],
+                             "parser bytes read per byte grow with the header's size: quadratic")
+
+    def test_body_behind_large_header_not_parsed_per_read(self):
+        args = ["--body-timeout", "60", "--max-header-bytes", "65536"]
+        with cs.CoringServer(threads=1, apps="hello", args=args) as server:
+            body = b"x" * 4096
+            start = b"POST /json HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\nX-Pad: " % len(body)
+            head = start + b"a" * (16 * 1024 - len(start) - 4) + b"\r\n\r\n"
+            resp, cpu, read = self.trickle(server, head, body, method="POST")
+            self.assertEqual(resp.status, 405, "POST /json")
+            print("\na %d-byte body a byte at a time behind a %d-byte header section: server CPU "
+                  "%.3f s, the parser read %d bytes (%.2f per byte sent)"
+                  % (len(body), len(head), cpu, read, read / (len(head) + len(body))),
+                  file=sys.stderr)
+        # The section found and parsed, then parsed again once the body is
+        # whole; a parse per body read would be 4096 times the section.
+        self.assertLessEqual(read, 4 * (len(head) + len(body)),
+                             "parser bytes read for a body trickled behind a large header")
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ class MetricsText(unittest.TestCase):
         for family in ("http_requests_total", "http_request_duration_seconds",
                        "http_connections_open", "http_connections_total",
                        "http_request_size_bytes_total", "http_response_size_bytes_total",
+                       "http_parser_read_bytes_total",
                        "process_cpu_seconds_total", "process_resident_memory_bytes",
                        "process_open_fds", "process_start_time_seconds"):
             self.assertIn("# TYPE %s " % family, text)

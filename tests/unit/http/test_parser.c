@@ -331,7 +331,15 @@ static int parse(const char *buf, size_t len, http_request *req, http_header *he
     static const http_limits defaults = {HTTP_MAX_HEADER_BYTES_DEFAULT, HTTP_MAX_HEADERS_DEFAULT,
                                          HTTP_MAX_BODY_BYTES_DEFAULT, false};
     req->headers = headers;
-    return http_parse_request(buf, len, req, lim ? lim : &defaults);
+    return http_parse_request(buf, len, NULL, req, lim ? lim : &defaults);
+}
+
+/* parse(), resumed from @progress. */
+static int parse_resumed(const char *buf, size_t len, http_parse_progress *progress,
+                         http_request *req, http_header *headers, const http_limits *lim)
+{
+    req->headers = headers;
+    return http_parse_request(buf, len, progress, req, lim);
 }
 
 /* The fields a valid case expects, for the whole input or any longer prefix. */
@@ -407,6 +415,159 @@ Test(parser, byte_by_byte)
     }
 }
 
+/* The result a case expects from its whole input. */
+static void check_case(size_t i, const char *how, const parse_case *c, int r,
+                       const http_request *req)
+{
+    if (c->result == OK) {
+        cr_expect(r == (int)(c->len - c->trailing), "case %zu (%s): got %d (%d %s)", i, how, r,
+                  req->error_status, req->error ? req->error : "");
+        if (r == (int)(c->len - c->trailing))
+            check_fields(i, c, req);
+    } else {
+        cr_expect(r == c->result, "case %zu (%s): got %d, want %d", i, how, r, c->result);
+        if (c->result == HTTP_PARSE_ERROR)
+            cr_expect(req->error_status == c->status, "case %zu (%s): status %d, want %d", i, how,
+                      req->error_status, c->status);
+    }
+}
+
+/* Every case of the table, valid or not, split in two at every byte: the
+ * first piece parsed, then the whole resumed from its progress, as a
+ * connection does when a request spans two reads. The same result as
+ * whole. */
+Test(parser, resumed_after_every_split)
+{
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    for (size_t i = 0; i < NCASES; i++) {
+        const parse_case *c = &cases[i];
+        for (size_t k = 0; k <= c->len; k++) {
+            char how[32];
+            snprintf(how, sizeof(how), "split at %zu", k);
+            http_parse_progress progress = {0};
+            http_request req;
+            char *first = heap_copy(c->input, k);
+            int r = parse_resumed(first, k, &progress, &req, headers, c->lim);
+            free(first);
+            if (r == HTTP_PARSE_INCOMPLETE) {
+                char *whole = heap_copy(c->input, c->len);
+                r = parse_resumed(whole, c->len, &progress, &req, headers, c->lim);
+                check_case(i, how, c, r, &req);
+                free(whole);
+            } else if (c->result != HTTP_PARSE_ERROR) {
+                /* Only an error may show before the whole input (a bad
+                 * request line, a bare LF); a request ends where it ends. */
+                cr_expect(r == (int)(c->len - c->trailing) && k >= (size_t)r,
+                          "case %zu (%s): got %d from the first piece", i, how, r);
+            } else {
+                cr_expect(r == HTTP_PARSE_ERROR && req.error_status == c->status,
+                          "case %zu (%s): got %d (%d) from the first piece", i, how, r,
+                          req.error_status);
+            }
+        }
+    }
+}
+
+/* Every case fed a byte at a time with one progress, each call on a fresh
+ * buffer of exactly that many bytes: every prefix gets the result a parse
+ * from the first byte gets, until the first result that is not "need
+ * more". */
+Test(parser, resumed_byte_by_byte)
+{
+    http_header headers[HTTP_MAX_HEADERS_DEFAULT];
+    http_header fresh_headers[HTTP_MAX_HEADERS_DEFAULT];
+    for (size_t i = 0; i < NCASES; i++) {
+        const parse_case *c = &cases[i];
+        http_parse_progress progress = {0};
+        int r = HTTP_PARSE_INCOMPLETE;
+        for (size_t k = 0; k <= c->len && r == HTTP_PARSE_INCOMPLETE; k++) {
+            char *buf = heap_copy(c->input, k);
+            http_request req, fresh;
+            r = parse_resumed(buf, k, &progress, &req, headers, c->lim);
+            int want = parse(buf, k, &fresh, fresh_headers, c->lim);
+            cr_expect(r == want, "case %zu, %zu bytes: resumed %d, from the start %d", i, k, r,
+                      want);
+            if (r == HTTP_PARSE_ERROR && want == HTTP_PARSE_ERROR)
+                cr_expect(req.error_status == fresh.error_status && req.error == fresh.error,
+                          "case %zu, %zu bytes: %d '%s', from the start %d '%s'", i, k,
+                          req.error_status, req.error, fresh.error_status, fresh.error);
+            if (r > 0 && c->result == OK)
+                check_fields(i, c, &req);
+            free(buf);
+        }
+        if (c->result != HTTP_PARSE_INCOMPLETE)
+            cr_expect(r != HTTP_PARSE_INCOMPLETE, "case %zu: still incomplete when whole", i);
+    }
+}
+
+/*
+ * A header section trickled a byte at a time (slowloris), 4, 8 and 16 KiB
+ * of it, in three shapes: one long field, a long request-target, and the
+ * empty lines allowed before the request line. The parser's own count of
+ * the bytes it read is linear in the section's length: the same few bytes
+ * per byte at 16 KiB as at 4 KiB (a resumed call re-reads a bounded tail:
+ * the 2 bytes after the last LF, the method and the last 10 bytes of a
+ * request-target), where a search from the first byte on every call reads
+ * n/2 per byte (134 MB for 16 KiB). Counted bytes, not time: nothing here
+ * depends on the machine.
+ */
+Test(parser, trickled_header_reads_linear)
+{
+    enum { PER_BYTE_MAX = 32 };
+    static const http_limits lim = {
+        .max_header_bytes = 64 * 1024, .max_headers = 100, .max_body_bytes = 100};
+    http_header headers[100];
+    for (int shape = 0; shape < 3; shape++) {
+        double per_byte_4kib = 0;
+        for (size_t kib = 4; kib <= 16; kib *= 2) {
+            size_t n = kib * 1024;
+            char *in = malloc(n);
+            cr_assert(in != NULL);
+            memset(in, 'a', n);
+            static const char field_head[] = "GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ";
+            static const char target_tail[] = " HTTP/1.1\r\nHost: a\r\n\r\n";
+            /* An even length, so that the CRLFs before it stay whole. */
+            static const char request[] = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n";
+            const char *what;
+            if (shape == 0) {
+                what = "a field value";
+                memcpy(in, field_head, sizeof(field_head) - 1);
+                memcpy(in + n - 4, "\r\n\r\n", 4);
+            } else if (shape == 1) {
+                what = "a request-target";
+                memcpy(in, "GET /", 5);
+                memcpy(in + n - (sizeof(target_tail) - 1), target_tail, sizeof(target_tail) - 1);
+            } else {
+                what = "empty lines before the request line";
+                for (size_t k = 0; k + 1 < n; k += 2)
+                    memcpy(in + k, "\r\n", 2);
+                memcpy(in + n - (sizeof(request) - 1), request, sizeof(request) - 1);
+            }
+            http_parse_progress progress = {0};
+            http_request req;
+            int r = HTTP_PARSE_INCOMPLETE;
+            size_t k = 0;
+            while (r == HTTP_PARSE_INCOMPLETE && k < n)
+                r = parse_resumed(in, ++k, &progress, &req, headers, &lim);
+            cr_expect_eq(r, (int)n, "%s, %zu KiB: got %d after %zu bytes (%d %s)", what, kib, r,
+                         k, req.error_status, req.error ? req.error : "");
+            double per_byte = (double)progress.bytes_read / (double)n;
+            printf("trickled %zu KiB (%s) a byte at a time: the parser read %zu bytes, %.2f per "
+                   "byte\n", kib, what, progress.bytes_read, per_byte);
+            cr_expect(per_byte <= PER_BYTE_MAX,
+                      "%s, %zu KiB a byte at a time: the parser read %zu bytes, %.1f per byte",
+                      what, kib, progress.bytes_read, per_byte);
+            if (kib == 4)
+                per_byte_4kib = per_byte;
+            else
+                cr_expect(per_byte <= 1.1 * per_byte_4kib,
+                          "%s: %.2f bytes read per byte at %zu KiB, %.2f at 4 KiB: not linear",
+                          what, per_byte, kib, per_byte_4kib);
+            free(in);
+        }
+    }
+}
+
 Test(parser, pipelined)
 {
     static const char in[] = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -418,18 +579,18 @@ Test(parser, pipelined)
     http_request req = {.headers = headers};
     size_t off = 0;
 
-    int r = http_parse_request(in + off, sizeof(in) - 1 - off, &req, &lim);
+    int r = http_parse_request(in + off, sizeof(in) - 1 - off, NULL, &req, &lim);
     cr_assert_eq(r, 28);
     cr_expect(req.method == HTTP_GET && str_is(req.path, "/a") && req.keep_alive);
     off += (size_t)r;
 
-    r = http_parse_request(in + off, sizeof(in) - 1 - off, &req, &lim);
+    r = http_parse_request(in + off, sizeof(in) - 1 - off, NULL, &req, &lim);
     cr_assert_eq(r, 50);
     cr_expect(req.method == HTTP_POST && str_is(req.path, "/b") && str_is(req.query, "x"));
     cr_expect(req.content_length == 2 && req.num_headers == 2);
     off += (size_t)r + req.content_length;
 
-    r = http_parse_request(in + off, sizeof(in) - 1 - off, &req, &lim);
+    r = http_parse_request(in + off, sizeof(in) - 1 - off, NULL, &req, &lim);
     cr_assert_eq(r, (int)(sizeof(in) - 1 - off));
     cr_expect(req.method == HTTP_GET && str_is(req.path, "/c") && !req.keep_alive);
 }
@@ -440,7 +601,7 @@ Test(parser, fields_in_order)
     http_header headers[4];
     http_limits lim = {.max_header_bytes = 1024, .max_headers = 4, .max_body_bytes = 0};
     http_request req = {.headers = headers};
-    cr_assert_eq(http_parse_request(in, sizeof(in) - 1, &req, &lim), (int)sizeof(in) - 1);
+    cr_assert_eq(http_parse_request(in, sizeof(in) - 1, NULL, &req, &lim), (int)sizeof(in) - 1);
     cr_assert_eq(req.num_headers, 3);
     cr_expect(str_is(req.headers[1].name, "X-One") && str_is(req.headers[1].value, "1"));
     cr_expect(str_is(req.headers[2].name, "x-two") && str_is(req.headers[2].value, "2"));
@@ -459,11 +620,11 @@ Test(parser, request_id_field)
     http_header headers[4];
     http_limits lim = {.max_header_bytes = 1024, .max_headers = 4, .max_body_bytes = 0};
     http_request req = {.headers = headers};
-    cr_assert_eq(http_parse_request(two, sizeof(two) - 1, &req, &lim), (int)sizeof(two) - 1);
+    cr_assert_eq(http_parse_request(two, sizeof(two) - 1, NULL, &req, &lim), (int)sizeof(two) - 1);
     cr_assert(req.request_id != NULL);
     cr_expect(str_is(*req.request_id, "a1"));
     cr_expect(req.request_id == http_request_header(&req, "X-Request-Id"));
-    cr_assert_eq(http_parse_request(none, sizeof(none) - 1, &req, &lim), (int)sizeof(none) - 1);
+    cr_assert_eq(http_parse_request(none, sizeof(none) - 1, NULL, &req, &lim), (int)sizeof(none) - 1);
     cr_expect(req.request_id == NULL);
 }
 
@@ -483,7 +644,7 @@ Test(parser, host_bytes)
         http_request req = {.headers = headers};
         bool want = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9') ||
                     strchr(allowed, b) != NULL;
-        int r = http_parse_request(in, (size_t)n, &req, &lim);
+        int r = http_parse_request(in, (size_t)n, NULL, &req, &lim);
         if (want)
             cr_expect_eq(r, n, "byte 0x%02x in Host: %d", b, r);
         else
@@ -504,7 +665,7 @@ Test(parser, header_count_limit)
             n += (size_t)snprintf(buf + n, sizeof(buf) - n, "X-%d: %d\r\n", i, i);
         n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\r\n");
         http_request req = {.headers = headers};
-        int r = http_parse_request(buf, n, &req, &lim);
+        int r = http_parse_request(buf, n, NULL, &req, &lim);
         if (extra) {
             cr_expect_eq(r, HTTP_PARSE_ERROR);
             cr_expect_eq(req.error_status, 431);
@@ -527,22 +688,22 @@ Test(parser, header_size_limit)
 
     memset(buf, 'a', size);
     memcpy(buf, "GET /", 5);
-    cr_expect_eq(http_parse_request(buf, size, &req, &lim), HTTP_PARSE_ERROR);
+    cr_expect_eq(http_parse_request(buf, size, NULL, &req, &lim), HTTP_PARSE_ERROR);
     cr_expect_eq(req.error_status, 414);
     /* Below the limit it is only incomplete. */
-    cr_expect_eq(http_parse_request(buf, HTTP_MAX_HEADER_BYTES_DEFAULT - 1, &req, &lim),
+    cr_expect_eq(http_parse_request(buf, HTTP_MAX_HEADER_BYTES_DEFAULT - 1, NULL, &req, &lim),
                  HTTP_PARSE_INCOMPLETE);
 
     static const char head[] = "GET / HTTP/1.1\r\nHost: a\r\nCookie: ";
     memcpy(buf, head, sizeof(head) - 1);
-    cr_expect_eq(http_parse_request(buf, size, &req, &lim), HTTP_PARSE_ERROR);
+    cr_expect_eq(http_parse_request(buf, size, NULL, &req, &lim), HTTP_PARSE_ERROR);
     cr_expect_eq(req.error_status, 431);
     memcpy(buf + size - 4, "\r\n\r\n", 4);
-    cr_expect_eq(http_parse_request(buf, size, &req, &lim), HTTP_PARSE_ERROR);
+    cr_expect_eq(http_parse_request(buf, size, NULL, &req, &lim), HTTP_PARSE_ERROR);
     cr_expect_eq(req.error_status, 431);
     /* Exactly at the limit it fits. */
     memcpy(buf + HTTP_MAX_HEADER_BYTES_DEFAULT - 4, "\r\n\r\n", 4);
-    cr_expect_eq(http_parse_request(buf, size, &req, &lim), (int)HTTP_MAX_HEADER_BYTES_DEFAULT);
+    cr_expect_eq(http_parse_request(buf, size, NULL, &req, &lim), (int)HTTP_MAX_HEADER_BYTES_DEFAULT);
     free(buf);
 }
 
@@ -577,7 +738,7 @@ Test(parser, error_reasons)
     http_limits lim = http_limits_default();
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         http_request req = {.headers = headers};
-        int r = http_parse_request(cases[i].input, strlen(cases[i].input), &req, &lim);
+        int r = http_parse_request(cases[i].input, strlen(cases[i].input), NULL, &req, &lim);
         cr_expect_eq(r, HTTP_PARSE_ERROR, "case %zu", i);
         cr_expect(req.error && strcmp(req.error, cases[i].error) == 0, "case %zu: '%s'", i,
                   req.error ? req.error : "(none)");

@@ -8,7 +8,11 @@
  * bytes are needed, or HTTP_PARSE_ERROR with req->error_status set to the
  * status to answer (the connection must then be closed: after a framing
  * error nothing that follows can be trusted). It may be called again on the
- * same buffer after more bytes arrive; it re-parses from the start.
+ * same buffer after more bytes arrive: given the http_parse_progress of the
+ * last call, it searches only the bytes that arrived since (and re-reads a
+ * bounded few), so that a header section received a byte at a time costs
+ * time linear in its length (picohttpparser's last_len contract); the
+ * section is parsed once, when it is whole.
  *
  * Strictness (RFC 9112 sections 2.2, 3, 5, 6, 7 and 11): a bare CR
  * anywhere, obs-fold, whitespace between a field name and its colon,
@@ -106,19 +110,46 @@ typedef struct http_request {
     const char *error;       /* static, short English reason for the log/body */
 } http_request;
 
+/*
+ * Where the scan of one request's header section stopped, kept by the
+ * caller between calls on the same buffer while they return
+ * HTTP_PARSE_INCOMPLETE. Zero it for each new request (and when the bytes
+ * before the request move to another offset). picohttpparser's last_len
+ * alone is not enough here: the empty lines allowed before the request line
+ * (RFC 9112 section 2.2) and the request line itself, checked before the
+ * section ends, would have to be read again from their first byte each
+ * time; so their ends are kept too. Offsets are from the buffer's start.
+ */
+typedef struct http_parse_progress {
+    size_t scanned;    /* the buffer's length at the last call: no end of the
+                        * header section and no error found in it */
+    size_t line_start; /* where the empty lines before the request line end
+                        * (so far, while they are all there is) */
+    size_t line_end;   /* just past the request line; 0 until it has ended */
+    size_t bytes_read; /* bytes read by every call for this request, re-reads
+                        * included: the parser's cost, for statistics */
+} http_parse_progress;
+
 /* http_limits_default - the defaults above; bare LF not allowed. */
 http_limits http_limits_default(void);
 
 /*
  * http_parse_request - parse the request line and headers at @buf.
- * @buf, @len: received bytes; not modified. @req->headers must point to an
- * array of at least @lim->max_headers entries before the call.
+ * @buf, @len: received bytes; not modified. @progress: NULL to parse from
+ * the first byte, or the progress of the earlier calls for this request on
+ * the same bytes (a prefix of @buf, @len not smaller), zeroed before the
+ * first; updated when the result is HTTP_PARSE_INCOMPLETE. @req->headers
+ * must point to an array of at least @lim->max_headers entries before the
+ * call; @lim NULL: http_limits_default().
  * Returns the header section's length in bytes (> 0), HTTP_PARSE_INCOMPLETE
  * (more bytes needed; if @len already exceeds max_header_bytes the result
  * is HTTP_PARSE_ERROR with 431 or 414 instead), or HTTP_PARSE_ERROR with
- * req->error_status and req->error set.
+ * req->error_status and req->error set. With or without @progress the
+ * result for the same bytes is the same. Any thread; pure but for
+ * @progress and @req.
  */
-int http_parse_request(const char *buf, size_t len, http_request *req, const http_limits *lim);
+int http_parse_request(const char *buf, size_t len, http_parse_progress *progress,
+                       http_request *req, const http_limits *lim);
 
 /*
  * Chunked transfer coding (RFC 9112 section 7.1), decoded in place.

@@ -1,0 +1,64 @@
+/*
+ * The `coring` server's start-up as library calls: its configuration (one
+ * struct, filled from the defaults, the CORING_ variables and the command
+ * line by the rows of coring_config_options), and coring_main(), which
+ * mounts the apps it is given and serves them. apps/main.c is the binary:
+ * its own list of apps and one call.
+ */
+#ifndef CORING_APPS_STARTUP_H
+#define CORING_APPS_STARTUP_H
+
+#include "coring/apps/apps.h"
+#include "coring/apps/options.h"
+#include "coring/http/cors.h"
+#include "coring/http/server.h"
+#include "coring/net/runtime.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Everything the command line sets. */
+typedef struct coring_config {
+    net_config net;            /* the runtime: threads, port, stacks, timeouts */
+    http_server_config http;   /* the HTTP layer: limits, timeouts, logs, CORS */
+    app_options apps;          /* what the apps read (database, cep, todo) */
+    app_embed_options embed;   /* the embed app's inference */
+    const char *mount;         /* --apps: comma-separated names; NULL: every app */
+    bool todo_postgres;        /* --todo-store postgres: the todo app on PostgreSQL */
+    const char *user;          /* --user: the account to run as once bound; NULL: none */
+    http_cors *cors;           /* --cors-origins' policy (owned: http_cors_destroy) */
+    bool check_only;           /* --check-config */
+    bool list_routes;          /* --list-routes */
+    const app_def *const *available; /* the apps --apps may name, for it and --help */
+    size_t num_available;
+} coring_config;
+
+/* coring_config_default - the defaults of every setting (no app list). */
+coring_config coring_config_default(void);
+
+/* The option rows of `coring`, in --help's order (docs/configuration.md
+ * lists them in the same order). */
+extern const coring_option coring_config_options[];
+extern const size_t coring_config_num_options;
+
+/*
+ * coring_config_parse - coring_options_parse() with coring's rows into
+ * @cfg (whose available apps --help lists). Returns 0 to go on,
+ * CORING_OPTIONS_EXIT (--help or --version printed), CORING_OPTIONS_REFUSED
+ * after a message, or -ENOMEM. Main thread, once.
+ */
+int coring_config_parse(coring_config *cfg, int argc, char **argv);
+
+/*
+ * coring_main - the `coring` command: read the configuration (environment
+ * and @argc/@argv), mount the apps chosen by --apps among the @num_apps of
+ * @apps (every one by default; kept by pointer, they must outlive the
+ * call) with the server's own routes, start them and serve until SIGINT or
+ * SIGTERM, then stop them. Returns the process's exit status: 0 after a
+ * clean shutdown, --help, --version, --check-config or --list-routes; 2
+ * for a refused option (with a message); 1 when start-up failed (logged).
+ * Main thread, once per process.
+ */
+int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_apps);
+
+#endif

@@ -1,0 +1,308 @@
+/*
+ * The `coring` server's start-up (coring/apps/startup.h): from the
+ * configuration that the option table filled (config.c), choose the apps,
+ * mount them beside the server's own routes (/metrics, /livez, /readyz,
+ * /openapi.json, /docs), start them, serve on every core until SIGINT or
+ * SIGTERM, and stop them. It takes the apps it may mount as an argument:
+ * the binary's list is apps/main.c's.
+ */
+#include "coring/apps/startup.h"
+
+#include "coring/apps/database.h"
+#include "coring/apps/health.h"
+#include "coring/apps/metrics.h"
+#include "coring/core/error.h"
+#include "coring/core/log.h"
+#include "coring/http/client.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef CORING_VERSION
+#define CORING_VERSION "0.0.0"
+#endif
+
+/* The configuration, and the apps mounted (in --apps' order): file-wide,
+ * for the hooks below, and reachable on every early return out of
+ * coring_main (the CORS policy it holds is freed at its end). */
+static coring_config cfg;
+static const app_def **mounted;
+static size_t num_mounted;
+
+/* Mount the apps --apps names (@list), each once; every available app
+ * without it. Returns 0, or CORING_OPTIONS_REFUSED after a message (an
+ * unknown app, none given), or -ENOMEM. */
+static int select_apps(const char *list)
+{
+    mounted = calloc(cfg.num_available ? cfg.num_available : 1, sizeof(*mounted));
+    if (!mounted)
+        return -ENOMEM;
+    if (!list) {
+        for (size_t i = 0; i < cfg.num_available; i++)
+            mounted[num_mounted++] = cfg.available[i];
+        return 0;
+    }
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        const app_def *found = NULL;
+        for (size_t i = 0; i < cfg.num_available; i++)
+            if (strcmp(cfg.available[i]->name, name) == 0)
+                found = cfg.available[i];
+        if (!found) {
+            fprintf(stderr, "coring: %s: unknown app '%s' (known:", coring_option_source("--apps"),
+                    name);
+            for (size_t i = 0; i < cfg.num_available; i++)
+                fprintf(stderr, " %s", cfg.available[i]->name);
+            fprintf(stderr, ")\n");
+            return CORING_OPTIONS_REFUSED;
+        }
+        bool dup = false;
+        for (size_t i = 0; i < num_mounted; i++)
+            dup = dup || mounted[i] == found;
+        if (!dup)
+            mounted[num_mounted++] = found;
+    }
+    if (num_mounted == 0) {
+        fprintf(stderr, "coring: %s: no app given\n", coring_option_source("--apps"));
+        return CORING_OPTIONS_REFUSED;
+    }
+    return 0;
+}
+
+/* The checks that concern several options, or an option against the apps.
+ * Returns 0, or CORING_OPTIONS_REFUSED after a message, or -ENOMEM. */
+static int check_config(void)
+{
+    if (cfg.net.direct_descriptors && cfg.http.access_log) {
+        /* The access log's client address comes from getpeername(2), which
+         * a direct descriptor has no fd for. */
+        fprintf(stderr, "coring: %s on: not with %s (no getpeername on a direct descriptor)\n",
+                coring_option_source("--direct-descriptors"), coring_option_source("--access-log"));
+        return CORING_OPTIONS_REFUSED;
+    }
+    int err = select_apps(cfg.mount);
+    if (err)
+        return err;
+    for (size_t i = 0; i < num_mounted && cfg.todo_postgres; i++)
+        if (mounted[i] == &app_todo)
+            mounted[i] = &app_todo_postgres;
+    if (!net_host_valid(cfg.net.host)) {
+        fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
+                coring_option_source("--host"), cfg.net.host);
+        return CORING_OPTIONS_REFUSED;
+    }
+    return 0;
+}
+
+static int apps_thread_init(void *user)
+{
+    (void)user;
+    int db_err = app_db_thread_init();
+    if (db_err < 0) {
+        cr_log_error("database pool set-up failed: %s", cr_strerror(db_err));
+        return db_err;
+    }
+    for (size_t i = 0; i < num_mounted; i++)
+        if (mounted[i]->thread_init) {
+            int err = mounted[i]->thread_init();
+            if (err < 0) {
+                cr_log_error("app %s: per-thread set-up failed: %s", mounted[i]->name,
+                             cr_strerror(err));
+                return err;
+            }
+        }
+    return 0;
+}
+
+static void apps_thread_fini(void *user)
+{
+    (void)user;
+    for (size_t i = num_mounted; i-- > 0;)
+        if (mounted[i]->thread_fini)
+            mounted[i]->thread_fini();
+    app_db_thread_fini();
+}
+
+/* Drop root for --user once the listeners are bound (so that ports below
+ * 1024 work) and before any worker thread or ring exists (so that every
+ * thread runs unprivileged): supplementary groups, then the group, then the
+ * user, and a check that root cannot be regained. */
+static int drop_privileges(void *user)
+{
+    (void)user;
+    const char *run_as = cfg.user;
+    if (!run_as)
+        return 0;
+    errno = 0;
+    struct passwd *pw = getpwnam(run_as);
+    if (!pw) {
+        cr_log_error("--user %s: no such user", run_as);
+        return errno ? -errno : -ENOENT;
+    }
+    if (geteuid() != 0) {
+        if (pw->pw_uid == geteuid())
+            return 0; /* already that user */
+        cr_log_error("--user %s: only root can switch users", run_as);
+        return -EPERM;
+    }
+    if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        int err = -errno;
+        cr_log_error("--user %s: cannot switch: %s", run_as, cr_strerror(err));
+        return err;
+    }
+    if (pw->pw_uid != 0 && setuid(0) == 0) {
+        cr_log_error("--user %s: root could be regained: refusing to run", run_as);
+        return -EPERM;
+    }
+    cr_log_info("running as user %s (uid %u, gid %u)", pw->pw_name, (unsigned)pw->pw_uid,
+                (unsigned)pw->pw_gid);
+    return 0;
+}
+
+static void on_listening(const char *host, uint16_t port, unsigned threads, void *user)
+{
+    (void)user;
+    char names[128] = "";
+    for (size_t i = 0; i < num_mounted; i++) {
+        if (i)
+            strncat(names, ",", sizeof(names) - strlen(names) - 1);
+        strncat(names, mounted[i]->name, sizeof(names) - strlen(names) - 1);
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    cr_log_info("coring %s listening on http://%s%s%s:%u threads=%u apps=%s", CORING_VERSION,
+                v6 ? "[" : "", host, v6 ? "]" : "", port, threads, names);
+}
+
+/* Descriptors the apps hold besides client connections, over all worker
+ * threads: each thread's database pool and its upstream connections (plus
+ * 2 for curl's resolver). --max-connections is computed without them. */
+static unsigned outbound_fds(const net_config *net, const app_options *opts)
+{
+    unsigned threads = net->threads ? net->threads : net_affinity_cpus();
+    unsigned per_thread = 0;
+    const char *read_url = getenv("DATABASE_READ_URL");
+    if (app_db_used())
+        per_thread += (opts->db_pool ? opts->db_pool : 2) * (read_url && *read_url ? 2 : 1);
+    for (size_t i = 0; i < num_mounted; i++)
+        if (mounted[i] == &app_cep && !opts->cep_upstream_off)
+            per_thread += http_client_get_limits().max_connections + 2;
+    return threads * per_thread;
+}
+
+/* --list-routes: one "METHOD PATTERN" line per route (tests/integration/test_openapi.py). */
+static void print_route(http_method method, const char *pattern, void *user)
+{
+    (void)user;
+    static const char *const names[] = {
+        [HTTP_GET] = "GET",         [HTTP_HEAD] = "HEAD",       [HTTP_POST] = "POST",
+        [HTTP_PUT] = "PUT",         [HTTP_PATCH] = "PATCH",     [HTTP_DELETE] = "DELETE",
+        [HTTP_OPTIONS] = "OPTIONS", [HTTP_CONNECT] = "CONNECT", [HTTP_TRACE] = "TRACE",
+    };
+    printf("%s %s\n", (unsigned)method < sizeof(names) / sizeof(names[0]) && names[method]
+                           ? names[method] : "OTHER", pattern);
+}
+
+/* The server's own routes and the mounted apps' on a new router, in the
+ * order the start-up always used. NULL after logging why. */
+static http_router *mount_routes(void)
+{
+    http_router *router = http_router_create();
+    if (!router) {
+        fprintf(stderr, "coring: out of memory\n");
+        return NULL;
+    }
+    /* GET /metrics whatever --apps says (docs/metrics.md). */
+    if (app_metrics_mount(router, CORING_VERSION) < 0) {
+        cr_log_error("cannot mount /metrics");
+        return NULL;
+    }
+    for (size_t i = 0; i < num_mounted; i++) {
+        int err = mounted[i]->mount(router);
+        if (err < 0) {
+            cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
+            return NULL;
+        }
+    }
+    int health_err = app_health_mount(router, mounted, num_mounted);
+    if (health_err < 0) {
+        cr_log_error("cannot mount /livez and /readyz: %s", cr_strerror(health_err));
+        return NULL;
+    }
+    int openapi_err = app_openapi_mount(router);
+    if (openapi_err < 0) {
+        cr_log_error("cannot mount /openapi.json and /docs: %s", cr_strerror(openapi_err));
+        return NULL;
+    }
+    return router;
+}
+
+/* Start the mounted apps and serve until SIGINT/SIGTERM, then stop them.
+ * Returns the exit status. */
+static int serve(http_router *router)
+{
+    if (app_db_used() && app_db_start(&cfg.apps) < 0)
+        return 1; /* it logged why */
+    for (size_t i = 0; i < num_mounted; i++)
+        if (mounted[i]->start && mounted[i]->start(&cfg.apps) < 0)
+            return 1; /* the app logged why */
+
+    cfg.net.reserved_fds = outbound_fds(&cfg.net, &cfg.apps);
+    http_server srv = {
+        .cfg = cfg.http,
+        .router = router,
+        .thread_init = apps_thread_init,
+        .thread_fini = apps_thread_fini,
+        .on_listening = on_listening,
+        .after_bind = drop_privileges,
+    };
+    int ret = http_serve(&srv, &cfg.net);
+    for (size_t i = num_mounted; i-- > 0;)
+        if (mounted[i]->stop)
+            mounted[i]->stop();
+    return ret == 0 ? 0 : 1;
+}
+
+/* Exit status of an option step's result. */
+static int status_of(int err)
+{
+    return err == CORING_OPTIONS_EXIT ? 0 : err == CORING_OPTIONS_REFUSED ? 2 : 1;
+}
+
+int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_apps)
+{
+    cfg = coring_config_default();
+    cfg.available = apps;
+    cfg.num_available = num_apps;
+    int err = coring_config_parse(&cfg, argc, argv);
+    if (!err)
+        err = check_config();
+    if (err)
+        return status_of(err);
+    if (cfg.check_only) {
+        printf("coring: configuration OK\n");
+        return 0;
+    }
+
+    cfg.embed.ring_threads = cfg.net.threads;
+    cfg.embed.rings_pinned = cfg.net.pin;
+    app_embed_configure(&cfg.embed);
+    http_router *router = mount_routes();
+    if (!router)
+        return 1;
+    int ret = 0;
+    if (cfg.list_routes)
+        http_router_each(router, print_route, NULL);
+    else
+        ret = serve(router);
+    http_router_destroy(router);
+    http_cors_destroy(cfg.cors);
+    return ret;
+}

@@ -1,0 +1,161 @@
+/*
+ * One request's handling, once the connection has read it whole: its
+ * request id, CORS, the server's own answers (OPTIONS, 501), routing and
+ * the handler, 405 with Allow, then the metrics and the access line.
+ *
+ * The HTTP/1.1 connection (connection.c: reads, framing, pipelining,
+ * 100-continue, linger, flush) hands each complete request here through
+ * http_request_handle() and knows nothing of routes or handlers; this file
+ * knows nothing of sockets or framing. The split is h2o's: lib/http1.c
+ * apart from lib/core/request.c.
+ */
+#include "internal.h"
+
+#include "coring/core/clock.h"
+#include "coring/core/coro.h"
+#include "coring/core/log.h"
+#include "coring/http/request_id.h"
+
+#include <string.h>
+
+/* The access line (docs/logs.md): in text `METHOD TARGET STATUS D ms`
+ * then client, client_port, protocol, bytes, user_agent, request_id (and
+ * invalid_request_id when one was replaced); in JSON every one a field. */
+static void log_access(const http_peer *peer, const http_request *req, int status, size_t bytes,
+                       uint64_t duration_ns, const char *request_id, const http_str *bad_id)
+{
+    double ms = (double)duration_ns / 1e6;
+    char path[256];
+    cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
+    char method[40];
+    cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
+    const http_str *ua = http_request_header(req, "User-Agent");
+    cr_log_field f[] = {
+        {.key = "method", .type = CR_LOG_STR, .str = req->method_str.ptr,
+         .len = req->method_str.len, .json_only = true},
+        {.key = "target", .type = CR_LOG_STR, .str = req->target.ptr, .len = req->target.len,
+         .json_only = true},
+        {.key = "status", .type = CR_LOG_INT, .num = status, .json_only = true},
+        {.key = "duration_ms", .type = CR_LOG_MS, .ms = ms, .json_only = true},
+        CR_LOG_FIELD_STR("client", peer->addr, strlen(peer->addr)),
+        CR_LOG_FIELD_INT("client_port", peer->port),
+        CR_LOG_FIELD_STR("protocol", req->minor_version == 0 ? "HTTP/1.0" : "HTTP/1.1", 8),
+        CR_LOG_FIELD_INT("bytes", (long long)bytes),
+        CR_LOG_FIELD_STR("user_agent", ua ? ua->ptr : "", ua ? ua->len : 0),
+        CR_LOG_FIELD_STR("request_id", request_id, strlen(request_id)),
+        CR_LOG_FIELD_STR("invalid_request_id", bad_id ? bad_id->ptr : NULL,
+                         bad_id ? bad_id->len : 0),
+    };
+    cr_log_kv(CR_LOG_INFO, f, cr_countof(f), "%s %s %d %.3f ms", method, path, status, ms);
+}
+
+/* Route @ctx's request and run its handler, or answer for the server: a
+ * CORS preflight, 501, OPTIONS, 404, 405. @m: the match, which holds the
+ * path parameters @ctx points to while the handler runs (the caller's, so
+ * that they outlive this call as @ctx does). Returns the route index that
+ * labels the request's metrics (http_metrics_unmatched() for none). */
+static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m)
+{
+    const http_request *req = ctx->req;
+    /* CORS off (the default): nothing but this test. */
+    const struct http_cors *cors = srv->cfg.cors;
+    if (cors && http_cors_handle(cors, srv->router, ctx)) {
+        /* a CORS preflight, answered */
+    } else if (req->method == HTTP_CONNECT) {
+        http_respond_error(ctx, 501, "CONNECT is not supported");
+    } else if (req->method == HTTP_METHOD_OTHER) {
+        /* RFC 9110 sections 9.1 and 15.6.2: 501 for a method the server does
+         * not recognise (none of RFC 9110's, nor PATCH; the router takes no
+         * other). The request was framed well: the connection stays open. */
+        http_respond_error(ctx, 501, "method not implemented");
+    } else if (req->method == HTTP_OPTIONS && req->path.len == 1 && req->path.ptr[0] == '*') {
+        /* RFC 9110 section 9.3.7: the server as a whole; Allow says every
+         * method some route has. */
+        char allow[96];
+        unsigned methods = http_router_methods(srv->router, req->path);
+        http_router_format_allow(methods | HTTP_METHOD_BIT(HTTP_OPTIONS), allow, sizeof(allow));
+        http_add_header(ctx, "Allow", allow);
+        http_respond(ctx, 204, NULL, NULL, 0);
+    } else {
+        switch (http_router_match(srv->router, req->method, req->path, m)) {
+        case HTTP_ROUTE_FOUND:
+            ctx->params = &m->params;
+            m->handler(ctx, m->user);
+            http_response_drop_unfinished(ctx->internal);
+            if (!ctx->internal->responded) {
+                char path[80];
+                cr_log_escape(path, sizeof(path), req->path.ptr, req->path.len);
+                cr_log_error("handler for %s answered nothing: 500", path);
+                http_respond_error(ctx, 500, "internal error");
+            }
+            return m->route;
+        case HTTP_ROUTE_METHOD_NOT_ALLOWED:
+            /* The server answers OPTIONS on every known path: Allow says so
+             * (RFC 9110 sections 10.2.1 and 15.5.6). */
+            http_router_format_allow(m->methods | HTTP_METHOD_BIT(HTTP_OPTIONS), m->allow,
+                                     sizeof(m->allow));
+            http_add_header(ctx, "Allow", m->allow);
+            if (req->method == HTTP_OPTIONS) /* RFC 9110 section 9.3.7 */
+                http_respond(ctx, 204, NULL, NULL, 0);
+            else
+                http_respond_error(ctx, 405, "method not allowed");
+            break;
+        case HTTP_ROUTE_NOT_FOUND:
+        default:
+            http_respond_error(ctx, 404, "not found");
+            break;
+        }
+    }
+    return http_metrics_unmatched();
+}
+
+uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
+{
+    const http_request *req = x->req;
+    cr_buf *out = x->out;
+    size_t out_before = out->len;
+    /* The request id (coring/http/request_id.h): the client's when valid,
+     * else a new one; an invalid one is replaced, not refused. */
+    char request_id[HTTP_REQUEST_ID_SIZE];
+    size_t request_id_len;
+    const http_str *given = req->request_id;
+    const http_str *bad_id = NULL;
+    if (given && http_request_id_valid(given->ptr, given->len)) {
+        memcpy(request_id, given->ptr, given->len);
+        request_id[given->len] = '\0';
+        request_id_len = given->len;
+    } else {
+        bad_id = given;
+        request_id_len = http_request_id_make(request_id);
+    }
+    cr_log_set_request_id(request_id);
+    struct http_ctx_internal in;
+    http_ctx_internal_start(&in, out);
+    in.head = req->method == HTTP_HEAD;
+    in.close = x->close;
+    in.keep_alive_10 = !x->close && req->minor_version == 0;
+    in.request_id = request_id;
+    in.request_id_len = request_id_len;
+    static const http_route_params no_params;
+    http_ctx ctx = {
+        .req = req,
+        .params = &no_params,
+        .body = x->body,
+        .body_len = x->body_len,
+        .arena = cr_coro_arena(cr_coro_current()),
+        .internal = &in,
+    };
+    http_route_match match;
+    unsigned route_index = route(srv, &ctx, &match);
+
+    /* Once, for the metrics and the access line alike. */
+    uint64_t end_ns = cr_clock_now_ns();
+    uint64_t duration_ns = end_ns - x->start_ns;
+    size_t response_bytes = out->len >= out_before ? out->len - out_before : out->len;
+    http_metrics_request(route_index, req->method, in.status, duration_ns, x->wire_bytes,
+                         response_bytes);
+    if (srv->cfg.access_log)
+        log_access(x->peer, req, in.status, response_bytes, duration_ns, request_id, bad_id);
+    cr_log_set_request_id(NULL);
+    return end_ns;
+}
