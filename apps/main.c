@@ -58,8 +58,6 @@ static void usage(FILE *f)
             "  --stack-size KIB         coroutine stack size (default 64)\n"
             "  --recv-buffers N         provided receive buffers per thread, a power of 2 (default 512)\n"
             "  --recv-buffer-size KIB   size of each provided receive buffer (default 16)\n"
-            "  --direct-descriptors on|off  io_uring direct descriptors for connections\n"
-            "                           (default off; not with --access-log)\n"
             "  --keepalive-timeout S    idle keep-alive timeout, seconds (default 60)\n"
             "  --header-timeout S       time to receive request headers, seconds (default 10)\n"
             "  --body-timeout S         time to receive a request body, seconds (default 10)\n"
@@ -415,7 +413,6 @@ int main(int argc, char **argv)
         OPT_CORS_ORIGINS,
         OPT_TODO_STORE,
         OPT_TODO_LIST_CACHE,
-        OPT_DIRECT_DESCRIPTORS,
         OPT_LOG_FORMAT,
         OPT_DRAIN_GRACE,
         OPT_PIN,
@@ -468,7 +465,6 @@ int main(int argc, char **argv)
         {"todo-max-items", required_argument, NULL, OPT_TODO_MAX_ITEMS},
         {"todo-store", required_argument, NULL, OPT_TODO_STORE},
         {"todo-list-cache", required_argument, NULL, OPT_TODO_LIST_CACHE},
-        {"direct-descriptors", required_argument, NULL, OPT_DIRECT_DESCRIPTORS},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {0},
@@ -635,22 +631,12 @@ int main(int argc, char **argv)
         case OPT_TODO_LIST_CACHE:
             app_opts.todo_list_cache_off = !on_off("--todo-list-cache", optarg);
             break;
-        case OPT_DIRECT_DESCRIPTORS:
-            net.direct_descriptors = on_off("--direct-descriptors", optarg);
-            break;
         case OPT_HELP: help(options, env_skip); return 0;
         case OPT_VERSION: printf("coring %s\n", CORING_VERSION); return 0;
         default:
             bad_option(options, argv[optind - 1]);
             return 2;
         }
-    }
-    if (net.direct_descriptors && http.access_log) {
-        /* The access log's client address comes from getpeername(2), which
-         * a direct descriptor has no fd for. */
-        fprintf(stderr, "coring: %s on: not with %s (no getpeername on a direct descriptor)\n",
-                env_config_name("--direct-descriptors"), env_config_name("--access-log"));
-        return 2;
     }
     if (optind < argc) {
         fprintf(stderr, "coring: unexpected argument '%s'\nTry 'coring --help'.\n", argv[optind]);

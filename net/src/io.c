@@ -14,31 +14,14 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Point @sqe at @fd: a direct descriptor's table slot (IOSQE_FIXED_FILE),
- * or the fd as prepared. */
-static void sqe_fd(struct io_uring_sqe *sqe, int fd)
-{
-    if (net_fd_is_direct(fd)) {
-        sqe->fd = fd & ~NET_FD_DIRECT;
-        sqe->flags |= IOSQE_FIXED_FILE;
-    }
-}
-
 /* Common path: @sqe was prepared for @op; add a linked timeout if asked,
  * wait, and map a fired timeout to -ETIMEDOUT. */
 static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
                            uint64_t timeout_ns, struct __kernel_timespec *ts)
 {
     io_uring_sqe_set_data64(sqe, net_op_begin(task, op));
-    /* -1 for a timeout; a direct descriptor keeps its NET_FD_DIRECT */
-    task->op_fd = (sqe->flags & IOSQE_FIXED_FILE) ? (sqe->fd | NET_FD_DIRECT) : sqe->fd;
-    bool drain_late = task->drain_late_op;
-    task->drain_late_op = false;
-    if (drain_late) {
-        /* begin(): the drain's cancel of an idle op on a direct
-         * descriptor, one tick late (its own timeout gives way). */
-        net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + NET_TICK_NS);
-    } else if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
+    task->op_fd = sqe->fd; /* -1 for a timeout */
+    if (timeout_ns >= NET_COARSE_TIMEOUT_NS) {
         net_wheel_add(&task->loop->wheel, &task->timer, task->loop->now_ns + timeout_ns);
     } else if (timeout_ns) {
         sqe->flags |= IOSQE_IO_LINK;
@@ -50,10 +33,6 @@ static int submit_and_wait(net_task *task, net_op *op, struct io_uring_sqe *sqe,
     }
     int res = net_loop_wait(task, op);
     net_wheel_remove(&task->loop->wheel, &task->timer);
-    if (drain_late && op->ended == NET_TASK_TIMING_OUT && (res == -ECANCELED || res == -EINTR)) {
-        task->life = NET_TASK_CANCELLED; /* nothing came within the tick */
-        return -ECANCELED;
-    }
     switch (op->ended) {
     case NET_TASK_DRAINING:
         /* The drain cancelled this idle wait; a result that won the race
@@ -91,17 +70,8 @@ static net_task *begin(unsigned sqes_needed, int fd)
         return NULL;
     if (task->life == NET_TASK_IDLE && task->loop->draining && !task->service &&
         !(fd >= 0 && fd == task->recv.fd && task->recv.len) && !net_fd_has_input(fd)) {
-        if (fd >= 0 && net_fd_is_direct(fd)) {
-            /* No poll(2) on a direct descriptor (the single-shot path: a
-             * kernel without multishot recv): a request already received
-             * would be dropped by a cancel now. Run the op, and let
-             * submit_and_wait cancel it a tick late, as the multishot path
-             * does (recv_wait); its result wins if it comes first. */
-            task->drain_late_op = true;
-        } else {
-            task->life = NET_TASK_CANCELLED;
-            return NULL;
-        }
+        task->life = NET_TASK_CANCELLED;
+        return NULL;
     }
     net_loop_reserve(task->loop, sqes_needed);
     return task;
@@ -183,7 +153,6 @@ static void recv_arm(net_task *task, bool poll_first)
               NET_TAG_RECV;
     struct io_uring_sqe *sqe = net_loop_sqe(loop);
     io_uring_prep_recv_multishot(sqe, r->fd, NULL, 0, 0);
-    sqe_fd(sqe, r->fd);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = loop->bufs.bgid;
     /* Armed after an answer, when the next request has rarely arrived:
@@ -305,14 +274,6 @@ static int recv_wait(net_task *task, uint64_t timeout_ns, bool drain_cancel)
     task->op_data = r->data; /* cancels name the recv itself */
     task->op_fd = r->fd;
     r->wait = &op;
-    if (drain_cancel && net_fd_is_direct(r->fd)) {
-        /* No poll(2) on a direct descriptor: a request already in the
-         * socket may not be received yet (its task work runs at the next
-         * enter). Cancel a whole tick later instead; its CQE wins first. */
-        timeout_ns = NET_TICK_NS;
-        drain_cancel = false;
-        r->drain_late = true;
-    }
     if (timeout_ns)
         net_wheel_add(&loop->wheel, &task->timer, loop->now_ns + timeout_ns);
     if (drain_cancel)
@@ -320,13 +281,11 @@ static int recv_wait(net_task *task, uint64_t timeout_ns, bool drain_cancel)
     int res = net_loop_wait(task, &op);
     r->wait = NULL;
     net_wheel_remove(&loop->wheel, &task->timer);
-    bool drain_late = r->drain_late;
-    r->drain_late = false;
     if (res == 1 || res == NET_RECV_SINGLE)
         return res;
     if (task->life == NET_TASK_CANCELLED)
         return -ECANCELED;
-    if (drain_cancel || drain_late || op.ended == NET_TASK_DRAINING) {
+    if (drain_cancel || op.ended == NET_TASK_DRAINING) {
         task->life = NET_TASK_CANCELLED;
         return -ECANCELED;
     }
@@ -400,9 +359,9 @@ static ssize_t recv_multishot(net_task *task, net_rbuf *out, char *buf, size_t l
         if (task->life == NET_TASK_IDLE && loop->draining && !task->service &&
             !net_fd_has_input(r->fd)) {
             /* Shutdown ends idle waits; a request already received (its
-             * CQE on its way) is served. A direct descriptor cannot be
-             * polled: arm a recv that tries at once, then cancel it. */
-            if (!r->armed && !net_fd_is_direct(r->fd)) {
+             * CQE on its way) is served: an armed recv is cancelled
+             * softly. */
+            if (!r->armed) {
                 task->life = NET_TASK_CANCELLED;
                 return -ECANCELED;
             }
@@ -432,7 +391,6 @@ ssize_t net_recv_provided(int fd, net_rbuf *out, uint64_t timeout_ns)
     BEGIN_OR_FAIL(2, fd);
     net_buf_ring *bufs = &task->loop->bufs;
     io_uring_prep_recv(sqe, fd, NULL, bufs->buf_size, 0);
-    sqe_fd(sqe, fd);
     sqe->flags |= IOSQE_BUFFER_SELECT;
     /* A connection reads after answering, when the next request has
      * rarely arrived yet: arm the poll at once instead of first trying a
@@ -481,7 +439,6 @@ ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns)
     }
     BEGIN_OR_FAIL(2, fd);
     io_uring_prep_recv(sqe, fd, buf, len, 0);
-    sqe_fd(sqe, fd);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
 
@@ -492,7 +449,6 @@ ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns)
     while (done < len) {
         BEGIN_OR_FAIL(2, fd);
         io_uring_prep_send(sqe, fd, p + done, len - done, MSG_NOSIGNAL);
-        sqe_fd(sqe, fd);
         int res = submit_and_wait(task, &op, sqe, timeout_ns, &ts);
         if (res < 0)
             return res;
@@ -507,7 +463,6 @@ ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout
 {
     BEGIN_OR_FAIL(2, fd);
     io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, 0);
-    sqe_fd(sqe, fd);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
 
@@ -522,7 +477,6 @@ int net_poll(int fd, unsigned events, uint64_t timeout_ns)
 {
     BEGIN_OR_FAIL(2, fd);
     io_uring_prep_poll_add(sqe, fd, events);
-    sqe_fd(sqe, fd);
     return submit_and_wait(task, &op, sqe, timeout_ns, &ts);
 }
 
@@ -538,24 +492,14 @@ int net_sleep(uint64_t ns)
 
 int net_shutdown(int fd, int how)
 {
-    if (!net_fd_is_direct(fd))
-        return shutdown(fd, how) < 0 ? -errno : 0;
-    net_task *task = net_task_current();
-    if (!task)
-        return -EPERM;
-    net_loop_reserve(task->loop, 1);
-    net_op op = {.task = task};
-    struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-    io_uring_prep_shutdown(sqe, fd, how);
-    sqe_fd(sqe, fd);
-    return submit_and_wait(task, &op, sqe, 0, NULL);
+    return shutdown(fd, how) < 0 ? -errno : 0;
 }
 
 int net_close(int fd)
 {
     net_task *task = net_task_current();
     if (!task)
-        return net_fd_is_direct(fd) ? -EBADF : close(fd) < 0 ? -errno : 0;
+        return close(fd) < 0 ? -errno : 0;
     if (fd >= 0 && fd == task->recv.fd)
         net_recv_release(task); /* its cancel goes before the close */
     /* Close even when the task was cancelled: never leak the descriptor.
@@ -564,10 +508,7 @@ int net_close(int fd)
      * dropped; the descriptor is gone either way (close(2)). */
     net_loop_reserve(task->loop, 1);
     struct io_uring_sqe *sqe = net_loop_sqe(task->loop);
-    if (net_fd_is_direct(fd))
-        io_uring_prep_close_direct(sqe, (unsigned)(fd & ~NET_FD_DIRECT));
-    else
-        io_uring_prep_close(sqe, fd);
+    io_uring_prep_close(sqe, fd);
     io_uring_sqe_set_data64(sqe, 0);
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
     return 0;
@@ -611,7 +552,6 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
             res = -ETIMEDOUT;
     } else {
         io_uring_prep_poll_add(sqe, fd, events);
-        sqe_fd(sqe, fd);
         /* A busy task waiting on a socket of its own (the database
          * driver with queries out) holds requests that wait for this
          * completion: while it waits, the loop turns do not batch-wait

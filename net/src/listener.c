@@ -18,7 +18,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 /* --- binding ----------------------------------------------------------- */
@@ -129,54 +128,10 @@ int net_bind_listeners(uint16_t *port_out)
 
 /* --- accept ------------------------------------------------------------ */
 
-/*
- * With --direct-descriptors: a sparse fixed file table for this ring,
- * sized to the thread's connection limit and some room (the limit closes
- * connections beyond it; at most RLIMIT_NOFILE, beyond which an accept
- * fails -ENFILE and backs off), which the multishot accept fills
- * (IORING_FILE_INDEX_ALLOC) and net_close empties. Falls back to fds when
- * the kernel refuses it (before 5.19). See io_uring_register_files(3).
- */
-void net_direct_setup(net_loop *loop)
-{
-    if (!net_rt.cfg.direct_descriptors)
-        return;
-    /* The kernel caps the table at RLIMIT_NOFILE (EMFILE beyond). */
-    uint64_t n = (uint64_t)net_rt.max_conn_per_thread + 64;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && n > rl.rlim_cur)
-        n = rl.rlim_cur;
-    int ret = io_uring_register_files_sparse(&loop->ring, (unsigned)n);
-    if (ret < 0) {
-        if (loop->index == 0)
-            cr_log_warn("direct descriptors unavailable (%s): connections use fds",
-                        cr_strerror(ret));
-        return;
-    }
-    loop->direct = true;
-}
-
-/* Close accepted connection @fd (an fd, or a direct descriptor) from the
- * loop, without waiting. */
-static void close_accepted(net_loop *loop, int fd)
-{
-    if (!net_fd_is_direct(fd)) {
-        close(fd);
-        return;
-    }
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_close_direct(sqe, (unsigned)(fd & ~NET_FD_DIRECT));
-    io_uring_sqe_set_data64(sqe, 0);
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-}
-
 void net_accept_arm(net_loop *loop)
 {
     struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    if (loop->direct)
-        io_uring_prep_multishot_accept_direct(sqe, loop->listen_fd, NULL, NULL, 0);
-    else
-        io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
     loop->accept_armed = true;
 }
@@ -192,13 +147,13 @@ static void serve_accepted(net_loop *loop, int fd)
                         net_rt.max_conn_per_thread);
             loop->last_limit_log = now;
         }
-        close_accepted(loop, fd);
+        close(fd);
         return;
     }
     /* TCP_NODELAY comes from the listener (net_bind_listeners). */
     if (net_task_start_connection(loop, fd) < 0) {
         cr_log_warn("out of memory for a connection coroutine: closing it");
-        close_accepted(loop, fd);
+        close(fd);
     }
 }
 
@@ -244,9 +199,8 @@ void net_accepted(net_loop *loop, int res, uint32_t flags)
     if (!(flags & IORING_CQE_F_MORE))
         loop->accept_armed = false;
     if (res >= 0) {
-        /* Draining too: the kernel accepted it before the cancel. A direct
-         * accept's result is its slot in the fixed file table. */
-        serve_accepted(loop, loop->direct ? (res | NET_FD_DIRECT) : res);
+        /* Draining too: the kernel accepted it before the cancel. */
+        serve_accepted(loop, res);
     } else if (res != -ECANCELED) {
         uint64_t now = cr_clock_now_ns();
         if (now - loop->last_accept_log > CR_NS_PER_S) {

@@ -153,8 +153,6 @@ static void deadline_passed(net_timer *timer, void *arg)
     } else if (t->op && (t->state == NET_TASK_WAITING || t->state == NET_TASK_PARKED_SQE)) {
         t->state = NET_TASK_TIMING_OUT;
         net_submit_cancel(loop, t->op_data);
-    } else if (t->op && t->state == NET_TASK_DRAINING && net_fd_is_direct(t->op_fd)) {
-        net_submit_cancel(loop, t->op_data); /* the drain's, one tick late (shutdown.c) */
     }
 }
 
@@ -351,7 +349,6 @@ static void dispatch_backlog(net_loop *loop)
 
 void net_loop_run(net_loop *loop)
 {
-    net_direct_setup(loop);
     net_accept_arm(loop);
     loop->now_ns = cr_clock_now_ns();
     net_submit_ctrl_timeout(loop, &loop->tick_ts, NET_TICK_NS, NET_CTRL_TICK);

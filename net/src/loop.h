@@ -121,7 +121,6 @@ typedef struct net_recv_state {
     int fd;              /* the connection's descriptor, or -1 (not a connection task, or closed) */
     bool armed;          /* its SQE is live (no CQE without IORING_CQE_F_MORE seen yet) */
     bool paused;         /* cancelled by us because NET_RECV_PAUSE CQEs wait unread */
-    bool drain_late;     /* this wait's tick timeout is the drain's (a direct descriptor) */
     uint64_t data;       /* its user_data (NET_TAG_RECV) */
     net_op *wait;        /* the task's op while it waits for the next CQE, or NULL */
     net_cqe *q;          /* queued CQEs: inline, or malloc'd once more arrive */
@@ -138,8 +137,6 @@ struct net_task {
     net_op *op;          /* in flight, or NULL */
     net_task_state state;
     net_task_life life;
-    bool drain_late_op;  /* begin() -> submit_and_wait (io.c): the drain cancels this
-                            op on a direct descriptor a tick late */
     bool woken_wait;     /* counted in loop->woken_waits until it is resumed */
     bool service;        /* a role, not a state: serves other tasks (a database
                             driver, the curl timer), so shutdown ends it only once
@@ -207,7 +204,6 @@ struct net_loop {
     unsigned connections;
     bool draining;
     bool accept_armed;
-    bool direct;               /* connections are accepted as direct descriptors */
     bool recv_single;          /* the kernel lacks multishot recv: single shots (io.c) */
     bool recv_multishot_seen;  /* a multishot recv has delivered data on this ring */
     bool retry_armed;
@@ -254,8 +250,7 @@ void net_recv_dispatch(net_loop *loop, uint64_t data, int res, uint32_t flags);
 void net_recv_release(net_task *task);
 
 /* Has @fd input waiting (or end of file, or an error) right now? poll(2)
- * with no timeout; false for fd < 0 and for a direct descriptor (a
- * connection's multishot recv then decides, io.c). Any thread. */
+ * with no timeout; false for fd < 0. Any thread. */
 bool net_fd_has_input(int fd);
 
 /* The calling thread's loop, or NULL off the worker threads. */

@@ -93,9 +93,6 @@ void net_msg_take_failed_replies(net_loop *loop);
 /* Bind one SO_REUSEPORT listener per worker into net_rt.listen_fds; the
  * bound port in *@port_out. Returns 0 or -errno (logged). */
 int net_bind_listeners(uint16_t *port_out);
-/* Register the sparse fixed file table when direct descriptors are asked
- * for (loop->direct when it worked). */
-void net_direct_setup(net_loop *loop);
 void net_accept_arm(net_loop *loop);
 void net_accepted(net_loop *loop, int res, uint32_t flags);
 void net_listener_close(net_loop *loop);

@@ -46,14 +46,6 @@ void net_drain_start(net_loop *loop)
             if (t->state != NET_TASK_WAITING || net_fd_has_input(t->op_fd))
                 continue;
             t->state = NET_TASK_DRAINING;
-            if (net_fd_is_direct(t->op_fd)) {
-                /* No poll(2) on a direct descriptor: cancel at the next
-                 * tick instead, once the request that may already sit in
-                 * the socket has been received (its CQE then wins). */
-                net_wheel_remove(&loop->wheel, &t->timer);
-                net_wheel_add(&loop->wheel, &t->timer, loop->now_ns + NET_TICK_NS);
-                continue;
-            }
             net_submit_cancel(loop, t->op_data);
         } else {
             net_task_cancel(t);

@@ -202,8 +202,8 @@ void net_task_set_idle(bool idle)
 
 bool net_fd_has_input(int fd)
 {
-    if (fd < 0 || net_fd_is_direct(fd))
-        return false; /* cannot be polled: the caller's recv decides (io.c) */
+    if (fd < 0)
+        return false;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     return poll(&p, 1, 0) > 0;
 }

@@ -23,23 +23,6 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/*
- * A descriptor with NET_FD_DIRECT set is a direct descriptor: an index in
- * the thread's ring's fixed file table (io_uring_register_files(3)), not
- * an fd. With net_config.direct_descriptors, on_connection gets those for
- * the connections the multishot accept takes (the drain's accept4(2) still
- * hands out fds). The net_* calls take either (IOSQE_FIXED_FILE for a
- * direct one); system calls on a direct one fail (EBADF): use
- * net_shutdown, net_close, and no getpeername(2), poll(2) or setsockopt(2).
- */
-#define NET_FD_DIRECT (1 << 30)
-
-/* net_fd_is_direct - is @fd a direct descriptor (NET_FD_DIRECT)? */
-static inline bool net_fd_is_direct(int fd)
-{
-    return fd >= 0 && (fd & NET_FD_DIRECT);
-}
-
 /* A coroutine known to the loop (one per connection, or spawned). */
 typedef struct net_task net_task;
 
@@ -103,12 +86,8 @@ int net_poll(int fd, unsigned events, uint64_t timeout_ns);
  * or -ECANCELED. */
 int net_sleep(uint64_t ns);
 
-/*
- * net_shutdown - shutdown(2) @fd (SHUT_RD, SHUT_WR, SHUT_RDWR): a direct
- * descriptor through the ring (IORING_OP_SHUTDOWN, waited for), an fd with
- * shutdown(2) itself. 0 or -errno (-ENOTCONN...; -EPERM for a direct one off
- * a worker coroutine).
- */
+/* net_shutdown - shutdown(2) @fd (SHUT_RD, SHUT_WR, SHUT_RDWR), at once
+ * (it does not block). 0 or -errno (-ENOTCONN...). Any thread. */
 int net_shutdown(int fd, int how);
 
 /*
@@ -116,9 +95,7 @@ int net_shutdown(int fd, int how);
  * coroutine the close is queued (IOSQE_CQE_SKIP_SUCCESS, nobody reads its
  * completion) and runs at the loop's next submit; returns 0 (close(2)
  * releases the descriptor even when it reports an error). Elsewhere a
- * plain close(2): 0 or -errno (-EBADF for a direct descriptor there). A
- * direct descriptor is closed on its table slot (io_uring_prep_close_direct).
- * Ends the connection's armed receive, if
+ * plain close(2): 0 or -errno. Ends the connection's armed receive, if
  * any (net_recv_provided). Never fails to release @fd.
  */
 int net_close(int fd);

@@ -57,9 +57,6 @@ typedef struct net_config {
                                    * false: every worker may run on any CPU of the mask and
                                    * the kernel's scheduler moves them (a thread whose core
                                    * is busy with another process can leave it) */
-    bool direct_descriptors;      /* accept connections into each ring's fixed file table:
-                                   * on_connection then gets a direct descriptor
-                                   * (coring/net/io.h, NET_FD_DIRECT) */
     unsigned batch_wait_us;       /* busy loop turns wait up to this many microseconds for
                                    * several completions per io_uring_enter (the kernel's
                                    * min-wait, Linux 6.12+; loop.c); 0: off, one at a time */
