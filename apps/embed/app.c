@@ -208,7 +208,9 @@ static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *token
     if (err < 0) {
         http_add_header(ctx, "Retry-After", "1");
         fail(ctx, in, 503, NULL, NULL,
-             err == -EAGAIN ? "inference queue is full" : "shutting down");
+             err == -EAGAIN  ? "inference queue is full"
+             : err == -ESRCH ? "no inference thread is running"
+                             : "shutting down");
         return false;
     }
     net_wait(&w.wait);
