@@ -58,8 +58,8 @@ typedef struct net_config {
                                    * the kernel's scheduler moves them (a thread whose core
                                    * is busy with another process can leave it) */
     unsigned batch_wait_us;       /* busy loop turns wait up to this many microseconds for
-                                   * several completions per io_uring_enter (the kernel's
-                                   * min-wait, Linux 6.12+; loop.c); 0: off, one at a time */
+                                   * several completions per io_uring_enter (ring.c); 0: off,
+                                   * one at a time */
 } net_config;
 
 typedef struct net_hooks {
