@@ -1266,7 +1266,7 @@ int db_thread_init(const db_config *cfg)
                 conn_up(c);
             else
                 c->lost_logged = true;
-            int err = net_spawn(driver_main, c);
+            int err = net_spawn_service(driver_main, c);
             if (err < 0) {
                 cr_log_error("database: cannot start a connection driver: %s", cr_strerror(err));
                 return err;

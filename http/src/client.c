@@ -13,7 +13,9 @@
  * record what curl asked and wake the coroutine concerned. A fetching
  * coroutine adds its easy handle and parks (net_park); whoever sees its
  * transfer done in curl_multi_info_read unparks it (net_unpark: all of it
- * happens on this thread). See libcurl-multi(3).
+ * happens on this thread). The watchers and the timer are service tasks
+ * (net_spawn_service): curl runs on their stacks, OpenSSL's handshake
+ * included. See libcurl-multi(3).
  */
 #include "coring/http/client.h"
 
@@ -117,8 +119,7 @@ static void watch_main(void *arg)
 {
     socket_watch *w = arg;
     client_thread *ct = tl_client;
-    w->task = net_task_current();
-    net_task_set_service(true); /* fetches in flight at shutdown need it */
+    w->task = net_task_current(); /* a service: fetches in flight at shutdown need it */
     while (!w->removed) {
         unsigned events = (w->what & CURL_POLL_IN ? POLLIN : 0) |
                           (w->what & CURL_POLL_OUT ? POLLOUT : 0);
@@ -142,8 +143,7 @@ static void watch_main(void *arg)
 static void timer_main(void *arg)
 {
     client_thread *ct = arg;
-    ct->timer = net_task_current();
-    net_task_set_service(true); /* fetches in flight at shutdown need it */
+    ct->timer = net_task_current(); /* a service: fetches in flight at shutdown need it */
     for (;;) {
         uint64_t now = cr_clock_now_ns();
         uint64_t wait = ct->deadline_ns == 0     ? 3600 * CR_NS_PER_S
@@ -192,7 +192,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *user, void *s
     w->next = ct->watches;
     ct->watches = w;
     curl_multi_assign(ct->multi, fd, w);
-    if (net_spawn(watch_main, w) < 0) {
+    if (net_spawn_service(watch_main, w) < 0) {
         w->removed = true;
         return -1;
     }
@@ -321,7 +321,7 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
         curl_easy_cleanup(e);
         return -ENOMEM;
     }
-    if (!ct->timer && net_spawn(timer_main, ct) < 0) {
+    if (!ct->timer && net_spawn_service(timer_main, ct) < 0) {
         curl_multi_remove_handle(ct->multi, e);
         curl_easy_cleanup(e);
         return -ENOMEM;

@@ -290,7 +290,7 @@ static void connection_main(void *arg)
 
 int net_connection_start(net_loop *loop, int fd)
 {
-    return net_task_start(loop, connection_main, (void *)(intptr_t)fd);
+    return net_task_start(loop, connection_main, (void *)(intptr_t)fd, false);
 }
 
 void net_recv_attach(net_loop *loop)

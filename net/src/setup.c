@@ -89,7 +89,7 @@ static int worker_setup(net_loop *loop)
         return ret;
     }
     if ((ret = net_waits_attach(loop)) < 0 || (ret = net_msgs_attach(loop)) < 0 ||
-        (ret = net_tasks_attach(loop, net_rt.cfg.stack_size)) < 0 ||
+        (ret = net_tasks_attach(loop, net_rt.cfg.stack_size, net_rt.cfg.service_stack_size)) < 0 ||
         (ret = net_drain_attach(loop)) < 0)
         return ret;
     net_recv_attach(loop);
@@ -202,6 +202,7 @@ net_config net_config_default(void)
         .port = 8080,
         .backlog = 4096,
         .stack_size = 64 * 1024,
+        .service_stack_size = NET_SERVICE_STACK_SIZE_DEFAULT,
         .ring_entries = 1024,
         .provided_buffers = 512,
         .provided_buffer_size = 16 * 1024,

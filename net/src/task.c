@@ -1,7 +1,9 @@
 /*
  * Tasks and parking: a task is a coroutine the loop knows about (one per
  * connection, or spawned with net_spawn), linked into its thread's list so
- * that the drain can find it. Parking
+ * that the drain can find it. Service tasks (net_spawn_service: database
+ * drivers, the curl timer and socket watchers, which run libpq, libcurl and
+ * OpenSSL) run on larger stacks than connections. Parking
  * (net_park/net_unpark) lets one task wake another on the same thread
  * without a ring round trip. Every wait is the task's waiter's (wait.c).
  * See coring/net/io.h.
@@ -20,6 +22,7 @@ struct task_start {
     net_loop *loop;
     void (*fn)(void *arg);
     void *arg;
+    bool service;
     uint32_t slot; /* its waiter's, taken before the coroutine is made */
 };
 
@@ -30,7 +33,7 @@ static void task_main(void *p)
     net_tasks *ts = loop->tasks;
     void (*fn)(void *) = s->fn;
     void *arg = s->arg;
-    net_task task = {0};
+    net_task task = {.service = s->service};
     net_waiter_init(&task.waiter, loop, cr_coro_current(), s->slot);
     cr_coro_set_data(task.waiter.ready.coro, &task);
     task.next = ts->list;
@@ -38,6 +41,7 @@ static void task_main(void *p)
         ts->list->prev = &task;
     ts->list = &task;
     ts->count++;
+    ts->services += task.service;
 
     fn(arg);
 
@@ -52,15 +56,15 @@ static void task_main(void *p)
     net_waiter_close(&task.waiter);
 }
 
-int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg)
+int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg, bool service)
 {
     net_tasks *ts = loop->tasks;
-    struct task_start s = {.loop = loop, .fn = fn, .arg = arg};
+    struct task_start s = {.loop = loop, .fn = fn, .arg = arg, .service = service};
     int err = net_waits_take(loop, &s.slot);
     if (err < 0)
         return err;
     cr_coro *co;
-    err = cr_coro_create(&co, ts->stacks, task_main, &s);
+    err = cr_coro_create(&co, service ? ts->service_stacks : ts->stacks, task_main, &s);
     if (err < 0) {
         net_waits_give(loop, s.slot);
         return err;
@@ -72,7 +76,13 @@ int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg)
 int net_spawn(void (*fn)(void *arg), void *arg)
 {
     net_loop *loop = net_tl_loop;
-    return loop ? net_task_start(loop, fn, arg) : -EINVAL;
+    return loop ? net_task_start(loop, fn, arg, false) : -EINVAL;
+}
+
+int net_spawn_service(void (*fn)(void *arg), void *arg)
+{
+    net_loop *loop = net_tl_loop;
+    return loop ? net_task_start(loop, fn, arg, true) : -EINVAL;
 }
 
 net_task *net_task_current(void)
@@ -193,13 +203,15 @@ static void sample(net_loop *loop, void *ctx)
     NET_STAT_SET(stacks_cached, cr_stack_pool_cached(loop->tasks->stacks));
 }
 
-int net_tasks_attach(net_loop *loop, size_t stack_size)
+int net_tasks_attach(net_loop *loop, size_t stack_size, size_t service_stack_size)
 {
     net_tasks *ts = calloc(1, sizeof(*ts));
     if (!ts)
         return -ENOMEM;
     loop->tasks = ts;
     int err = cr_stack_pool_create(&ts->stacks, stack_size, 1024);
+    if (err == 0)
+        err = cr_stack_pool_create(&ts->service_stacks, service_stack_size, 16);
     if (err < 0)
         return err;
     net_loop_on_tick(loop, sample, NULL);
@@ -213,6 +225,8 @@ void net_tasks_detach(net_loop *loop)
         return;
     if (ts->stacks)
         cr_stack_pool_destroy(ts->stacks);
+    if (ts->service_stacks)
+        cr_stack_pool_destroy(ts->service_stacks);
     free(ts);
     loop->tasks = NULL;
 }

@@ -32,18 +32,20 @@ typedef struct net_tasks {
     net_task *list; /* every live task */
     unsigned count;
     unsigned services;             /* tasks marked as services, among count */
-    cr_stack_pool *stacks;         /* the tasks' stacks */
+    cr_stack_pool *stacks;         /* connection tasks' and net_spawn's stacks */
+    cr_stack_pool *service_stacks; /* net_spawn_service's: larger (net_config) */
 } net_tasks;
 
-/* Attach the tasks part to @loop: its stack pool (@stack_size bytes) and
- * its metrics on the tick. 0 or -ENOMEM. */
-int net_tasks_attach(net_loop *loop, size_t stack_size);
-/* Destroy the stack pool (every task has ended). */
+/* Attach the tasks part to @loop: its stack pools (@stack_size and
+ * @service_stack_size bytes) and its metrics on the tick. 0 or -ENOMEM. */
+int net_tasks_attach(net_loop *loop, size_t stack_size, size_t service_stack_size);
+/* Destroy the stack pools (every task has ended). */
 void net_tasks_detach(net_loop *loop);
 
 /* net_task_start - start @fn(@arg) in a new task of @loop; it runs until
- * its first wait before this returns. 0 or -ENOMEM. Loop thread. */
-int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg);
+ * its first wait before this returns. @service: on a service stack, and
+ * marked as a service. 0 or -ENOMEM. Loop thread. */
+int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg, bool service);
 
 /* The task whose waiter is @w. */
 static inline net_task *net_task_of(net_waiter *w)

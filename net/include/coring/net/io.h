@@ -102,11 +102,20 @@ int net_close(int fd);
 
 /*
  * net_spawn - start @fn(@arg) in a new coroutine on this thread; it runs
- * until its first wait before net_spawn returns. Loop thread only.
+ * until its first wait before net_spawn returns. Its stack is a
+ * connection's (net_config.stack_size). Loop thread only.
  * Returns 0, -EINVAL off a worker thread, or -ENOMEM.
  */
 int net_spawn(void (*fn)(void *arg), void *arg);
 
+/*
+ * net_spawn_service - net_spawn for a service coroutine (see
+ * net_task_set_service, which it implies): one that calls into libraries
+ * with deep stacks (libpq, libcurl, OpenSSL's handshake) runs on a larger
+ * stack, net_config.service_stack_size (docs/runtime.md, "Stacks").
+ * Same returns as net_spawn.
+ */
+int net_spawn_service(void (*fn)(void *arg), void *arg);
 
 /* net_task_current - the task running now, or NULL outside one. */
 net_task *net_task_current(void);
