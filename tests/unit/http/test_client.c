@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../net/runtime_util.h"
+
 static atomic_int port;
 static atomic_int accepted;
 
@@ -212,18 +214,11 @@ static void stuck_fetch(void *arg)
     cr_buf_free(&res.body);
 }
 
-static void term_soon(void *arg)
-{
-    (void)arg;
-    net_sleep(200 * CR_NS_PER_MS);
-    kill(getpid(), SIGTERM);
-}
-
 static int thread_init_stuck(void *user)
 {
     (void)user;
     net_spawn(stuck_fetch, NULL);
-    net_spawn(term_soon, NULL);
+    net_spawn(sigterm_soon, NULL);
     return 0;
 }
 
@@ -234,12 +229,7 @@ Test(client, a_fetch_that_never_answers_ends_at_the_drain_deadline, .timeout = 3
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     cr_assert_eq(bind(silent_fd, (struct sockaddr *)&a, sizeof(a)), 0);
     cr_assert_eq(listen(silent_fd, 16), 0);
-    net_config cfg = net_config_default();
-    cfg.threads = 1;
-    cfg.host = "127.0.0.1";
-    cfg.port = 0;
-    cfg.provided_buffers = 8;
-    cfg.shutdown_timeout_ns = 300 * CR_NS_PER_MS;
+    net_config cfg = test_config(1, 300 * CR_NS_PER_MS);
     net_hooks hooks = {.thread_init = thread_init_stuck, .on_connection = serve};
     uint64_t t0 = cr_clock_now_ns();
     cr_assert_eq(net_run(&cfg, &hooks), 0);

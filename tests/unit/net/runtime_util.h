@@ -1,13 +1,18 @@
 /*
- * Shorthands for the net unit tests that run the runtime (net_run) without
- * HTTP: a configuration on loopback, an ephemeral port and few provided
- * buffers, and a connection handler for runs that accept none.
+ * Shorthands for the unit tests that run the runtime (net_run): a
+ * configuration on loopback, an ephemeral port and few provided buffers, a
+ * connection handler for runs that accept none, and a task that ends the
+ * run (SIGTERM) shortly after it starts.
  */
 #ifndef CORING_TESTS_UNIT_NET_RUNTIME_UTIL_H
 #define CORING_TESTS_UNIT_NET_RUNTIME_UTIL_H
 
+#include "coring/core/clock.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
+
+#include <signal.h>
+#include <unistd.h>
 
 static inline net_config test_config(unsigned threads, uint64_t shutdown_timeout_ns)
 {
@@ -26,6 +31,15 @@ static inline void never_connected(int fd, void *user)
 {
     (void)user;
     net_close(fd);
+}
+
+/* A task (net_spawn) that sends the process SIGTERM after 100 ms: the run
+ * drains and net_run returns. */
+static inline void sigterm_soon(void *arg)
+{
+    (void)arg;
+    net_sleep(100 * CR_NS_PER_MS);
+    kill(getpid(), SIGTERM);
 }
 
 #endif

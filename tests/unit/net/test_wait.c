@@ -136,18 +136,11 @@ static void busy_waiter(void *arg)
     atomic_store(&parked.returned, true);
 }
 
-static void send_term(void *arg)
-{
-    (void)arg;
-    net_sleep(50 * CR_NS_PER_MS);
-    kill(getpid(), SIGTERM);
-}
-
 static int thread_init_parked(void *user)
 {
     (void)user;
     net_spawn(busy_waiter, NULL);
-    net_spawn(send_term, NULL);
+    net_spawn(sigterm_soon, NULL);
     return 0;
 }
 
