@@ -168,11 +168,11 @@ const coring_option coring_config_options[] = {
      FIELD(net.provided_buffer_size), .min = 1, .max = 1024, .scale = 1024,
      .help = "size of each provided receive buffer (default 16)",
      .default_doc = "16 KiB"},
-    {.name = "direct-descriptors", .value = "on|off", .kind = CORING_OPTION_ON_OFF,
-     FIELD(net.direct_descriptors),
-     .help = "io_uring direct descriptors for connections\n"
-             "(default off; not with --access-log)",
-     .default_doc = "off"},
+    {.name = "service-stack-size", .value = "KIB", .kind = CORING_OPTION_NUMBER,
+     FIELD(net.service_stack_size), .min = 64, .max = 65536, .scale = 1024,
+     .help = "stack of service tasks: database drivers, the upstream\n"
+             "client's timer; they call libpq, libcurl, OpenSSL (default 256)",
+     .default_doc = "256 KiB"},
     {.name = "keepalive-timeout", .value = "S", .kind = CORING_OPTION_NUMBER,
      FIELD(http.keepalive_timeout_ns), .min = 1, .max = 86400, .scale = CR_NS_PER_S,
      .help = "idle keep-alive timeout, seconds (default 60)",

@@ -80,13 +80,6 @@ static int select_apps(const char *list)
  * Returns 0, or CORING_OPTIONS_REFUSED after a message, or -ENOMEM. */
 static int check_config(void)
 {
-    if (cfg.net.direct_descriptors && cfg.http.access_log) {
-        /* The access log's client address comes from getpeername(2), which
-         * a direct descriptor has no fd for. */
-        fprintf(stderr, "coring: %s on: not with %s (no getpeername on a direct descriptor)\n",
-                coring_option_source("--direct-descriptors"), coring_option_source("--access-log"));
-        return CORING_OPTIONS_REFUSED;
-    }
     int err = select_apps(cfg.mount);
     if (err)
         return err;

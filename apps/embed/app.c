@@ -5,12 +5,14 @@
  *   POST /v1/embeddings   OpenAI's shape: {"input": "..." | [...], "model": "..."}
  *
  * The handler validates the JSON on its ring thread, copies the texts to
- * the request's arena and hands one job per text to the inference pool,
+ * a block of its own and hands one job per text to the inference pool,
  * which tokenizes and encodes them (WordPiece on a hostile text takes
  * milliseconds: not on a ring), and waits (net_wait) until
  * the last of its jobs is done; the inference thread that finishes it
  * resumes the coroutine on its own ring (net_wake). Everything a job points
- * to lives in the request's arena, which outlives the wait.
+ * to lives in that block, which the request and its jobs share: a request
+ * that stops waiting (cancelled by the drain's deadline) leaves it to its
+ * jobs, and the last of them frees it.
  *
  * Without --embed-model the routes answer 503 and the other apps run.
  */
@@ -54,17 +56,76 @@ typedef struct embed_input {
     bool openai; /* /v1/embeddings: errors in OpenAI's shape */
 } embed_input;
 
-/* The request's side of its jobs. */
-typedef struct embed_waiter {
-    net_wait_handle wait;
-    atomic_size_t pending;
-} embed_waiter;
+/*
+ * One request's jobs and everything they point to (the texts, the token
+ * ids, the vectors), in one malloc'd block that the request and its jobs
+ * share: freed by whichever lets go last, so that a request that stops
+ * waiting (cancelled) leaves nothing freed for an inference thread still
+ * running its jobs to write into.
+ */
+typedef struct embed_batch {
+    net_wait_handle *wait;  /* woken when the last job is done */
+    atomic_size_t pending;  /* jobs not done yet */
+    atomic_int refs;        /* the request's, and its jobs' while any is pending */
+    embed_job *jobs;        /* count of them, then their ids and vectors */
+    int32_t *ids;
+    float *vectors;
+} embed_batch;
+
+static void batch_release(embed_batch *b)
+{
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free(b);
+}
 
 static void job_done(embed_job *job)
 {
-    embed_waiter *w = job->user;
-    if (atomic_fetch_sub_explicit(&w->pending, 1, memory_order_acq_rel) == 1)
-        net_wake(&w->wait);
+    embed_batch *b = job->user;
+    if (atomic_fetch_sub_explicit(&b->pending, 1, memory_order_acq_rel) != 1)
+        return;
+    int err = net_wake(b->wait);
+    if (err < 0) /* -ESHUTDOWN: the server stopped; nobody waits any more */
+        cr_log_warn("embed: could not wake the request: %s", cr_strerror(err));
+    batch_release(b);
+}
+
+/* A block for @count jobs of texts @len (@max ids and @hidden floats each),
+ * or NULL. The texts are copied behind the vectors. */
+static embed_batch *batch_new(const embed_input *in, size_t max, size_t hidden)
+{
+    size_t n = in->count, text_bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        text_bytes += in->len[i] + 1;
+    size_t jobs_at = (sizeof(embed_batch) + 15) & ~(size_t)15;
+    size_t ids_at = jobs_at + ((n * sizeof(embed_job) + 15) & ~(size_t)15);
+    size_t vectors_at = ids_at + ((n * max * sizeof(int32_t) + 15) & ~(size_t)15);
+    size_t texts_at = vectors_at + n * hidden * sizeof(float);
+    char *p = malloc(texts_at + text_bytes);
+    if (!p)
+        return NULL;
+    embed_batch *b = (embed_batch *)(void *)p;
+    b->jobs = (embed_job *)(void *)(p + jobs_at);
+    b->ids = (int32_t *)(void *)(p + ids_at);
+    b->vectors = (float *)(void *)(p + vectors_at);
+    char *text = p + texts_at;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(text, in->text[i], in->len[i]);
+        text[in->len[i]] = '\0';
+        b->jobs[i] = (embed_job){
+            .text = text,
+            .text_len = in->len[i],
+            .ids = b->ids + i * max,
+            .max_ids = max,
+            .out = b->vectors + i * hidden,
+            .normalize = in->normalize,
+            .done = job_done,
+            .user = b,
+        };
+        text += in->len[i] + 1;
+    }
+    atomic_init(&b->pending, n);
+    atomic_init(&b->refs, 2);
+    return b;
 }
 
 /* Answer @status with @message: {"error":"..."} on /embed; on
@@ -162,65 +223,58 @@ static bool read_texts(http_ctx *ctx, cr_json_value v, const char *field, embed_
     return true;
 }
 
-/* Copy the texts to the arena (the JSON document is this thread's and
- * the next request parses over it while this one waits), queue one job a
- * text (the inference thread tokenizes it: worst-case WordPiece must not
- * hold the ring), and wait. On success *@out holds count x hidden floats
- * in the arena and *@tokens the ids used. Answers errors itself. */
-static bool run(http_ctx *ctx, const embed_input *in, float **out, size_t *tokens)
+/* Copy the texts to a block of the request's and its jobs' (the JSON
+ * document is this thread's and the next request parses over it while this
+ * one waits), queue one job a text (the inference thread tokenizes it:
+ * worst-case WordPiece must not hold the ring), and wait. On success
+ * returns the block (release it with batch_release once answered): its
+ * vectors hold count x hidden floats, *@tokens the ids used. Answers
+ * errors itself and returns NULL. */
+static embed_batch *run(http_ctx *ctx, const embed_input *in, size_t *tokens)
 {
-    size_t h = model->config.hidden_size, max = model->max_tokens;
-    embed_job *jobs = cr_arena_alloc(ctx->arena, in->count * sizeof(*jobs));
-    embed_job *ptrs[EMBED_MAX_TEXTS];
-    int32_t *ids = cr_arena_alloc(ctx->arena, in->count * max * sizeof(int32_t));
-    float *vectors = cr_arena_alloc(ctx->arena, in->count * h * sizeof(float));
-    if (!jobs || !ids || !vectors) {
+    size_t h = model->config.hidden_size;
+    embed_batch *b = batch_new(in, model->max_tokens, h);
+    if (!b) {
         fail(ctx, in, 500, NULL, NULL, "out of memory");
-        return false;
+        return NULL;
     }
-    embed_waiter w;
-    if (net_wait_init(&w.wait) < 0) {
-        fail(ctx, in, 500, NULL, NULL, "embed: not on a worker coroutine");
-        return false;
+    if (net_wait_init(&b->wait) < 0) {
+        free(b);
+        fail(ctx, in, 500, NULL, NULL, "embed: cannot wait for the inference threads");
+        return NULL;
     }
-    atomic_init(&w.pending, in->count);
-    for (size_t i = 0; i < in->count; i++) {
-        const char *text = cr_arena_strndup(ctx->arena, in->text[i], in->len[i]);
-        if (!text) {
-            fail(ctx, in, 500, NULL, NULL, "out of memory");
-            return false;
-        }
-        jobs[i] = (embed_job){
-            .text = text,
-            .text_len = in->len[i],
-            .ids = ids + i * max,
-            .max_ids = max,
-            .out = vectors + i * h,
-            .normalize = in->normalize,
-            .done = job_done,
-            .user = &w,
-        };
-        ptrs[i] = &jobs[i];
-    }
+    embed_job *ptrs[EMBED_MAX_TEXTS];
+    for (size_t i = 0; i < in->count; i++)
+        ptrs[i] = &b->jobs[i];
     int err = embed_pool_submit(pool, ptrs, in->count);
     if (err < 0) {
+        net_wait_release(b->wait);
+        free(b);
         http_add_header(ctx, "Retry-After", "1");
         fail(ctx, in, 503, NULL, NULL,
-             err == -EAGAIN ? "inference queue is full" : "shutting down");
-        return false;
+             err == -EAGAIN  ? "inference queue is full"
+             : err == -ESRCH ? "no inference thread is running"
+                             : "shutting down");
+        return NULL;
     }
-    net_wait(&w.wait);
+    err = net_wait(b->wait, 0);
+    if (err < 0) {
+        /* Cancelled (the drain's deadline): the jobs keep the block. */
+        batch_release(b);
+        fail(ctx, in, 503, NULL, NULL, "shutting down");
+        return NULL;
+    }
     *tokens = 0;
     for (size_t i = 0; i < in->count; i++) {
-        if (jobs[i].status < 0) {
-            cr_log_error("embed: inference failed: %s", cr_strerror(jobs[i].status));
+        if (b->jobs[i].status < 0) {
+            cr_log_error("embed: inference failed: %s", cr_strerror(b->jobs[i].status));
+            batch_release(b);
             fail(ctx, in, 500, NULL, NULL, "inference failed");
-            return false;
+            return NULL;
         }
-        *tokens += jobs[i].count;
+        *tokens += b->jobs[i].count;
     }
-    *out = vectors;
-    return true;
+    return b;
 }
 
 /* Each float with the fewest digits that read back as it (docs/embed.md). */
@@ -237,15 +291,16 @@ typedef void (*embed_writer_fn)(cr_json_writer *w, const embed_input *in, const 
 /* Run @in and answer 200 with what @write writes, or the error. */
 static void answer(http_ctx *ctx, const embed_input *in, embed_writer_fn write)
 {
-    float *vectors;
     size_t tokens;
-    if (!run(ctx, in, &vectors, &tokens))
+    embed_batch *b = run(ctx, in, &tokens);
+    if (!b)
         return;
     cr_json_writer w;
     cr_json_writer_init(&w, http_response_begin(ctx, 200, "application/json"));
     cr_json_object_begin(&w);
-    write(&w, in, vectors, model->config.hidden_size, tokens);
+    write(&w, in, b->vectors, model->config.hidden_size, tokens);
     cr_json_object_end(&w);
+    batch_release(b);
     http_response_end(ctx); /* out of memory: the connection closes */
 }
 

@@ -47,6 +47,7 @@ struct embed_pool {
     embed_pool_config cfg;
     pthread_mutex_t lock;
     pthread_cond_t arrived; /* jobs were queued, or stop */
+    pthread_cond_t settled_cv; /* a thread is in its loop, or failed its set-up */
     embed_job *head, *tail; /* FIFO, under lock */
     size_t queued;          /* jobs in it */
     unsigned busy;          /* threads running a batch */
@@ -54,6 +55,7 @@ struct embed_pool {
     pthread_t *threads;
     unsigned started;
     unsigned ready;       /* threads in their loop (not out of memory), under lock */
+    unsigned settled;     /* threads past their set-up, ready or not, under lock */
     unsigned recruit;     /* helpers reserved for the team, not yet joined, under lock */
     unsigned next_part;   /* the part the next joining helper takes, under lock */
     unsigned team_left;   /* helpers not yet out of the team, under lock */
@@ -216,6 +218,8 @@ static void *inference_main(void *arg)
     pthread_mutex_lock(&p->lock);
     if (ok)
         p->ready++;
+    p->settled++;
+    pthread_cond_broadcast(&p->settled_cv);
     /* a reserved helper joins its team even when the pool stops */
     while (ok && (!p->stop || p->recruit)) {
         if (p->recruit) {
@@ -274,7 +278,12 @@ int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n)
         return 0;
     uint64_t now = now_ns();
     pthread_mutex_lock(&p->lock);
-    int ret = p->stop ? -ESHUTDOWN : p->queued + n > p->cfg.max_queue ? -EAGAIN : 0;
+    /* Nothing would run a job while no thread is in its loop (every one
+     * failed its allocations): refuse at once rather than queue forever. */
+    int ret = p->stop                           ? -ESHUTDOWN
+              : p->ready == 0                   ? -ESRCH
+              : p->queued + n > p->cfg.max_queue ? -EAGAIN
+                                                 : 0;
     if (ret == 0) {
         for (size_t i = 0; i < n; i++) {
             embed_job *j = jobs[i];
@@ -312,6 +321,7 @@ int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->arrived, &ca);
+    pthread_cond_init(&p->settled_cv, NULL);
     pthread_condattr_destroy(&ca);
     p->threads = calloc(cfg->threads, sizeof(*p->threads));
     if (!p->threads) {
@@ -330,6 +340,14 @@ int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
         snprintf(name, sizeof(name), "embed-%u", i % 1000u);
         pthread_setname_np(p->threads[i], name);
     }
+    /* Every thread past its set-up before the first job comes: a job is
+     * refused only when none could be ready, never because none is yet. */
+    pthread_mutex_lock(&p->lock);
+    while (p->settled < p->started)
+        pthread_cond_wait(&p->settled_cv, &p->lock);
+    if (p->ready == 0)
+        cr_log_error("embed: no inference thread could start: requests get 503");
+    pthread_mutex_unlock(&p->lock);
     *out = p;
     return 0;
 }
@@ -355,6 +373,7 @@ void embed_pool_destroy(embed_pool *p)
     }
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->arrived);
+    pthread_cond_destroy(&p->settled_cv);
     free(p->threads);
     free(p);
 }

@@ -386,5 +386,5 @@ int db_driver_start(db_conn *c)
         conn_up(c);
     else
         c->lost_logged = true;
-    return net_spawn(driver_main, c);
+    return net_spawn_service(driver_main, c);
 }

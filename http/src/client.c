@@ -11,8 +11,11 @@
  *
  * Neither callback calls back into curl (libcurl forbids it): they only
  * record what curl asked and wake the coroutine concerned. A fetching
- * coroutine adds its easy handle and waits; whoever sees its transfer done
- * in curl_multi_info_read wakes it. See libcurl-multi(3).
+ * coroutine adds its easy handle and parks (net_park); whoever sees its
+ * transfer done in curl_multi_info_read unparks it (net_unpark: all of it
+ * happens on this thread). The watchers and the timer are service tasks
+ * (net_spawn_service): curl runs on their stacks, OpenSSL's handshake
+ * included. See libcurl-multi(3).
  */
 #include "coring/http/client.h"
 
@@ -81,7 +84,8 @@ http_client_limits http_client_get_limits(void)
 
 /* One transfer, on the stack of the coroutine that waits for it. */
 typedef struct fetch {
-    net_wait_handle wait;
+    net_task *task;  /* the fetching coroutine, parked until done */
+    bool done;       /* curl finished the transfer (code is set) */
     CURLcode code;
     http_fetch_result *out;
     size_t max_body;
@@ -105,8 +109,9 @@ static void socket_action(client_thread *ct, curl_socket_t fd, int flags)
         fetch *f = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&f);
         f->code = m->data.result;
+        f->done = true;
         curl_multi_remove_handle(ct->multi, m->easy_handle);
-        net_wake(&f->wait);
+        net_unpark(f->task);
     }
 }
 
@@ -114,8 +119,7 @@ static void watch_main(void *arg)
 {
     socket_watch *w = arg;
     client_thread *ct = tl_client;
-    w->task = net_task_current();
-    net_task_set_service(true); /* fetches in flight at shutdown need it */
+    w->task = net_task_current(); /* a service: fetches in flight at shutdown need it */
     while (!w->removed) {
         unsigned events = (w->what & CURL_POLL_IN ? POLLIN : 0) |
                           (w->what & CURL_POLL_OUT ? POLLOUT : 0);
@@ -139,8 +143,7 @@ static void watch_main(void *arg)
 static void timer_main(void *arg)
 {
     client_thread *ct = arg;
-    ct->timer = net_task_current();
-    net_task_set_service(true); /* fetches in flight at shutdown need it */
+    ct->timer = net_task_current(); /* a service: fetches in flight at shutdown need it */
     for (;;) {
         uint64_t now = cr_clock_now_ns();
         uint64_t wait = ct->deadline_ns == 0     ? 3600 * CR_NS_PER_S
@@ -189,7 +192,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *user, void *s
     w->next = ct->watches;
     ct->watches = w;
     curl_multi_assign(ct->multi, fd, w);
-    if (net_spawn(watch_main, w) < 0) {
+    if (net_spawn_service(watch_main, w) < 0) {
         w->removed = true;
         return -1;
     }
@@ -269,6 +272,8 @@ static int map_error(const fetch *f)
         return -ECONNREFUSED;
     case CURLE_OUT_OF_MEMORY:
         return -ENOMEM;
+    case CURLE_ABORTED_BY_CALLBACK:
+        return -ECANCELED; /* http_fetch's own: its task was cancelled */
     case CURLE_WRITE_ERROR:
         return f->too_big ? -EMSGSIZE : f->out->body.failed ? -ENOMEM : -EIO;
     default:
@@ -287,8 +292,10 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
     static const http_fetch_options defaults = {0};
     if (!opt)
         opt = &defaults;
-    fetch f = {.out = out, .max_body = opt->max_body_bytes ? opt->max_body_bytes : DEFAULT_MAX_BODY};
-    if (net_wait_init(&f.wait) < 0)
+    fetch f = {.task = net_task_current(),
+               .out = out,
+               .max_body = opt->max_body_bytes ? opt->max_body_bytes : DEFAULT_MAX_BODY};
+    if (!f.task)
         return -EPERM;
     client_thread *ct = client_thread_get();
     if (ct && ct->fetches >= limits.max_connections + limits.max_waiting) {
@@ -314,13 +321,21 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
         curl_easy_cleanup(e);
         return -ENOMEM;
     }
-    if (!ct->timer && net_spawn(timer_main, ct) < 0) {
+    if (!ct->timer && net_spawn_service(timer_main, ct) < 0) {
         curl_multi_remove_handle(ct->multi, e);
         curl_easy_cleanup(e);
         return -ENOMEM;
     }
     ct->fetches++;
-    net_wait(&f.wait);
+    while (!f.done) {
+        if (net_park(-1, 0, 0) == -ECANCELED) {
+            /* The task is cancelled (the drain's deadline): the transfer
+             * goes, and curl calls nothing of this fetch after this. */
+            curl_multi_remove_handle(ct->multi, e);
+            f.code = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+    }
     ct->fetches--;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
     curl_easy_cleanup(e);

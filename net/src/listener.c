@@ -6,7 +6,8 @@
  * accept queue served (not reset) when the drain closes the listener.
  * See coring/net/runtime.h.
  */
-#include "loop.h"
+#include "listener.h"
+#include "recv.h"
 #include "rt.h"
 
 #include "coring/core/clock.h"
@@ -17,14 +18,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 /* --- binding ----------------------------------------------------------- */
 
-static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss,
-                      socklen_t *len)
+static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof(*ss));
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
@@ -129,76 +129,40 @@ int net_bind_listeners(uint16_t *port_out)
 
 /* --- accept ------------------------------------------------------------ */
 
-/*
- * With --direct-descriptors: a sparse fixed file table for this ring,
- * sized to the thread's connection limit and some room (the limit closes
- * connections beyond it; at most RLIMIT_NOFILE, beyond which an accept
- * fails -ENFILE and backs off), which the multishot accept fills
- * (IORING_FILE_INDEX_ALLOC) and net_close empties. Falls back to fds when
- * the kernel refuses it (before 5.19). See io_uring_register_files(3).
- */
-void net_direct_setup(net_loop *loop)
-{
-    if (!net_rt.cfg.direct_descriptors)
-        return;
-    /* The kernel caps the table at RLIMIT_NOFILE (EMFILE beyond). */
-    uint64_t n = (uint64_t)net_rt.max_conn_per_thread + 64;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && n > rl.rlim_cur)
-        n = rl.rlim_cur;
-    int ret = io_uring_register_files_sparse(&loop->ring, (unsigned)n);
-    if (ret < 0) {
-        if (loop->index == 0)
-            cr_log_warn("direct descriptors unavailable (%s): connections use fds",
-                        cr_strerror(ret));
-        return;
-    }
-    loop->direct = true;
-}
+struct net_listener {
+    int fd;                             /* the worker's listener, or -1 once closed */
+    bool accept_armed;                  /* the multishot accept is live */
+    struct __kernel_timespec accept_ts; /* the back-off after an accept error */
+    uint64_t last_accept_log, last_limit_log;
+};
 
-/* Close accepted connection @fd (an fd, or a direct descriptor) from the
- * loop, without waiting. */
-static void close_accepted(net_loop *loop, int fd)
+static void accept_arm(net_loop *loop)
 {
-    if (!net_fd_is_direct(fd)) {
-        close(fd);
-        return;
-    }
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_close_direct(sqe, (unsigned)(fd & ~NET_FD_DIRECT));
-    io_uring_sqe_set_data64(sqe, 0);
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-}
-
-void net_accept_arm(net_loop *loop)
-{
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    if (loop->direct)
-        io_uring_prep_multishot_accept_direct(sqe, loop->listen_fd, NULL, NULL, 0);
-    else
-        io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    struct io_uring_sqe *sqe = net_ring_sqe(&loop->ring);
+    io_uring_prep_multishot_accept(sqe, loop->listener->fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
-    loop->accept_armed = true;
+    loop->listener->accept_armed = true;
 }
 
 /* Serve accepted connection @fd, or close it beyond the connection limit. */
 static void serve_accepted(net_loop *loop, int fd)
 {
-    if (loop->connections >= net_rt.max_conn_per_thread) {
+    struct net_listener *l = loop->listener;
+    if (loop->load.connections >= net_rt.max_conn_per_thread) {
         uint64_t now = cr_clock_now_ns();
-        if (!loop->draining && now - loop->last_limit_log > CR_NS_PER_S) {
+        if (!loop->draining && now - l->last_limit_log > CR_NS_PER_S) {
             cr_log_warn("connection limit reached (%u on this thread): closing new "
                         "connections",
                         net_rt.max_conn_per_thread);
-            loop->last_limit_log = now;
+            l->last_limit_log = now;
         }
-        close_accepted(loop, fd);
+        close(fd);
         return;
     }
     /* TCP_NODELAY comes from the listener (net_bind_listeners). */
-    if (net_task_start_connection(loop, fd) < 0) {
+    if (net_connection_start(loop, fd) < 0) {
         cr_log_warn("out of memory for a connection coroutine: closing it");
-        close_accepted(loop, fd);
+        close(fd);
     }
 }
 
@@ -212,16 +176,17 @@ static void serve_accepted(net_loop *loop, int fd)
  * one whose handshake completes between the last accept4(2) and close(2),
  * microseconds, is reset. See accept4(2), listen(2).
  */
-void net_listener_close(net_loop *loop)
+static void listener_close(net_loop *loop)
 {
-    if (loop->listen_fd < 0)
+    struct net_listener *l = loop->listener;
+    if (l->fd < 0)
         return;
-    int flags = fcntl(loop->listen_fd, F_GETFL);
+    int flags = fcntl(l->fd, F_GETFL);
     if (flags >= 0)
-        fcntl(loop->listen_fd, F_SETFL, flags | O_NONBLOCK);
+        fcntl(l->fd, F_SETFL, flags | O_NONBLOCK);
     unsigned n = 0;
     for (;;) {
-        int fd = accept4(loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR)
                 continue;
@@ -233,37 +198,75 @@ void net_listener_close(net_loop *loop)
         serve_accepted(loop, fd);
         n++;
     }
-    close(loop->listen_fd);
-    loop->listen_fd = -1;
+    close(l->fd);
+    l->fd = -1;
     if (n)
         cr_log_debug("draining: served %u connection(s) left in the accept queue", n);
 }
 
-void net_accepted(net_loop *loop, int res, uint32_t flags)
+void net_listener_stop(net_loop *loop)
 {
+    if (loop->listener->accept_armed)
+        net_ring_cancel(&loop->ring, NET_TAG_ACCEPT); /* its last CQE closes the listener */
+    else
+        listener_close(loop); /* backing off after an accept error */
+}
+
+static void accepted(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
+{
+    (void)ctx, (void)data;
+    struct net_listener *l = loop->listener;
     if (!(flags & IORING_CQE_F_MORE))
-        loop->accept_armed = false;
+        l->accept_armed = false;
     if (res >= 0) {
-        /* Draining too: the kernel accepted it before the cancel. A direct
-         * accept's result is its slot in the fixed file table. */
-        serve_accepted(loop, loop->direct ? (res | NET_FD_DIRECT) : res);
+        serve_accepted(loop, res); /* draining too: accepted before the cancel */
     } else if (res != -ECANCELED) {
         uint64_t now = cr_clock_now_ns();
-        if (now - loop->last_accept_log > CR_NS_PER_S) {
+        if (now - l->last_accept_log > CR_NS_PER_S) {
             cr_log_warn("accept: %s", cr_strerror(res));
-            loop->last_accept_log = now;
+            l->last_accept_log = now;
         }
         /* EMFILE, ENFILE, ENOMEM: back off instead of spinning on accept. */
         if (!(flags & IORING_CQE_F_MORE) && !loop->draining) {
-            net_submit_ctrl_timeout(loop, &loop->accept_ts, 10 * CR_NS_PER_MS, NET_CTRL_ACCEPT);
+            net_ring_timeout(&loop->ring, &l->accept_ts, 10 * CR_NS_PER_MS,
+                             NET_CTRL(NET_CTRL_ACCEPT));
             return;
         }
     }
-    if (!loop->accept_armed) {
+    if (!l->accept_armed) {
         if (loop->draining)
-            net_listener_close(loop);
+            listener_close(loop);
         else
-            net_accept_arm(loop);
+            accept_arm(loop);
     }
 }
 
+/* The back-off after an accept error is over. */
+static void accept_again(net_loop *loop, void *ctx)
+{
+    (void)ctx;
+    if (!loop->draining && !loop->listener->accept_armed)
+        accept_arm(loop);
+}
+
+int net_listener_attach(net_loop *loop, int fd)
+{
+    loop->listener = calloc(1, sizeof(*loop->listener));
+    if (!loop->listener)
+        return -ENOMEM;
+    loop->listener->fd = fd;
+    net_loop_on_cqe(loop, NET_TAG_ACCEPT, accepted, NULL);
+    net_loop_on_ctrl(loop, NET_CTRL_ACCEPT, accept_again, NULL);
+    accept_arm(loop);
+    return 0;
+}
+
+void net_listener_detach(net_loop *loop)
+{
+    if (!loop->listener)
+        return;
+    if (loop->listener->fd >= 0)
+        close(loop->listener->fd);
+    free(loop->listener);
+    loop->listener = NULL;
+}

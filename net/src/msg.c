@@ -1,118 +1,276 @@
 /*
  * Cross-core messages: a coroutine on one worker runs a function on another
- * worker's thread (net_call) or is woken from any thread (net_wake), by
- * IORING_OP_MSG_RING into the target's ring, with no lock and no shared
- * queue. A post the kernel refuses (the target's CQ is full) is retried
- * from a 1 ms timer; a reply that cannot be posted at all is handed to
- * its waiter's thread through an atomic inbox read by the tick.
- * See coring/net/io.h.
+ * worker's thread (net_call, net_call_all) or is woken from any thread
+ * (net_wait, net_wake), by IORING_OP_MSG_RING into the target's ring, with
+ * no lock and no shared queue. Each message travels in an envelope (msg.h)
+ * that always comes back to its origin; the caller's message is touched
+ * only while its caller waits, so a call that ends at its deadline or by a
+ * cancel before the target took its message returns at once, and one whose
+ * message is running elsewhere waits for it (a message's fn never blocks).
+ *
+ * A post the kernel refuses because the target's CQ is full is retried
+ * from a 1 ms timer; a reply or wake-up that cannot be posted at all (or,
+ * from a thread that is not a worker, at once) goes to its origin's inbox,
+ * an atomic list the origin's tick reads: nothing is lost. See
+ * coring/net/io.h.
  */
-#include "loop.h"
 #include "msg.h"
 #include "rt.h"
 #include "stats.h"
+#include "task.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-void net_msg_post(net_loop *loop, net_msg *msg, unsigned target)
+struct net_msgs {
+    net_envelope *free;  /* recycled envelopes */
+    net_envelope *retry; /* to re-post at the retry timer */
+    bool retry_armed;
+    struct __kernel_timespec retry_ts;
+    _Atomic(net_envelope *) inbox; /* pushed by other threads: replies and wake-ups for
+                                      waiters here that could not be posted */
+};
+
+static net_envelope *envelope_take(struct net_msgs *m)
 {
-    NET_TSAN_RELEASE(msg);
+    net_envelope *e = m->free;
+    if (e)
+        m->free = e->next;
+    else if (!(e = malloc(sizeof(*e))))
+        return NULL;
+    return e;
+}
+
+static void envelope_recycle(struct net_msgs *m, net_envelope *e)
+{
+    e->next = m->free;
+    m->free = e;
+}
+
+static void envelope_fill(net_envelope *e, net_msg *msg, int origin, int target, int phase)
+{
+    e->msg = msg;
+    e->waiter = 0;
+    atomic_init(&e->state, NET_ENVELOPE_OUT);
+    e->origin = origin;
+    e->target = target;
+    e->phase = phase;
+    e->error = 0;
+    e->back = false;
+    e->next = e->sibling = NULL;
+}
+
+static void post(net_loop *loop, net_envelope *e, int to)
+{
+    NET_TSAN_RELEASE(e);
     NET_STAT_ADD(messages_sent, 1);
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[target], 0, (uint64_t)(uintptr_t)msg | NET_TAG_MSG,
-                           0);
-    /* Only a failure (e.g. -EOVERFLOW: the target's CQ is full) posts a
-     * CQE here; it is then retried from the loop. */
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)msg | NET_TAG_MSG_FAILED);
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG),
+                 net_ptr_name(e, NET_TAG_MSG_FAILED));
+}
+
+/* Hand @e (a reply or wake-up that could not be posted) to its origin's
+ * inbox, which the origin's tick reads. Any thread. */
+static void inbox_push(net_envelope *e)
+{
+    struct net_msgs *m = net_rt.loops[e->origin]->msgs;
+    net_envelope *head = atomic_load_explicit(&m->inbox, memory_order_relaxed);
+    do
+        e->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&m->inbox, &head, e, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* @e is back on its origin (@loop): recycle it if its waiter gave up on
+ * it; else mark it back and resume its waiter once nothing else is out. */
+static void came_back(net_loop *loop, net_envelope *e)
+{
+    if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
+        envelope_recycle(loop->msgs, e);
+        return;
+    }
+    e->back = true;
+    net_waiter *w = e->waiter ? net_waiter_of(loop, e->waiter) : NULL;
+    if (w && w->name == e->waiter && net_waiting(w) && w->kind == NET_WAIT_MESSAGE && w->pending &&
+        --w->pending == 0)
+        net_wait_complete(w, 0, 0);
+}
+
+/* --- calls ------------------------------------------------------------- */
+
+/* End a call's wait early: every envelope its target has not taken yet is
+ * abandoned (its fn will never run); the others must come back first. */
+static bool abandon_call(net_waiter *w)
+{
+    for (net_envelope *e = w->abandon_ctx; e; e = e->sibling) {
+        int out = NET_ENVELOPE_OUT;
+        if (!e->back &&
+            atomic_compare_exchange_strong_explicit(&e->state, &out, NET_ENVELOPE_ABANDONED,
+                                                    memory_order_relaxed, memory_order_relaxed))
+            w->pending--;
+    }
+    return w->pending == 0;
+}
+
+/* Post @msgs[i] to @targets[i] (the caller's own thread: run at once, after
+ * the others are posted), then wait for every reply, until @timeout_ns. */
+static int call(net_msg *const *msgs, const unsigned *targets, size_t n, uint64_t timeout_ns)
+{
+    net_loop *loop = net_tl_loop;
+    net_task *task = net_task_current();
+    if (!loop || !task)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (targets[i] >= net_rt.threads)
+            return -EINVAL;
+    net_waiter *w = &task->waiter;
+    if (net_waiter_cancelled(w))
+        return -ECANCELED;
+    struct net_msgs *m = loop->msgs;
+    net_envelope *out = NULL, **tail = &out;
+    unsigned remote = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((int)targets[i] == loop->index)
+            continue;
+        net_envelope *e = envelope_take(m);
+        if (!e) {
+            while (out) {
+                net_envelope *next = out->sibling;
+                envelope_recycle(m, out);
+                out = next;
+            }
+            return -ENOMEM;
+        }
+        envelope_fill(e, msgs[i], loop->index, (int)targets[i], NET_MSG_REQUEST);
+        *tail = e;
+        tail = &e->sibling;
+        remote++;
+    }
+    if (remote) {
+        uint64_t name =
+            net_wait_begin(w, NET_WAIT_MESSAGE, timeout_ns ? loop->now_ns + timeout_ns : 0);
+        w->pending = remote;
+        w->abandon = abandon_call;
+        w->abandon_ctx = out;
+        for (net_envelope *e = out; e; e = e->sibling) {
+            e->waiter = name;
+            post(loop, e, e->target);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((int)targets[i] == loop->index)
+            msgs[i]->fn(msgs[i]);
+    if (!remote)
+        return 0;
+    net_wait_suspend(w);
+    int err = 0;
+    bool abandoned = false;
+    for (net_envelope *e = out, *next; e; e = next) {
+        next = e->sibling;
+        if (!e->back) {
+            abandoned = true; /* it comes back to be recycled */
+            continue;
+        }
+        if (e->error < 0 && !err)
+            err = e->error;
+        envelope_recycle(m, e);
+    }
+    if (abandoned)
+        return w->ended == NET_END_DEADLINE ? -ETIMEDOUT : -ECANCELED;
+    return err;
+}
+
+/* The caller's own thread: run @msg at once (the todo app's local shard,
+ * on every request it serves). */
+static bool call_here(unsigned target, net_msg *msg)
+{
+    net_loop *loop = net_tl_loop;
+    if (!loop || (int)target != loop->index)
+        return false;
+    msg->fn(msg);
+    return true;
 }
 
 int net_call(unsigned target, net_msg *msg)
 {
-    net_loop *loop = net_tl_loop;
-    if (!loop || target >= net_rt.threads)
-        return -EINVAL;
-    if ((int)target == loop->index) {
-        msg->fn(msg);
-        return 0;
-    }
-    net_msg_rt *r = net_msg_rt_of(msg);
-    r->waiter = net_task_current();
-    r->origin = loop->index;
-    r->phase = NET_MSG_REQUEST;
-    r->target = (int)target;
-    r->error = 0;
-    net_msg_post(loop, msg, target);
-    cr_coro_yield();
-    return r->error;
+    return call_here(target, msg) ? 0 : call(&msg, &target, 1, 0);
+}
+
+int net_call_timeout(unsigned target, net_msg *msg, uint64_t timeout_ns)
+{
+    return call_here(target, msg) ? 0 : call(&msg, &target, 1, timeout_ns);
 }
 
 int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n)
 {
-    net_loop *loop = net_tl_loop;
-    net_task *task = net_task_current();
-    if (!loop || !task)
-        return -EINVAL;
-    size_t remote = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (targets[i] >= net_rt.threads)
-            return -EINVAL;
-        remote += (int)targets[i] != loop->index;
-    }
-    /* The first reply to arrive finds replies_pending at remote - 1, the
-     * last at 0: only that one resumes the task (reply_arrived). */
-    task->replies_pending = remote ? (unsigned)(remote - 1) : 0;
-    for (size_t i = 0; i < n; i++) {
-        if ((int)targets[i] == loop->index)
-            continue;
-        net_msg_rt *r = net_msg_rt_of(msgs[i]);
-        r->waiter = task;
-        r->origin = loop->index;
-        r->phase = NET_MSG_REQUEST;
-        r->target = (int)targets[i];
-        r->error = 0;
-        net_msg_post(loop, msgs[i], targets[i]);
-    }
-    for (size_t i = 0; i < n; i++)
-        if ((int)targets[i] == loop->index) {
-            net_msg_rt_of(msgs[i])->error = 0;
-            msgs[i]->fn(msgs[i]);
-        }
-    if (remote)
-        cr_coro_yield();
-    for (size_t i = 0; i < n; i++) {
-        int err = net_msg_rt_of(msgs[i])->error;
-        if (err < 0)
-            return err;
-    }
-    return 0;
+    return call(msgs, targets, n, 0);
 }
 
-int net_wait_init(net_wait_handle *w)
+/* --- wake-ups ------------------------------------------------------------ */
+
+static net_envelope *envelope_of(net_wait_handle *h)
+{
+    return (net_envelope *)(void *)h;
+}
+
+int net_wait_init(net_wait_handle **out)
 {
     net_loop *loop = net_tl_loop;
-    net_task *task = net_task_current();
-    if (!loop || !task)
+    if (!loop || !net_task_current())
         return -EPERM;
-    w->msg = (net_msg){0};
-    *net_msg_rt_of(&w->msg) =
-        (net_msg_rt){.waiter = task, .origin = loop->index, .phase = NET_MSG_REPLY};
+    net_envelope *e = envelope_take(loop->msgs);
+    if (!e)
+        return -ENOMEM;
+    envelope_fill(e, NULL, loop->index, loop->index, NET_MSG_REPLY);
+    *out = (net_wait_handle *)(void *)e;
     return 0;
 }
 
-int net_wait(net_wait_handle *w)
+/* End a wake-up's wait early: the wake-up, when it comes, is recycled. */
+static bool abandon_wake(net_waiter *w)
 {
-    /* The wake-up is a completion on this thread's ring: it cannot be
-     * handled before this coroutine yields. */
-    cr_coro_yield();
-    return net_msg_rt_of(&w->msg)->error;
+    net_envelope *e = w->abandon_ctx;
+    atomic_store_explicit(&e->state, NET_ENVELOPE_ABANDONED, memory_order_relaxed);
+    w->pending = 0;
+    return true;
+}
+
+int net_wait(net_wait_handle *h, uint64_t timeout_ns)
+{
+    net_envelope *e = envelope_of(h);
+    net_task *task = net_task_current();
+    if (!task || !e)
+        return -EPERM;
+    net_waiter *w = &task->waiter;
+    net_loop *loop = w->loop;
+    if (!e->back) {
+        /* The wake-up is a completion on this thread's ring: it cannot
+         * be handled before this coroutine yields. */
+        if (net_waiter_cancelled(w)) {
+            atomic_store_explicit(&e->state, NET_ENVELOPE_ABANDONED, memory_order_relaxed);
+            return -ECANCELED;
+        }
+        e->waiter = net_wait_begin(w, NET_WAIT_MESSAGE, timeout_ns ? loop->now_ns + timeout_ns : 0);
+        w->pending = 1;
+        w->abandon = abandon_wake;
+        w->abandon_ctx = e;
+        net_wait_suspend(w);
+        if (!e->back)
+            return w->ended == NET_END_DEADLINE ? -ETIMEDOUT : -ECANCELED;
+    }
+    int err = e->error;
+    envelope_recycle(loop->msgs, e);
+    return err;
+}
+
+void net_wait_release(net_wait_handle *h)
+{
+    net_loop *loop = net_tl_loop;
+    if (loop && h)
+        envelope_recycle(loop->msgs, envelope_of(h));
 }
 
 /* A ring for threads that are not workers, to post MSG_RING from. */
@@ -147,131 +305,160 @@ static struct io_uring *wake_ring(void)
     return r;
 }
 
-int net_wake(net_wait_handle *w)
+/* From a thread that is not a worker: post @e to its origin's ring through
+ * this thread's wake ring. Returns 0, or -errno when it was not posted
+ * (-ENOMEM: no wake ring; -EOVERFLOW: the origin's CQ is full). */
+static int post_foreign(net_envelope *e)
 {
-    net_loop *loop = net_tl_loop;
-    if (loop) {
-        net_msg_post(loop, &w->msg, (unsigned)net_msg_rt_of(&w->msg)->origin);
-        return 0;
-    }
     struct io_uring *r = wake_ring();
     if (!r)
         return -ENOMEM;
-    /* Once posted, @w belongs to the woken coroutine (it may be reused at
-     * once): read what the post needs first. */
-    int ring_fd = net_rt.ring_fds[net_msg_rt_of(&w->msg)->origin];
-    uint64_t data = (uint64_t)(uintptr_t)&w->msg | NET_TAG_MSG;
-    NET_TSAN_RELEASE(&w->msg);
-    for (int tries = 0;; tries++) {
-        struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-        io_uring_prep_msg_ring(sqe, ring_fd, 0, data, 0);
-        io_uring_submit(r);
-        struct io_uring_cqe *cqe;
-        int ret = io_uring_wait_cqe(r, &cqe);
-        if (ret < 0)
-            return ret;
-        ret = cqe->res;
-        io_uring_cqe_seen(r, cqe);
-        if (ret >= 0)
-            return 0;
-        if (ret != -EOVERFLOW || tries >= 1000)
-            return ret;
-        usleep(100); /* the worker's CQ is full: it drains as it runs */
-    }
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[e->origin], 0, net_ptr_name(e, NET_TAG_MSG), 0);
+    NET_TSAN_RELEASE(e);
+    io_uring_submit(r);
+    struct io_uring_cqe *cqe;
+    int ret = io_uring_wait_cqe(r, &cqe);
+    if (ret < 0)
+        return ret; /* not waited for: the ring is unusable (never seen) */
+    ret = cqe->res;
+    io_uring_cqe_seen(r, cqe);
+    return ret < 0 ? ret : 0;
 }
 
-/* A reply (or a failure standing for one) for @waiter is in: resume it,
- * unless it waits in net_call_all for more. */
-static void reply_arrived(net_loop *loop, net_task *waiter)
+int net_wake(net_wait_handle *h)
 {
-    if (waiter->replies_pending) {
-        waiter->replies_pending--;
+    net_envelope *e = envelope_of(h);
+    if (!e)
+        return -EINVAL;
+    net_loop *loop = net_tl_loop;
+    if (loop) {
+        post(loop, e, e->origin);
+        return 0;
+    }
+    /* Not a worker: the runtime must still be there (net_run waits for
+     * the wakes under way before it frees the loops). */
+    atomic_fetch_add(&net_rt.foreign_wakes, 1);
+    if (atomic_load(&net_rt.wakes_closed)) {
+        atomic_fetch_sub(&net_rt.foreign_wakes, 1);
+        return -ESHUTDOWN;
+    }
+    int ret = post_foreign(e);
+    if (ret < 0) {
+        /* Never lost: the origin's tick takes it from its inbox. */
+        cr_log_debug("wake-up MSG_RING failed (%s): through the inbox", cr_strerror(ret));
+        NET_TSAN_RELEASE(e);
+        inbox_push(e);
+    }
+    atomic_fetch_sub(&net_rt.foreign_wakes, 1);
+    return 0;
+}
+
+/* --- the loop's handlers ----------------------------------------------- */
+
+static void arrived(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
+{
+    (void)ctx, (void)res, (void)flags;
+    net_envelope *e = net_name_ptr(data);
+    NET_TSAN_ACQUIRE(e);
+    if (e->phase != NET_MSG_REQUEST) {
+        came_back(loop, e);
         return;
     }
-    net_loop_resume(loop, waiter);
+    int out = NET_ENVELOPE_OUT;
+    if (atomic_compare_exchange_strong_explicit(&e->state, &out, NET_ENVELOPE_TAKEN,
+                                                memory_order_acq_rel, memory_order_acquire))
+        e->msg->fn(e->msg);
+    e->phase = NET_MSG_REPLY;
+    post(loop, e, e->origin);
 }
 
-void net_msg_arrived(net_loop *loop, net_msg *msg)
+static void post_failed(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
 {
-    NET_TSAN_ACQUIRE(msg);
-    net_msg_rt *r = net_msg_rt_of(msg);
-    if (r->phase == NET_MSG_REQUEST) {
-        msg->fn(msg);
-        r->phase = NET_MSG_REPLY;
-        net_msg_post(loop, msg, (unsigned)r->origin);
-    } else {
-        reply_arrived(loop, r->waiter);
-    }
-}
-
-void net_msg_failed(net_loop *loop, net_msg *msg, int res)
-{
-    net_msg_rt *r = net_msg_rt_of(msg);
-    if (res != -EOVERFLOW && res != -EAGAIN && res != -EBUSY) {
-        /* Not a full queue on the target: retrying would not help. */
-        cr_log_error("MSG_RING to thread %d failed: %s",
-                     r->phase == NET_MSG_REQUEST ? r->target : r->origin, cr_strerror(res));
-        r->error = res;
-        if (r->phase == NET_MSG_REQUEST) {
-            /* We are the sender: the caller learns it failed. */
-            reply_arrived(loop, r->waiter);
-        } else {
-            /* A reply (or a wake-up): its waiter is parked on the origin
-             * thread, which no MSG_RING reaches. Hand it over there by the
-             * origin's inbox, which its tick reads; it resumes with the
-             * error instead of waiting forever. */
-            net_loop *origin = net_rt.loops[r->origin];
-            net_msg *head = atomic_load_explicit(&origin->failed_replies, memory_order_relaxed);
-            do
-                r->next_retry = head;
-            while (!atomic_compare_exchange_weak_explicit(&origin->failed_replies, &head, msg,
-                                                          memory_order_release,
-                                                          memory_order_relaxed));
+    (void)ctx, (void)flags;
+    net_envelope *e = net_name_ptr(data);
+    if (res == -EOVERFLOW || res == -EAGAIN || res == -EBUSY) {
+        /* A full CQ on the target: it drains as it runs. Retry shortly. */
+        cr_log_debug("MSG_RING failed (%s), retrying", cr_strerror(res));
+        NET_STAT_ADD(messages_retried, 1);
+        struct net_msgs *m = loop->msgs;
+        e->next = m->retry;
+        m->retry = e;
+        if (!m->retry_armed) {
+            m->retry_armed = true;
+            net_ring_timeout(&loop->ring, &m->retry_ts, CR_NS_PER_MS, NET_CTRL(NET_CTRL_RETRY));
         }
         return;
     }
-    /* Retry shortly; a full CQ on the target drains as it runs. */
-    cr_log_debug("MSG_RING failed (%s), retrying", cr_strerror(res));
-    NET_STAT_ADD(messages_retried, 1);
-    r->next_retry = loop->retry;
-    loop->retry = msg;
-    if (!loop->retry_armed) {
-        loop->retry_armed = true;
-        net_submit_ctrl_timeout(loop, &loop->retry_ts, CR_NS_PER_MS, NET_CTRL_RETRY);
+    /* Retrying would not help: its waiter learns the error. */
+    cr_log_error("MSG_RING to thread %d failed: %s",
+                 e->phase == NET_MSG_REQUEST ? e->target : e->origin, cr_strerror(res));
+    e->error = res;
+    if (e->phase == NET_MSG_REQUEST)
+        came_back(loop, e); /* we are its origin: its fn never ran */
+    else
+        inbox_push(e); /* its waiter is on the origin, which no MSG_RING reaches */
+}
+
+static void retry(net_loop *loop, void *ctx)
+{
+    (void)ctx;
+    struct net_msgs *m = loop->msgs;
+    net_envelope *e = m->retry;
+    m->retry = NULL;
+    m->retry_armed = false;
+    while (e) {
+        net_envelope *next = e->next;
+        post(loop, e, e->phase == NET_MSG_REQUEST ? e->target : e->origin);
+        e = next;
     }
 }
 
-/* Resume the waiters whose reply another thread could not post (msg_failed),
- * in the order they failed; each sees its error. */
-void net_msg_take_failed_replies(net_loop *loop)
+/* The tick: what other threads could not post here, in the order pushed. */
+static void take_inbox(net_loop *loop, void *ctx)
 {
-    if (!atomic_load_explicit(&loop->failed_replies, memory_order_relaxed))
+    (void)ctx;
+    struct net_msgs *m = loop->msgs;
+    if (!atomic_load_explicit(&m->inbox, memory_order_relaxed))
         return;
-    net_msg *m = atomic_exchange_explicit(&loop->failed_replies, NULL, memory_order_acquire);
-    net_msg *ordered = NULL;
-    while (m) {
-        net_msg *next = net_msg_rt_of(m)->next_retry;
-        net_msg_rt_of(m)->next_retry = ordered;
-        ordered = m;
-        m = next;
+    net_envelope *e = atomic_exchange_explicit(&m->inbox, NULL, memory_order_acquire);
+    net_envelope *ordered = NULL;
+    while (e) {
+        net_envelope *next = e->next;
+        e->next = ordered;
+        ordered = e;
+        e = next;
     }
     while (ordered) {
-        net_msg *next = net_msg_rt_of(ordered)->next_retry;
-        reply_arrived(loop, net_msg_rt_of(ordered)->waiter);
+        net_envelope *next = ordered->next;
+        NET_TSAN_ACQUIRE(ordered);
+        came_back(loop, ordered);
         ordered = next;
     }
 }
 
-void net_msg_retry(net_loop *loop)
+int net_msgs_attach(net_loop *loop)
 {
-    net_msg *m = loop->retry;
-    loop->retry = NULL;
-    loop->retry_armed = false;
-    while (m) {
-        net_msg_rt *r = net_msg_rt_of(m);
-        net_msg *next = r->next_retry;
-        net_msg_post(loop, m,
-                     r->phase == NET_MSG_REQUEST ? (unsigned)r->target : (unsigned)r->origin);
-        m = next;
+    loop->msgs = calloc(1, sizeof(*loop->msgs));
+    if (!loop->msgs)
+        return -ENOMEM;
+    net_loop_on_cqe(loop, NET_TAG_MSG, arrived, NULL);
+    net_loop_on_cqe(loop, NET_TAG_MSG_FAILED, post_failed, NULL);
+    net_loop_on_ctrl(loop, NET_CTRL_RETRY, retry, NULL);
+    net_loop_on_tick(loop, take_inbox, NULL);
+    return 0;
+}
+
+void net_msgs_detach(net_loop *loop)
+{
+    struct net_msgs *m = loop->msgs;
+    if (!m)
+        return;
+    while (m->free) {
+        net_envelope *next = m->free->next;
+        free(m->free);
+        m->free = next;
     }
+    free(m);
+    loop->msgs = NULL;
 }

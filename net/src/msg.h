@@ -1,34 +1,61 @@
 /*
- * Internal to net/: the runtime's part of a net_msg. The public header
- * (coring/net/io.h) gives it only as net_msg_private, an opaque block of
- * the same size, so that callers can embed a net_msg by value while its
- * fields stay here; net_msg_rt() is a cast, free on the message path.
+ * Internal to net/: cross-core messages and wake-ups. Each message in
+ * flight travels in an envelope of the runtime's (never the caller's
+ * memory), which goes to the target and always comes back to the thread
+ * that sent it, where it is recycled: so a waiter that gave up (its
+ * deadline, a cancel) leaves nothing behind that points into its stack.
+ * Not a public header.
  */
 #ifndef CORING_NET_MSG_H
 #define CORING_NET_MSG_H
 
+#include "loop.h"
 #include "coring/net/io.h"
 
-#include <stddef.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-/* may_alias: the block is declared as net_msg_private and read as this. */
-typedef struct __attribute__((may_alias)) net_msg_rt {
-    net_task *waiter;    /* the coroutine waiting for the reply */
-    net_msg *next_retry; /* queue of messages whose MSG_RING must be re-posted */
-    int origin;          /* the sender's thread index */
-    int target;          /* the receiver's thread index */
-    int phase;           /* request or reply */
-    int error;           /* the message could not be posted (-errno) */
-} net_msg_rt;
+/* Where an envelope's message is; the target and the waiter race for it. */
+enum {
+    NET_ENVELOPE_OUT = 0,   /* posted; its fn has not run */
+    NET_ENVELOPE_TAKEN,     /* the target runs (or ran) its fn: its reply will come */
+    NET_ENVELOPE_ABANDONED, /* its waiter gave up first: its fn never runs, and it only
+                               comes back to be recycled */
+};
 
-_Static_assert(sizeof(net_msg_rt) == sizeof(net_msg_private),
-               "net_msg_private (coring/net/io.h) must match net_msg_rt");
-_Static_assert(_Alignof(net_msg_rt) <= _Alignof(net_msg_private),
-               "net_msg_private (coring/net/io.h) must be aligned for net_msg_rt");
+enum { NET_MSG_REQUEST = 1, NET_MSG_REPLY = 2 };
 
-static inline net_msg_rt *net_msg_rt_of(net_msg *m)
-{
-    return (net_msg_rt *)(void *)&m->priv;
-}
+typedef struct net_envelope {
+    net_msg *msg;                 /* the caller's message (fn runs on the target), or NULL: a
+                                     wake-up (net_wait_handle) */
+    uint64_t waiter;              /* the name of the wait that awaits it (wait.h), or 0 */
+    atomic_int state;             /* NET_ENVELOPE_* */
+    int origin;                   /* the thread it belongs to, and comes back to */
+    int target;                   /* the thread it goes to */
+    int phase;                    /* NET_MSG_REQUEST (going) or NET_MSG_REPLY (coming back) */
+    int error;                    /* it could not be posted (-errno) */
+    bool back;                    /* on the origin: it came back (read by its waiter) */
+    struct net_envelope *next;    /* in the free list, the retry queue, an inbox */
+    struct net_envelope *sibling; /* the next envelope of one net_call_all */
+} net_envelope;
+
+/* Attach the messages part to @loop and register its handlers (messages,
+ * failed posts, retries, the inbox on the tick). 0 or -ENOMEM. */
+int net_msgs_attach(net_loop *loop);
+/* Free the recycled envelopes (those still out are left to their fate). */
+void net_msgs_detach(net_loop *loop);
+
+/* A message crosses threads through the kernel (IORING_OP_MSG_RING), which
+ * ThreadSanitizer cannot see: tell it that posting a message publishes what
+ * was written to it and that receiving one acquires that. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define NET_TSAN_RELEASE(p) __tsan_release(p)
+#define NET_TSAN_ACQUIRE(p) __tsan_acquire(p)
+#else
+#define NET_TSAN_RELEASE(p) ((void)(p))
+#define NET_TSAN_ACQUIRE(p) ((void)(p))
+#endif
 
 #endif

@@ -8,9 +8,13 @@
  * process-wide state the other files share (net_rt, rt.h) is defined here.
  * See coring/net/runtime.h.
  */
-#include "loop.h"
+#include "listener.h"
+#include "msg.h"
+#include "recv.h"
 #include "rt.h"
+#include "shutdown.h"
 #include "stats.h"
+#include "task.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
@@ -51,34 +55,49 @@ static unsigned cq_entries_for(unsigned sq_entries, unsigned connections)
     return (unsigned)n;
 }
 
-/* Set up this worker's ring, trying the newest flags first (kernel 6.1+:
- * DEFER_TASKRUN with SINGLE_ISSUER; 5.19+: COOP_TASKRUN). */
+/* Set up this worker's ring (the newest flags the kernel takes, compat.c)
+ * and its batch wait. */
 static int ring_init(net_loop *loop)
 {
-    static const unsigned flag_sets[] = {
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL,
-        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
-        0,
-    };
-    int ret = -EINVAL;
-    for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
-        struct io_uring_params p = {0};
-        p.flags = flag_sets[i] | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
-        p.cq_entries = cq_entries_for(net_rt.cfg.ring_entries, net_rt.max_conn_per_thread);
-        ret = io_uring_queue_init_params(net_rt.cfg.ring_entries, &loop->ring, &p);
-        if (ret == 0) {
-            loop->ring_flags = p.flags;
-            loop->min_wait = net_rt.cfg.batch_wait_us && (p.features & NET_FEAT_MIN_TIMEOUT);
-            if (net_rt.cfg.batch_wait_us && !loop->min_wait && loop->index == 0)
-                cr_log_info("io_uring: no min-wait (Linux 6.12+): --batch-wait is off");
-            if (i > 0 && loop->index == 0)
-                cr_log_info("io_uring: newest set-up flags unsupported, using fallback %zu", i);
-            return 0;
-        }
-        if (ret != -EINVAL)
-            break;
+    unsigned fallback;
+    int ret = net_compat_ring_init(
+        &loop->ring, net_rt.cfg.ring_entries,
+        cq_entries_for(net_rt.cfg.ring_entries, net_rt.max_conn_per_thread), &fallback);
+    if (ret < 0)
+        return ret;
+    if (fallback && loop->index == 0)
+        cr_log_info("io_uring: newest set-up flags unsupported, using fallback %u", fallback);
+    if (!net_ring_set_batch_wait(&loop->ring, net_rt.cfg.batch_wait_us) && loop->index == 0)
+        cr_log_info("io_uring: this kernel cannot batch waits: --batch-wait is off");
+    return 0;
+}
+
+/* The loop's parts, each attached by the file that owns it; the ring and
+ * the provided buffers first. Returns 0 or -errno (logged). */
+static int worker_setup(net_loop *loop)
+{
+    int ret = ring_init(loop);
+    if (ret < 0) {
+        cr_log_error("io_uring set-up failed: %s", cr_strerror(ret));
+        return ret;
     }
-    return ret;
+    net_rt.ring_fds[loop->index] = loop->ring.ring.ring_fd;
+    ret = net_buf_ring_setup(&loop->ring.ring, &loop->bufs, net_rt.cfg.provided_buffers,
+                             net_rt.cfg.provided_buffer_size, 0);
+    if (ret < 0) {
+        cr_log_error("provided-buffer ring set-up failed: %s", cr_strerror(ret));
+        return ret;
+    }
+    if ((ret = net_waits_attach(loop)) < 0 || (ret = net_msgs_attach(loop)) < 0 ||
+        (ret = net_tasks_attach(loop, net_rt.cfg.stack_size, net_rt.cfg.service_stack_size)) < 0 ||
+        (ret = net_drain_attach(loop)) < 0)
+        return ret;
+    net_recv_attach(loop);
+    int fd = net_rt.listen_fds[loop->index];
+    if ((ret = net_listener_attach(loop, fd)) < 0)
+        return ret;
+    net_rt.listen_fds[loop->index] = -1;
+    return 0;
 }
 
 static void *net_worker_main(void *p)
@@ -95,7 +114,6 @@ static void *net_worker_main(void *p)
     net_tl_loop = loop;
     /* Before thread_init, which may start tasks that arm deadlines. */
     loop->now_ns = cr_clock_now_ns();
-    net_wheel_init(&loop->wheel, NET_TICK_NS, loop->now_ns);
     snprintf(name, sizeof(name), "%d", loop->index);
     if (cr_metrics_thread_attach(name, true) < 0)
         cr_log_warn("no memory for this thread's metrics: they stay at 0");
@@ -108,20 +126,9 @@ static void *net_worker_main(void *p)
             cr_log_warn("could not pin to CPU %d", net_rt.cpus[loop->index]);
     }
 
-    int ret = ring_init(loop);
-    if (ret < 0) {
-        cr_log_error("io_uring set-up failed: %s", cr_strerror(ret));
-    } else {
-        net_rt.ring_fds[loop->index] = loop->ring.ring_fd;
-        ret = net_buf_ring_setup(&loop->ring, &loop->bufs, net_rt.cfg.provided_buffers,
-                                 net_rt.cfg.provided_buffer_size, 0);
-        if (ret < 0)
-            cr_log_error("provided-buffer ring set-up failed: %s", cr_strerror(ret));
-    }
-    if (ret == 0) {
-        ret = cr_stack_pool_create(&loop->stacks, net_rt.cfg.stack_size, 1024);
-    }
-    if (ret == 0 && net_rt.hooks.thread_init)
+    int ret = worker_setup(loop);
+    bool set_up = ret == 0;
+    if (set_up && net_rt.hooks.thread_init)
         ret = net_rt.hooks.thread_init(net_rt.hooks.user);
     if (ret < 0)
         atomic_store(&net_rt.init_failed, ret);
@@ -133,20 +140,18 @@ static void *net_worker_main(void *p)
     if (atomic_load(&net_rt.init_failed) == 0)
         net_loop_run(loop);
 
-    if (loop->listen_fd >= 0)
-        close(loop->listen_fd);
-    if (loop->stacks && net_rt.hooks.thread_fini)
+    net_listener_detach(loop);
+    if (set_up && net_rt.hooks.thread_fini)
         net_rt.hooks.thread_fini(net_rt.hooks.user);
-    if (loop->stacks)
-        cr_stack_pool_destroy(loop->stacks);
+    net_tasks_detach(loop);
+    net_drain_detach(loop);
+    net_waits_detach(loop);
     if (net_rt.ring_fds[loop->index] >= 0) {
-        net_buf_ring_free(&loop->ring, &loop->bufs);
-        io_uring_queue_exit(&loop->ring);
+        net_buf_ring_free(&loop->ring.ring, &loop->bufs);
+        net_ring_exit(&loop->ring);
     }
-    free(loop->backlog);
-    free(loop->slots);
-    loop->slots = NULL;
-    loop->backlog = NULL;
+    /* The messages part stays: other threads may still reach its inbox
+     * (net_wake); net_run frees it once none can. */
     atomic_fetch_sub(&net_rt.running, 1);
     return NULL;
 }
@@ -197,6 +202,7 @@ net_config net_config_default(void)
         .port = 8080,
         .backlog = 4096,
         .stack_size = 64 * 1024,
+        .service_stack_size = NET_SERVICE_STACK_SIZE_DEFAULT,
         .ring_entries = 1024,
         .provided_buffers = 512,
         .provided_buffer_size = 16 * 1024,
@@ -237,6 +243,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
     atomic_store(&net_rt.init_failed, 0);
     atomic_store(&net_rt.drained, 0);
     atomic_store(&net_rt.stopping, false);
+    atomic_store(&net_rt.wakes_closed, false);
     net_rt.threads = cfg->threads ? cfg->threads : net_affinity_cpus();
     raise_nofile_limit();
     net_rt.max_conn_per_thread = max_connections() / net_rt.threads;
@@ -275,9 +282,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
             ret = -ENOMEM;
             break;
         }
-        loop->index = (int)started;
-        loop->listen_fd = net_rt.listen_fds[started];
-        net_rt.listen_fds[started] = -1;
+        net_loop_init(loop, (int)started);
         net_rt.loops[started] = loop;
         if (pthread_create(&tids[started], NULL, net_worker_main, loop) != 0) {
             free(loop);
@@ -314,8 +319,17 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
         cr_log_info("stopped");
 
 out_free:
-    for (unsigned i = 0; i < net_rt.threads; i++)
+    /* Other threads (an inference pool) may still be in net_wake, reaching
+     * a loop's inbox: from now on it refuses, and those under way finish
+     * before the loops go. */
+    atomic_store(&net_rt.wakes_closed, true);
+    while (atomic_load(&net_rt.foreign_wakes))
+        sched_yield();
+    for (unsigned i = 0; i < net_rt.threads; i++) {
+        if (net_rt.loops[i])
+            net_msgs_detach(net_rt.loops[i]);
         free(net_rt.loops[i]);
+    }
 out_close:
     for (unsigned i = 0; i < net_rt.threads; i++)
         if (net_rt.listen_fds[i] >= 0)
@@ -328,4 +342,3 @@ out_close:
     free(net_rt.loops);
     return ret;
 }
-

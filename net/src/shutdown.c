@@ -7,8 +7,10 @@
  * drained; once all are, they leave their loops together. A second signal
  * exits at once. See coring/net/runtime.h (Lifecycle) and docs/operating.md.
  */
-#include "loop.h"
+#include "listener.h"
 #include "rt.h"
+#include "shutdown.h"
+#include "task.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
@@ -19,79 +21,99 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+struct net_drain {
+    bool services_cancelled; /* no other task left: the services were told to stop */
+    bool drained;            /* no task left; counted in net_rt.drained */
+    struct __kernel_timespec deadline_ts;
+};
+
 /*
- * Shutdown begins: cancel the multishot accept (net_listener_close runs when
- * its last CQE arrives), and end the waits of idle tasks, except those on a
- * descriptor with input waiting: a request that has arrived is answered.
- * Such a wait is cancelled softly (NET_TASK_DRAINING): if it completes first,
- * the task goes on.
+ * Shutdown begins: stop accepting (the connections already queued are
+ * served), and end the waits of idle tasks, except those on a descriptor
+ * with input waiting: a request that has arrived is answered. An
+ * operation's wait is ended softly (NET_END_DRAIN): if it completes first,
+ * the task goes on. Any other wait of an idle task (a park, a message) is
+ * cancelled.
  */
-void net_drain_start(net_loop *loop)
+static void drain_start(net_loop *loop, void *ctx)
 {
+    (void)ctx;
     if (loop->draining)
         return;
     loop->draining = true;
-    if (loop->accept_armed)
-        net_submit_cancel(loop, NET_TAG_ACCEPT);
-    else
-        net_listener_close(loop); /* backing off after an accept error */
-    for (net_task *t = loop->tasks; t; t = t->next) {
-        if (t->life != NET_TASK_IDLE || t->service)
+    net_listener_stop(loop);
+    for (net_task *t = loop->tasks->list; t; t = t->next) {
+        if (!t->idle || t->service)
             continue;
-        if (t->op && !t->park) {
-            /* An operation cancelled already (its timeout, an interrupt)
-             * ends anyway; the task's next one meets the drain (io.c). */
-            if (t->state != NET_TASK_WAITING || net_fd_has_input(t->op_fd))
-                continue;
-            t->state = NET_TASK_DRAINING;
-            if (net_fd_is_direct(t->op_fd)) {
-                /* No poll(2) on a direct descriptor: cancel at the next
-                 * tick instead, once the request that may already sit in
-                 * the socket has been received (its CQE then wins). */
-                net_wheel_remove(&loop->wheel, &t->timer);
-                net_wheel_add(&loop->wheel, &t->timer, loop->now_ns + NET_TICK_NS);
-                continue;
-            }
-            net_submit_cancel(loop, t->op_data);
+        net_waiter *w = &t->waiter;
+        if (w->kind == NET_WAIT_IO && net_waiting(w)) {
+            /* One ended already (its timeout, an interrupt) ends anyway;
+             * the task's next operation meets the drain (io.c). */
+            if (w->state == NET_WAIT_ON && !net_fd_has_input(w->fd))
+                net_wait_end(w, NET_END_DRAIN);
         } else {
             net_task_cancel(t);
         }
     }
-    net_submit_ctrl_timeout(loop, &loop->drain_ts, net_rt.cfg.shutdown_timeout_ns,
-                            NET_CTRL_DEADLINE);
+    net_ring_timeout(&loop->ring, &loop->drain->deadline_ts, net_rt.cfg.shutdown_timeout_ns,
+                     NET_CTRL(NET_CTRL_DEADLINE));
 }
 
-void net_drain_deadline(net_loop *loop)
+/* The drain's deadline: cancel every task but the services, whatever it
+ * waits for (an operation, a park, a message, a wake-up). */
+static void drain_deadline(net_loop *loop, void *ctx)
 {
-    unsigned left = loop->task_count - loop->service_count;
+    (void)ctx;
+    net_tasks *ts = loop->tasks;
+    unsigned left = ts->count - ts->services;
     if (left)
         cr_log_warn("shutdown deadline passed: cancelling %u unfinished task(s)", left);
-    for (net_task *t = loop->tasks; t; t = t->next)
+    for (net_task *t = ts->list; t; t = t->next)
         if (!t->service)
             net_task_cancel(t);
 }
 
 /*
- * Shutdown, once the other tasks are gone: stop the services, then tell the
- * runtime this worker is drained. A drained worker keeps running its ring
- * until every worker is drained (NET_CTRL_EXIT), since another worker's
- * last requests may still send it messages.
+ * Every turn while draining, once the other tasks are gone: stop the
+ * services, then tell the runtime this worker is drained. A drained worker
+ * keeps running its ring until every worker is drained (NET_CTRL_EXIT),
+ * since another worker's last requests may still send it messages.
  */
-void net_drain_progress(net_loop *loop)
+static void drain_progress(net_loop *loop, void *ctx)
 {
-    if (!loop->services_cancelled && loop->task_count == loop->service_count) {
-        loop->services_cancelled = true;
-        for (net_task *t = loop->tasks; t; t = t->next)
+    (void)ctx;
+    net_tasks *ts = loop->tasks;
+    struct net_drain *d = loop->drain;
+    if (!d->services_cancelled && ts->count == ts->services) {
+        d->services_cancelled = true;
+        for (net_task *t = ts->list; t; t = t->next)
             net_task_cancel(t);
     }
-    if (!loop->drained && loop->task_count == 0) {
-        loop->drained = true;
+    if (!d->drained && ts->count == 0) {
+        d->drained = true;
         atomic_fetch_add(&net_rt.drained, 1);
     }
 }
 
+int net_drain_attach(net_loop *loop)
+{
+    loop->drain = calloc(1, sizeof(*loop->drain));
+    if (!loop->drain)
+        return -ENOMEM;
+    net_loop_on_ctrl(loop, NET_CTRL_SHUTDOWN, drain_start, NULL);
+    net_loop_on_ctrl(loop, NET_CTRL_DEADLINE, drain_deadline, NULL);
+    net_loop_on_drain_turn(loop, drain_progress, NULL);
+    return 0;
+}
+
+void net_drain_detach(net_loop *loop)
+{
+    free(loop->drain);
+    loop->drain = NULL;
+}
 
 bool net_draining(void)
 {
@@ -202,7 +224,6 @@ void net_shut_down(void)
     }
     broadcast(NET_CTRL_EXIT);
 }
-
 
 int net_signals_install(sigset_t *old_mask)
 {

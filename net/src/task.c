@@ -1,152 +1,88 @@
 /*
  * Tasks and parking: a task is a coroutine the loop knows about (one per
  * connection, or spawned with net_spawn), linked into its thread's list so
- * that the drain, the tick and the deadline can find it. Its net_task lives
- * on its own stack. Parking (net_park/net_unpark) and the ready queue let
- * one task wake another on the same thread without a ring round trip.
+ * that the drain can find it. Service tasks (net_spawn_service: database
+ * drivers, the curl timer and socket watchers, which run libpq, libcurl and
+ * OpenSSL) run on larger stacks than connections. Parking
+ * (net_park/net_unpark) lets one task wake another on the same thread
+ * without a ring round trip. Every wait is the task's waiter's (wait.c).
  * See coring/net/io.h.
  */
-#include "loop.h"
+#include "task.h"
 #include "rt.h"
+#include "stats.h"
+
+#include "coring/core/clock.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 struct task_start {
     net_loop *loop;
     void (*fn)(void *arg);
     void *arg;
-    int fd;       /* >= 0: a connection for hooks.on_connection */
-    uint32_t slot;/* the task's slot (net_op_data) */
+    bool service;
+    uint32_t slot; /* its waiter's, taken before the coroutine is made */
 };
-
-/* A free slot of @loop's table for a new task (net_op_data), or -ENOMEM. */
-static int slot_alloc(net_loop *loop, uint32_t *out)
-{
-    if (loop->free_slot) {
-        uint32_t i = loop->free_slot - 1;
-        loop->free_slot = loop->slots[i].next_free;
-        *out = i;
-        return 0;
-    }
-    if (loop->slots_len == loop->slots_cap) {
-        uint32_t cap = loop->slots_cap ? loop->slots_cap * 2 : 256;
-        if (cap > 1u << NET_SLOT_BITS)
-            return -ENOMEM;
-        net_slot *s = realloc(loop->slots, cap * sizeof(*s));
-        if (!s)
-            return -ENOMEM;
-        loop->slots = s;
-        loop->slots_cap = cap;
-    }
-    /* A new slot's generations start at 1: 0 is never a valid one. */
-    loop->slots[loop->slots_len] = (net_slot){.op = NULL, .gen = 0, .recv_gen = 0};
-    *out = loop->slots_len++;
-    return 0;
-}
-
-/* Give @slot back; its generation goes on counting for its next task, so
- * that a completion of this task's operations never matches that one's. */
-static void slot_free(net_loop *loop, uint32_t slot)
-{
-    loop->slots[slot].op = NULL;
-    loop->slots[slot].task = NULL;
-    loop->slots[slot].recv_gen = 0;
-    loop->slots[slot].next_free = loop->free_slot;
-    loop->free_slot = slot + 1;
-}
-
-uint64_t net_op_begin(net_task *task, net_op *op)
-{
-    net_slot *s = &task->loop->slots[task->slot];
-    if (++s->gen == 0)
-        s->gen = 1;
-    s->op = op;
-    task->op_data = net_op_data(task->slot, s->gen);
-    return task->op_data;
-}
 
 static void task_main(void *p)
 {
     struct task_start *s = p;
-    net_task task = {.coro = cr_coro_current(), .loop = s->loop, .slot = s->slot, .op_fd = -1};
+    net_loop *loop = s->loop;
+    net_tasks *ts = loop->tasks;
     void (*fn)(void *) = s->fn;
     void *arg = s->arg;
-    int fd = s->fd;
-    net_loop *loop = s->loop;
+    net_task task = {.service = s->service};
+    net_waiter_init(&task.waiter, loop, cr_coro_current(), s->slot);
+    cr_coro_set_data(task.waiter.ready.coro, &task);
+    task.next = ts->list;
+    if (ts->list)
+        ts->list->prev = &task;
+    ts->list = &task;
+    ts->count++;
+    ts->services += task.service;
 
-    task.recv.fd = fd;
-    loop->slots[task.slot].task = &task;
-    cr_coro_set_data(task.coro, &task);
-    task.next = loop->tasks;
-    if (loop->tasks)
-        loop->tasks->prev = &task;
-    loop->tasks = &task;
-    loop->task_count++;
-    if (fd >= 0)
-        loop->connections++;
+    fn(arg);
 
-    if (fd >= 0)
-        net_rt.hooks.on_connection(fd, net_rt.hooks.user);
-    else
-        fn(arg);
-
-    net_recv_release(&task);
-    if (fd >= 0)
-        loop->connections--;
-    if (task.service)
-        loop->service_count--;
-    loop->task_count--;
+    ts->services -= task.service;
+    ts->count--;
     if (task.prev)
         task.prev->next = task.next;
     else
-        loop->tasks = task.next;
+        ts->list = task.next;
     if (task.next)
         task.next->prev = task.prev;
-    slot_free(loop, task.slot);
+    net_waiter_close(&task.waiter);
 }
 
-static int task_start(net_loop *loop, struct task_start *s)
+int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg, bool service)
 {
-    int err = slot_alloc(loop, &s->slot);
+    net_tasks *ts = loop->tasks;
+    struct task_start s = {.loop = loop, .fn = fn, .arg = arg, .service = service};
+    int err = net_waits_take(loop, &s.slot);
     if (err < 0)
         return err;
     cr_coro *co;
-    err = cr_coro_create(&co, loop->stacks, task_main, s);
+    err = cr_coro_create(&co, service ? ts->service_stacks : ts->stacks, task_main, &s);
     if (err < 0) {
-        slot_free(loop, s->slot);
+        net_waits_give(loop, s.slot);
         return err;
     }
-    cr_coro_resume(co);
-    if (cr_coro_finished(co))
-        cr_coro_destroy(co);
+    net_loop_resume(co);
     return 0;
-}
-
-int net_task_start_connection(net_loop *loop, int fd)
-{
-    struct task_start s = {.loop = loop, .fd = fd};
-    return task_start(loop, &s);
-}
-
-void net_loop_resume(net_loop *loop, net_task *task)
-{
-    (void)loop;
-    cr_coro *co = task->coro; /* task lives on co's stack: read it first */
-    cr_coro_resume(co);
-    if (cr_coro_finished(co))
-        cr_coro_destroy(co);
 }
 
 int net_spawn(void (*fn)(void *arg), void *arg)
 {
     net_loop *loop = net_tl_loop;
-    if (!loop)
-        return -EINVAL;
-    struct task_start s = {.loop = loop, .fn = fn, .arg = arg, .fd = -1};
-    return task_start(loop, &s);
+    return loop ? net_task_start(loop, fn, arg, false) : -EINVAL;
+}
+
+int net_spawn_service(void (*fn)(void *arg), void *arg)
+{
+    net_loop *loop = net_tl_loop;
+    return loop ? net_task_start(loop, fn, arg, true) : -EINVAL;
 }
 
 net_task *net_task_current(void)
@@ -157,55 +93,24 @@ net_task *net_task_current(void)
 
 void net_task_cancel(net_task *task)
 {
-    if (task->life == NET_TASK_CANCELLED)
-        return;
-    task->life = NET_TASK_CANCELLED;
-    if (task->state == NET_TASK_PARKED) {
-        net_loop_make_ready(task->loop, task, -ECANCELED);
-    } else if (task->op) {
-        net_submit_cancel(task->loop, task->op_data);
-    }
-}
-
-/* @task runs at the CQE of the cancel just submitted for its operation:
- * until then the loop does not batch-wait (loop.c, batch_wait_nr). */
-static void count_woken_wait(net_task *task)
-{
-    if (!task->woken_wait) {
-        task->woken_wait = true;
-        task->loop->woken_waits++;
-    }
+    net_wait_end(&task->waiter, NET_END_CANCELLED);
 }
 
 void net_task_interrupt(net_task *task)
 {
-    /* The first cancel of an operation decides: one already cancelled (by
-     * the tick, an earlier interrupt, the drain, net_unpark) is left alone. */
-    if (!task->op || (task->state != NET_TASK_WAITING && task->state != NET_TASK_PARKED_SQE))
-        return;
-    task->state = NET_TASK_INTERRUPTING;
-    net_submit_cancel(task->loop, task->op_data);
-    count_woken_wait(task);
+    /* An operation in flight only; the first end of a wait decides. */
+    if (task->waiter.cancel)
+        net_wait_end(&task->waiter, NET_END_INTERRUPTED);
 }
 
 void net_task_set_idle(bool idle)
 {
     net_task *task = net_task_current();
-    if (!task)
-        return;
     /* While draining, the idle task's next operation decides: one on a
      * descriptor with input waiting runs (the request is answered), any
-     * other returns -ECANCELED (io.c, begin). */
-    if (task->life != NET_TASK_CANCELLED)
-        task->life = idle ? NET_TASK_IDLE : NET_TASK_BUSY;
-}
-
-bool net_fd_has_input(int fd)
-{
-    if (fd < 0 || net_fd_is_direct(fd))
-        return false; /* cannot be polled: the caller's recv decides (io.c) */
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) > 0;
+     * other returns -ECANCELED (io.c). */
+    if (task)
+        task->idle = idle;
 }
 
 void net_task_set_service(bool service)
@@ -214,63 +119,114 @@ void net_task_set_service(bool service)
     if (!task || task->service == service)
         return;
     task->service = service;
+    net_tasks *ts = task->waiter.loop->tasks;
     if (service)
-        task->loop->service_count++;
+        ts->services++;
     else
-        task->loop->service_count--;
+        ts->services--;
 }
 
-void net_loop_make_ready(net_loop *loop, net_task *task, int res)
+bool net_fd_has_input(int fd)
 {
-    task->state = NET_TASK_WOKEN;
-    task->park->res = res;
-    task->ready_next = NULL;
-    if (loop->ready_tail)
-        loop->ready_tail->ready_next = task;
-    else
-        loop->ready_head = task;
-    loop->ready_tail = task;
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
 }
 
-/* Resume the parked tasks woken since the last turn (and those they wake). */
-void net_run_ready(net_loop *loop)
+/* --- parking ------------------------------------------------------------ */
+
+int net_park(int fd, unsigned events, uint64_t timeout_ns)
 {
-    net_task *t;
-    while ((t = loop->ready_head)) {
-        loop->ready_head = t->ready_next;
-        if (!loop->ready_head)
-            loop->ready_tail = NULL;
-        net_loop_resume(loop, t);
+    net_task *task = net_task_current();
+    if (!task)
+        return -EPERM;
+    net_waiter *w = &task->waiter;
+    net_loop *loop = w->loop;
+    if (net_waiter_cancelled(w))
+        return -ECANCELED;
+    if (task->idle && loop->draining && !task->service) {
+        net_wait_end(w, NET_END_CANCELLED); /* shutdown ends idle waits */
+        return -ECANCELED;
     }
+    int res;
+    if (fd < 0 && (timeout_ns == 0 || timeout_ns >= NET_COARSE_TIMEOUT_NS)) {
+        /* Nothing for the kernel to do: net_unpark, the tick or a cancel
+         * puts the task on the loop's ready list. */
+        net_wait_begin(w, NET_WAIT_PARK, timeout_ns ? loop->now_ns + timeout_ns : 0);
+        res = net_wait_suspend(w);
+    } else {
+        net_ring_reserve(&loop->ring, 2);
+        struct __kernel_timespec ts;
+        struct io_uring_sqe *sqe = net_ring_sqe(&loop->ring);
+        if (fd < 0) {
+            ts.tv_sec = (long long)(timeout_ns / CR_NS_PER_S);
+            ts.tv_nsec = (long long)(timeout_ns % CR_NS_PER_S);
+            io_uring_prep_timeout(sqe, &ts, 0, 0);
+            res = net_wait_sqe(w, NET_WAIT_PARK, sqe, -1, 0, NULL);
+            if (res == -ETIME)
+                res = -ETIMEDOUT;
+        } else {
+            io_uring_prep_poll_add(sqe, fd, events);
+            /* A busy task waiting on a socket of its own (the database
+             * driver with queries out) holds requests that wait for this
+             * completion: while it waits, the loop turns do not batch-wait
+             * for client completions (loop.c, batch_wait_nr). An idle one
+             * (nothing asked) holds nobody. */
+            bool outside = !task->idle;
+            loop->load.outside_waits += outside;
+            struct __kernel_timespec lts;
+            res = net_wait_sqe(w, NET_WAIT_PARK, sqe, fd, timeout_ns, &lts);
+            loop->load.outside_waits -= outside;
+        }
+    }
+    if (net_waiter_cancelled(w))
+        return -ECANCELED;
+    if (w->ended == NET_END_WOKEN && (res == -ECANCELED || res == -ETIMEDOUT))
+        return 0;
+    return res;
 }
 
 bool net_unpark(net_task *task)
 {
-    if (!task || !task->park)
+    if (!task || task->waiter.kind != NET_WAIT_PARK)
         return false;
-    if (task->state == NET_TASK_PARKED) {
-        net_loop_make_ready(task->loop, task, 0);
-        return true;
-    }
-    if (task->state != NET_TASK_PARKED_SQE)
-        return false; /* woken already, or its SQE cancelled by the tick or an interrupt */
-    task->state = NET_TASK_WOKEN;
-    net_submit_cancel(task->loop, task->op_data); /* the park's SQE */
-    count_woken_wait(task);
-    return true;
+    return net_wait_end(&task->waiter, NET_END_WOKEN);
 }
 
-int net_loop_wait(net_task *task, net_op *op)
+/* --- the part ------------------------------------------------------------ */
+
+static void sample(net_loop *loop, void *ctx)
 {
-    task->op = op;
-    task->state = task->park ? NET_TASK_PARKED_SQE : NET_TASK_WAITING;
-    cr_coro_yield();
-    if (task->woken_wait) {
-        task->woken_wait = false;
-        task->loop->woken_waits--;
-    }
-    task->op = NULL;
-    op->ended = task->state;
-    task->state = NET_TASK_RUNNING;
-    return op->res;
+    (void)ctx;
+    NET_STAT_SET(coroutines, loop->tasks->count);
+    NET_STAT_SET(stacks_cached, cr_stack_pool_cached(loop->tasks->stacks));
+}
+
+int net_tasks_attach(net_loop *loop, size_t stack_size, size_t service_stack_size)
+{
+    net_tasks *ts = calloc(1, sizeof(*ts));
+    if (!ts)
+        return -ENOMEM;
+    loop->tasks = ts;
+    int err = cr_stack_pool_create(&ts->stacks, stack_size, 1024);
+    if (err == 0)
+        err = cr_stack_pool_create(&ts->service_stacks, service_stack_size, 16);
+    if (err < 0)
+        return err;
+    net_loop_on_tick(loop, sample, NULL);
+    return 0;
+}
+
+void net_tasks_detach(net_loop *loop)
+{
+    net_tasks *ts = loop->tasks;
+    if (!ts)
+        return;
+    if (ts->stacks)
+        cr_stack_pool_destroy(ts->stacks);
+    if (ts->service_stacks)
+        cr_stack_pool_destroy(ts->service_stacks);
+    free(ts);
+    loop->tasks = NULL;
 }

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../net/runtime_util.h"
+
 static atomic_int port;
 static atomic_int accepted;
 
@@ -182,4 +184,59 @@ Test(client, fetch_errors_timeouts_and_concurrency, .timeout = 30)
     cr_expect_eq(r.refused_err, -ECONNREFUSED);
     cr_expect_eq(r.concurrent_ok, 20);
     cr_expect_lt(atomic_load(&accepted), 2 + 20 + 5, "connections were not reused");
+}
+
+/*
+ * A fetch whose upstream never answers (a listener that accepts nothing:
+ * the kernel completes the handshake, nobody reads) ends at the drain's
+ * deadline, cancelled, instead of holding the drain until curl's own
+ * timeout: the server exits 0 in time.
+ */
+static int silent_fd = -1;
+
+static struct {
+    int err;
+    atomic_bool returned;
+} stuck = {.err = 1};
+
+static void stuck_fetch(void *arg)
+{
+    (void)arg;
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    getsockname(silent_fd, (struct sockaddr *)&a, &alen);
+    char u[64];
+    url(u, sizeof(u), ntohs(a.sin_port), "/never");
+    http_fetch_options patient = {.total_timeout_ns = 60 * CR_NS_PER_S};
+    http_fetch_result res;
+    stuck.err = http_fetch(u, &patient, &res);
+    atomic_store(&stuck.returned, true);
+    cr_buf_free(&res.body);
+}
+
+static int thread_init_stuck(void *user)
+{
+    (void)user;
+    net_spawn(stuck_fetch, NULL);
+    net_spawn(sigterm_soon, NULL);
+    return 0;
+}
+
+Test(client, a_fetch_that_never_answers_ends_at_the_drain_deadline, .timeout = 30)
+{
+    cr_assert_eq(http_client_global_init(), 0);
+    silent_fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(silent_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    cr_assert_eq(listen(silent_fd, 16), 0);
+    net_config cfg = test_config(1, 300 * CR_NS_PER_MS);
+    net_hooks hooks = {.thread_init = thread_init_stuck, .on_connection = serve};
+    uint64_t t0 = cr_clock_now_ns();
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    uint64_t took = cr_clock_now_ns() - t0;
+    close(silent_fd);
+    cr_expect(atomic_load(&stuck.returned), "the fetch never returned");
+    cr_expect_eq(stuck.err, -ECANCELED, "http_fetch returned %d", stuck.err);
+    cr_expect_lt(took, 3 * CR_NS_PER_S, "shutdown took %llu ms",
+                 (unsigned long long)(took / CR_NS_PER_MS));
 }

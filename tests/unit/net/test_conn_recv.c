@@ -32,7 +32,6 @@ static struct {
     size_t got_len;
     ssize_t last;      /* the receive after the client's shutdown(SHUT_WR) */
     int all_provided;  /* every piece came in a provided buffer */
-    int direct;        /* on_connection got a direct descriptor */
     int shutdown_res;  /* net_shutdown(SHUT_WR) at the end */
 } r = {.nodelay = -1, .all_provided = 1, .shutdown_res = 1};
 
@@ -47,8 +46,7 @@ static void serve(int fd, void *user)
     (void)user;
     int v = 0;
     socklen_t vl = sizeof(v);
-    r.direct = net_fd_is_direct(fd);
-    if (!r.direct && getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0)
+    if (getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0)
         r.nodelay = v;
     net_rbuf rb = {0};
     /* The first receive: "go", which tells the client to send three
@@ -113,10 +111,9 @@ static void *client(void *arg)
     return NULL;
 }
 
-static void run_server(bool direct)
+static void run_server(void)
 {
     net_config cfg = net_config_default();
-    cfg.direct_descriptors = direct;
     cfg.threads = 1;
     cfg.host = "127.0.0.1";
     cfg.port = 0;
@@ -146,19 +143,8 @@ static void expect_pieces(void)
 
 Test(conn_recv, inherited_nodelay_queued_pieces_in_order_then_eof, .timeout = 30)
 {
-    run_server(false);
-    cr_expect_eq(r.direct, 0);
+    run_server();
     cr_expect_eq(r.nodelay, 1, "an accepted socket inherits TCP_NODELAY from its listener");
     expect_pieces();
     cr_expect_eq(r.shutdown_res, 0);
-}
-
-/* The same through a direct descriptor (--direct-descriptors on): fixed-file
- * multishot recv, shutdown and close through the ring. */
-Test(conn_recv, direct_descriptor_queued_pieces_in_order_then_eof, .timeout = 30)
-{
-    run_server(true);
-    cr_expect_eq(r.direct, 1, "on_connection got a direct descriptor");
-    expect_pieces();
-    cr_expect_eq(r.shutdown_res, 0, "net_shutdown on a direct descriptor: %d", r.shutdown_res);
 }

@@ -166,7 +166,7 @@ static struct {
 } woken;
 
 typedef struct job {
-    net_wait_handle wait;
+    net_wait_handle *wait;
     int input, output;
 } job;
 
@@ -175,7 +175,7 @@ static void *foreign_worker(void *p)
     job *j = p;
     usleep(20 * 1000);
     j->output = j->input + 1;
-    woken.wake_err = net_wake(&j->wait);
+    woken.wake_err = net_wake(j->wait);
     return NULL;
 }
 
@@ -186,7 +186,7 @@ static void waiter(void *arg)
     woken.wait_err = net_wait_init(&j.wait);
     pthread_t tid;
     pthread_create(&tid, NULL, foreign_worker, &j);
-    net_wait(&j.wait);
+    net_wait(j.wait, 0);
     woken.resumed_on = net_thread_index();
     woken.value = j.output;
     pthread_join(tid, NULL);
@@ -237,10 +237,10 @@ static struct {
 static void lost_waiter(void *arg)
 {
     (void)arg;
-    net_wait_handle h;
+    net_wait_handle *h;
     net_wait_init(&h);
-    atomic_store(&lost.handle, &h);
-    int res = net_wait(&h);
+    atomic_store(&lost.handle, h);
+    int res = net_wait(h, 0);
     atomic_store(&lost.wait_res, res);
     atomic_store(&lost.resumed, true);
     kill(getpid(), SIGTERM);
@@ -254,10 +254,8 @@ static void failing_waker(void *arg)
         net_sleep(CR_NS_PER_MS);
     lost.post_fd = eventfd(0, EFD_CLOEXEC);
     net_loop *loop = net_loop_current();
-    struct io_uring_sqe *sqe = net_loop_sqe(loop);
-    io_uring_prep_msg_ring(sqe, lost.post_fd, 0, (uint64_t)(uintptr_t)&h->msg | NET_TAG_MSG, 0);
-    io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)&h->msg | NET_TAG_MSG_FAILED);
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+    net_ring_msg(&loop->ring, lost.post_fd, net_ptr_name(h, NET_TAG_MSG),
+                 net_ptr_name(h, NET_TAG_MSG_FAILED));
     /* Unfixed, the waiter never resumes: end the run anyway (the drain
      * then cannot finish either, and the process exits with status 1). */
     net_sleep(2 * CR_NS_PER_S);

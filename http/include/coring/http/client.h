@@ -77,7 +77,8 @@ int http_client_global_init(void);
  * waiting for a free connection), -ECONNREFUSED, -EMSGSIZE (body over the
  * limit), -EBUSY (max_connections busy and max_waiting fetches already
  * waiting: answered at once), -ENOMEM, -EPERM (not on a worker coroutine),
- * or -EIO (any other curl error; out->error says which).
+ * -ECANCELED (the calling task was cancelled: net_task_cancel, the drain's
+ * deadline), or -EIO (any other curl error; out->error says which).
  * Call from a coroutine on a worker thread.
  */
 int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result *out);

@@ -23,23 +23,6 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-/*
- * A descriptor with NET_FD_DIRECT set is a direct descriptor: an index in
- * the thread's ring's fixed file table (io_uring_register_files(3)), not
- * an fd. With net_config.direct_descriptors, on_connection gets those for
- * the connections the multishot accept takes (the drain's accept4(2) still
- * hands out fds). The net_* calls take either (IOSQE_FIXED_FILE for a
- * direct one); system calls on a direct one fail (EBADF): use
- * net_shutdown, net_close, and no getpeername(2), poll(2) or setsockopt(2).
- */
-#define NET_FD_DIRECT (1 << 30)
-
-/* net_fd_is_direct - is @fd a direct descriptor (NET_FD_DIRECT)? */
-static inline bool net_fd_is_direct(int fd)
-{
-    return fd >= 0 && (fd & NET_FD_DIRECT);
-}
-
 /* A coroutine known to the loop (one per connection, or spawned). */
 typedef struct net_task net_task;
 
@@ -103,12 +86,8 @@ int net_poll(int fd, unsigned events, uint64_t timeout_ns);
  * or -ECANCELED. */
 int net_sleep(uint64_t ns);
 
-/*
- * net_shutdown - shutdown(2) @fd (SHUT_RD, SHUT_WR, SHUT_RDWR): a direct
- * descriptor through the ring (IORING_OP_SHUTDOWN, waited for), an fd with
- * shutdown(2) itself. 0 or -errno (-ENOTCONN...; -EPERM for a direct one off
- * a worker coroutine).
- */
+/* net_shutdown - shutdown(2) @fd (SHUT_RD, SHUT_WR, SHUT_RDWR), at once
+ * (it does not block). 0 or -errno (-ENOTCONN...). Any thread. */
 int net_shutdown(int fd, int how);
 
 /*
@@ -116,19 +95,27 @@ int net_shutdown(int fd, int how);
  * coroutine the close is queued (IOSQE_CQE_SKIP_SUCCESS, nobody reads its
  * completion) and runs at the loop's next submit; returns 0 (close(2)
  * releases the descriptor even when it reports an error). Elsewhere a
- * plain close(2): 0 or -errno (-EBADF for a direct descriptor there). A
- * direct descriptor is closed on its table slot (io_uring_prep_close_direct).
- * Ends the connection's armed receive, if
+ * plain close(2): 0 or -errno. Ends the connection's armed receive, if
  * any (net_recv_provided). Never fails to release @fd.
  */
 int net_close(int fd);
 
 /*
  * net_spawn - start @fn(@arg) in a new coroutine on this thread; it runs
- * until its first wait before net_spawn returns. Loop thread only.
- * Returns 0 or -ENOMEM.
+ * until its first wait before net_spawn returns. Its stack is a
+ * connection's (net_config.stack_size). Loop thread only.
+ * Returns 0, -EINVAL off a worker thread, or -ENOMEM.
  */
 int net_spawn(void (*fn)(void *arg), void *arg);
+
+/*
+ * net_spawn_service - net_spawn for a service coroutine (see
+ * net_task_set_service, which it implies): one that calls into libraries
+ * with deep stacks (libpq, libcurl, OpenSSL's handshake) runs on a larger
+ * stack, net_config.service_stack_size (docs/runtime.md, "Stacks").
+ * Same returns as net_spawn.
+ */
+int net_spawn_service(void (*fn)(void *arg), void *arg);
 
 /* net_task_current - the task running now, or NULL outside one. */
 net_task *net_task_current(void);
@@ -161,8 +148,9 @@ void net_task_interrupt(net_task *task);
  */
 void net_task_set_service(bool service);
 
-/* net_task_cancel - cancel @task's in-flight operation (it returns
- * -ECANCELED), and every later one until the task ends. Same thread only. */
+/* net_task_cancel - end @task's wait, whatever it waits for (an operation,
+ * a park, net_call, net_wait): it returns -ECANCELED, and so does every
+ * later one until the task ends. Same thread only. */
 void net_task_cancel(net_task *task);
 
 /*
@@ -170,30 +158,37 @@ void net_task_cancel(net_task *task);
  *
  * A net_msg is embedded in a caller's struct. net_call() sends it to worker
  * @target, where @fn runs on that thread's loop (outside any coroutine: it
- * must not block nor yield), then the message comes back and the calling
- * coroutine resumes. The message, and anything it points to, must stay
- * valid until net_call returns; while it is away the target owns it.
+ * must not block nor yield), then the calling coroutine resumes. The
+ * message, and anything it points to, must stay valid until net_call
+ * returns; while it is away the target owns it. The runtime carries it in
+ * an envelope of its own and never touches the message after net_call
+ * returns, whatever ended the call: a call that ends early (its deadline,
+ * net_task_cancel, the drain's deadline) before the target took the
+ * message returns at once and @fn never runs; once the target took it, the
+ * call waits for @fn to finish (it does not block) and its result stands.
  * Calling with @target == net_thread_index() runs @fn directly.
- * Returns 0, -EINVAL for a bad target, or the -errno of a MSG_RING that
+ * Returns 0, -EINVAL for a bad target, -ECANCELED (the task was cancelled:
+ * @fn did not run), -ENOMEM (no envelope), or the -errno of a MSG_RING that
  * could not be posted (other than a full completion queue, which is
  * retried): on the way there @fn has not run; on the way back (the reply)
  * @fn has run, and the caller resumes with the error within a tick
- * (100 ms) instead of waiting forever.
+ * (100 ms) instead of waiting forever. Worker coroutine only.
  */
 typedef struct net_msg net_msg;
 typedef void (*net_msg_fn)(net_msg *msg);
-/* The runtime's bookkeeping of a message in flight: opaque (its fields are
- * in net/src/msg.h), sized here so that a net_msg can be embedded. */
-typedef struct net_msg_private {
-    void *opaque_p[2];
-    int opaque_i[4];
-} net_msg_private;
 struct net_msg {
-    net_msg_fn fn;        /* runs on the target thread */
-    net_msg_private priv; /* the runtime's: callers never touch it */
+    net_msg_fn fn; /* runs on the target thread */
 };
 
 int net_call(unsigned target, net_msg *msg);
+
+/*
+ * net_call_timeout - net_call that gives up after @timeout_ns (relative,
+ * ns; 0: none; checked by the loop's tick, up to 100 ms late) when the
+ * target has not taken the message by then (a thread that never answers):
+ * returns -ETIMEDOUT, and @fn never runs.
+ */
+int net_call_timeout(unsigned target, net_msg *msg, uint64_t timeout_ns);
 
 /*
  * net_call_all - net_call for @n messages at once: @msgs[i] goes to worker
@@ -203,35 +198,49 @@ int net_call(unsigned target, net_msg *msg);
  * directly, after the others are posted). Same rules as net_call for each
  * message (valid and untouched until this returns; @fn must not yield).
  * Worker coroutine only. Returns 0, -EINVAL for a bad target (then nothing
- * was posted), or the first -errno net_call would have returned for one of
- * them (the others still completed: check each message's own result).
+ * was posted), -ECANCELED when cancelled before every target took its
+ * message (those not taken did not run), or the first -errno net_call would
+ * have returned for one of them (the others still completed: check each
+ * message's own result).
  */
 int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n);
 
 /*
  * Waiting for another thread (an inference pool, a resolver): the
- * coroutine calls net_wait(); any thread later calls net_wake() once, and
- * the coroutine resumes on its own ring (the wake-up travels as a MSG_RING
- * completion, so no lock and no eventfd on the worker).
+ * coroutine takes a handle (net_wait_init), hands it to the other thread,
+ * and calls net_wait(); that thread calls net_wake() once, and the
+ * coroutine resumes on its own ring (the wake-up travels as a MSG_RING
+ * completion, so no lock and no eventfd on the worker). The handle is the
+ * runtime's, never the waiter's memory: a waiter that gives up (its
+ * deadline, a cancel) returns at once, and the wake-up that comes later is
+ * received and dropped.
  *
- * net_wait_init - prepare @w on the waiting coroutine (call before handing
- * @w to the other thread). Returns 0, or -EPERM off a worker coroutine.
- * net_wait - suspend until net_wake(@w). Returns 0, or the -errno of a
- * wake-up that a worker's MSG_RING could not post (then resumed within a
- * tick, 100 ms, instead of never).
+ * net_wait_init - a handle for the calling coroutine, in *@out. Returns 0,
+ * -EPERM off a worker coroutine, or -ENOMEM.
+ * net_wait - suspend until net_wake(@w), for at most @timeout_ns (relative,
+ * ns; 0: none; up to one 100 ms tick late). Call once per handle; the
+ * handle is released when it returns (a wake-up still due is received and
+ * dropped). Returns 0 (woken; also when the wake-up came before this
+ * call), -ETIMEDOUT, -ECANCELED (net_task_cancel, the drain), -EPERM off
+ * a worker coroutine, or the -errno of a wake-up that a worker's MSG_RING
+ * could not post (then resumed within a tick instead of never).
  * net_wake - from any thread, including a worker: resume @w's coroutine.
- * Wakes exactly once per net_wait_init. Returns 0, or -errno when the
- * message could not be posted (the caller's own wake ring could not be
- * made: -ENOMEM). Non-worker threads get a small ring of their own on
- * first use (freed at thread exit).
+ * Exactly once per handle. A wake-up from a thread that is not a worker
+ * travels through a small ring of that thread's (made on first use, freed
+ * at thread exit); when that ring cannot be made or its MSG_RING fails
+ * (the waiter's CQ is full: -EOVERFLOW) it goes to the waiter's thread's
+ * inbox, which that thread reads every tick (100 ms): never lost.
+ * Returns 0, -EINVAL for a NULL @w, or -ESHUTDOWN once net_run has
+ * returned (nobody waits any more).
+ * net_wait_release - give back a handle that was never handed to another
+ * thread and will not be waited for (the hand-over failed). Its coroutine.
  */
-typedef struct net_wait_handle {
-    net_msg msg;
-} net_wait_handle;
+typedef struct net_wait_handle net_wait_handle;
 
-int net_wait_init(net_wait_handle *w);
-int net_wait(net_wait_handle *w);
+int net_wait_init(net_wait_handle **out);
+int net_wait(net_wait_handle *w, uint64_t timeout_ns);
 int net_wake(net_wait_handle *w);
+void net_wait_release(net_wait_handle *w);
 
 /*
  * Parking: waiting for another coroutine of the same thread (a database

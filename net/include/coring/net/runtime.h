@@ -28,6 +28,10 @@
 
 typedef struct net_loop net_loop;
 
+/* net_config.service_stack_size's default, bytes: the deepest use measured
+ * in libpq and libcurl with OpenSSL times four (docs/runtime.md, Stacks). */
+#define NET_SERVICE_STACK_SIZE_DEFAULT (256u * 1024u)
+
 /* net_config.batch_wait_us's default and largest value, microseconds. */
 #define NET_BATCH_WAIT_US_DEFAULT 200
 #define NET_BATCH_WAIT_US_MAX 10000
@@ -37,7 +41,9 @@ typedef struct net_config {
     const char *host;             /* numeric IPv4 or IPv6 address to bind */
     uint16_t port;                /* 0: the kernel picks one (shared by all threads) */
     int backlog;                  /* listen(2) backlog */
-    size_t stack_size;            /* coroutine stack, bytes */
+    size_t stack_size;            /* coroutine stack of connections and net_spawn, bytes */
+    size_t service_stack_size;    /* coroutine stack of net_spawn_service (libpq, libcurl,
+                                   * OpenSSL), bytes */
     unsigned ring_entries;        /* SQ entries per ring (the CQ: 3 per connection a
                                      thread may hold + this, at least 4x, at most 65536) */
     unsigned provided_buffers;    /* buffers in each thread's provided-buffer ring (power of 2) */
@@ -57,12 +63,9 @@ typedef struct net_config {
                                    * false: every worker may run on any CPU of the mask and
                                    * the kernel's scheduler moves them (a thread whose core
                                    * is busy with another process can leave it) */
-    bool direct_descriptors;      /* accept connections into each ring's fixed file table:
-                                   * on_connection then gets a direct descriptor
-                                   * (coring/net/io.h, NET_FD_DIRECT) */
     unsigned batch_wait_us;       /* busy loop turns wait up to this many microseconds for
-                                   * several completions per io_uring_enter (the kernel's
-                                   * min-wait, Linux 6.12+; loop.c); 0: off, one at a time */
+                                   * several completions per io_uring_enter (ring.c); 0: off,
+                                   * one at a time */
 } net_config;
 
 typedef struct net_hooks {
@@ -86,7 +89,8 @@ typedef struct net_hooks {
 } net_hooks;
 
 /* net_config_default - the defaults: threads 0, host 0.0.0.0, port 8080,
- * backlog 4096, 64 KiB stacks, 1024 SQ entries, 512 provided buffers of
+ * backlog 4096, 64 KiB stacks (services: NET_SERVICE_STACK_SIZE_DEFAULT),
+ * 1024 SQ entries, 512 provided buffers of
  * 16 KiB, max_connections 0, shutdown timeout 10 s, pin false,
  * batch_wait_us NET_BATCH_WAIT_US_DEFAULT. */
 net_config net_config_default(void);

@@ -72,7 +72,9 @@ typedef struct embed_pool embed_pool;
  * Sets OpenBLAS to one thread: the pool's size is the parallelism.
  * Threads are named "embed-N" (pthread_setname_np; /proc/PID/task/TID/comm).
  * A thread that cannot set @cfg's priority or affinity logs a warning and
- * runs with the creator's. Returns 0 and *@out, -EINVAL (bad config: also
+ * runs with the creator's. Returns once every thread is in its loop or has
+ * failed its set-up (then logged; with none running, submits fail -ESRCH).
+ * Returns 0 and *@out, -EINVAL (bad config: also
  * use_cpus with an empty set), -ENOMEM or -EAGAIN (a thread could not
  * start). Main thread.
  */
@@ -82,7 +84,8 @@ int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
 /*
  * embed_pool_submit - queue @n jobs (all or none). Each job's done() will
  * be called exactly once, from an inference thread, unless this returns
- * an error. Returns 0, -EAGAIN (the queue is full: try later) or
+ * an error. Returns 0, -EAGAIN (the queue is full: try later), -ESRCH (no
+ * inference thread is running: every one failed its set-up) or
  * -ESHUTDOWN (the pool is stopping). Thread: any.
  */
 int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n);

@@ -1,0 +1,31 @@
+/*
+ * Internal to net/: the listeners. One SO_REUSEPORT listener per worker,
+ * bound by the main thread before the workers start; on each worker a
+ * multishot accept, the connection limit, and the accept queue served (not
+ * reset) when the drain closes the listener. Not a public header.
+ */
+#ifndef CORING_NET_LISTENER_H
+#define CORING_NET_LISTENER_H
+
+#include "loop.h"
+
+#include <stdint.h>
+
+/* Bind one SO_REUSEPORT listener per worker into net_rt.listen_fds; the
+ * bound port in *@port_out. Main thread, before the workers. Returns 0 or
+ * -errno (logged). */
+int net_bind_listeners(uint16_t *port_out);
+
+/* Attach worker @loop's listener @fd (owned from now on) and arm its
+ * multishot accept; registers the accept's handlers. 0 or -ENOMEM (@fd is
+ * then still the caller's). */
+int net_listener_attach(net_loop *loop, int fd);
+
+/* The drain begins: stop accepting. The connections the kernel already
+ * queued are accepted and served, then the listener is closed. */
+void net_listener_stop(net_loop *loop);
+
+/* Close the listener if still open, and free the part. */
+void net_listener_detach(net_loop *loop);
+
+#endif
