@@ -99,6 +99,25 @@ static int set_cors_origins(void *config, const char *value)
     return 0;
 }
 
+/* --trusted-proxies: the list, checked and built now (given twice: the
+ * last wins). */
+static int set_trusted_proxies(void *config, const char *value)
+{
+    coring_config *cfg = config;
+    char why[160];
+    http_trusted_proxies_destroy(cfg->trusted_proxies);
+    cfg->trusted_proxies = NULL;
+    cfg->http.trusted_proxies = NULL;
+    int err = http_trusted_proxies_create(value, &cfg->trusted_proxies, why, sizeof(why));
+    if (err < 0) {
+        fprintf(stderr, "coring: %s: %s\n", coring_option_source("--trusted-proxies"),
+                err == -EINVAL ? why : cr_strerror(err));
+        return CORING_OPTIONS_REFUSED;
+    }
+    cfg->http.trusted_proxies = cfg->trusted_proxies;
+    return 0;
+}
+
 static int check_config(void *config, const char *value)
 {
     (void)value;
@@ -233,6 +252,13 @@ const coring_option coring_config_options[] = {
              "'*' for any origin, without credentials (default: off;\n"
              "docs/cors.md)",
      .default_doc = "off"},
+    {.name = "trusted-proxies", .value = "LIST", .kind = CORING_OPTION_CUSTOM,
+     .set = set_trusted_proxies,
+     .help = "comma-separated addresses or networks (ADDR/PREFIX) of\n"
+             "the proxies in front: from those peers the client is\n"
+             "read from X-Forwarded-For, its rightmost hop that is\n"
+             "not one of them (default: none; docs/logs.md)",
+     .default_doc = "none"},
     {.name = "db-pool", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.db_pool), .min = 1,
      .max = 64,
      .help = "database connections per worker thread (default 2)",

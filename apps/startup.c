@@ -297,5 +297,6 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         ret = serve(router);
     http_router_destroy(router);
     http_cors_destroy(cfg.cors);
+    http_trusted_proxies_destroy(cfg.trusted_proxies);
     return ret;
 }
