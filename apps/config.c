@@ -366,8 +366,10 @@ const coring_option coring_config_options[] = {
              "~1e-3 of float32 (docs/embeddings.md); default float32",
      .default_doc = "off"},
     {.name = "check-config", .kind = CORING_OPTION_COMMAND, .set = check_config,
-     .help = "check the options and exit: 0 when they are valid,\n"
-             "2 with the reason otherwise (binds and starts nothing)",
+     .help = "run every start-up check that needs no network (the\n"
+             "options, DATABASE_URL set and well-formed, VIACEP_URL,\n"
+             "--user, the embed model) and exit: 0 when they pass, 2\n"
+             "with the reason (binds, connects and serves nothing)",
      .default_doc = "off"},
     {.name = "list-routes", .kind = CORING_OPTION_COMMAND, .set = list_routes,
      .help = "print the routes mounted (METHOD PATTERN a line) and exit",

@@ -45,10 +45,8 @@ bool app_db_used(void)
     return statement_count > 0;
 }
 
-int app_db_start(const app_options *opts)
+int app_db_check(void)
 {
-    if (db_metrics_register() < 0)
-        cr_log_warn("database metrics could not be registered: they stay out of /metrics");
     const char *url = getenv("DATABASE_URL");
     if (!url || !*url) {
         char names[64] = "";
@@ -63,6 +61,27 @@ int app_db_start(const app_options *opts)
                      num_users_of_db > 1 ? "them" : "it");
         return -EINVAL;
     }
+    static const char *const vars[] = {"DATABASE_URL", "DATABASE_READ_URL"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *value = getenv(vars[i]);
+        char why[256];
+        int err = value && *value ? db_conninfo_check(value, why, sizeof(why)) : 0;
+        if (err < 0) {
+            cr_log_error("%s: libpq does not take it: %s", vars[i], why);
+            return err;
+        }
+    }
+    return 0;
+}
+
+int app_db_start(const app_options *opts)
+{
+    if (db_metrics_register() < 0)
+        cr_log_warn("database metrics could not be registered: they stay out of /metrics");
+    int check_err = app_db_check();
+    if (check_err < 0)
+        return check_err;
+    const char *url = getenv("DATABASE_URL");
     config = db_config_default();
     config.conninfo = url;
     if (opts->db_pool)

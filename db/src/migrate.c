@@ -81,6 +81,23 @@ static bool run(PGconn *pg, const char *what, const char *sql, int nparams,
     return run_params(pg, what, sql, nparams, NULL, values, NULL, NULL, keep, err, err_len);
 }
 
+int db_conninfo_check(const char *conninfo, char *err, size_t err_len)
+{
+    char *why = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &why);
+    if (opts) {
+        PQconninfoFree(opts);
+        return 0;
+    }
+    if (!why) {
+        set_err(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    set_err(err, err_len, "%s", why);
+    PQfreemem(why);
+    return -EINVAL;
+}
+
 int db_exec(const char *conninfo, const char *sql, const db_param *params, size_t count,
             long long *affected, char *err, size_t err_len)
 {

@@ -238,7 +238,7 @@ class CorsConfigTest(cs.CoringTestCase):
 
     def check(self, value):
         return subprocess.run([cs.binary(), "--check-config", "--cors-origins", value], timeout=10,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cs.check_env())
 
     def test_refused_lists(self):
         for value, word in (("", "empty"), ("null", "null"), ("https://a.example/", "path"),

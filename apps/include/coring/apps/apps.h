@@ -38,9 +38,13 @@ typedef struct app_def {
     const char *summary;    /* one line for --help */
     /* Add the app's routes (main thread, before serving). 0 or -errno. */
     int (*mount)(http_router *router);
-    /* Main thread, after mounting and before serving: check settings and
-     * prepare what the app needs (migrations). May block. 0, or -errno
-     * after logging why. Optional. */
+    /* Main thread, after mounting, before start: check the settings the
+     * app reads that need no network (its environment variables), as
+     * --check-config does too. 0, or -errno after logging why. Optional. */
+    int (*check)(const app_options *opts);
+    /* Main thread, after check and before serving: prepare what the app
+     * needs (migrations). May block. 0, or -errno after logging why.
+     * Optional. */
     int (*start)(const app_options *opts);
     /* On each worker thread before it serves / after it stopped. */
     int (*thread_init)(void);

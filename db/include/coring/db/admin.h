@@ -39,6 +39,15 @@ const db_migration *db_migrations(size_t *count);
 int db_migrate(const char *conninfo, int *applied, char *err, size_t err_len);
 
 /*
+ * db_conninfo_check - whether libpq takes @conninfo (a URI or key=value
+ * string, as DATABASE_URL) as it is written: PQconninfoParse, which
+ * checks the syntax and the option names and connects to nothing.
+ * Returns 0, or -EINVAL with libpq's reason in @err (as for db_migrate),
+ * or -ENOMEM. Any thread; never blocks.
+ */
+int db_conninfo_check(const char *conninfo, char *err, size_t err_len);
+
+/*
  * db_exec - run @sql once with the @count parameters @params (C values as
  * for db_run, each sent in binary format as its own type: db_param_int64
  * is a bigint) on a new connection to @conninfo (blocking; PQexecParams).
