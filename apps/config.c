@@ -281,6 +281,13 @@ const coring_option coring_config_options[] = {
              "of its batch form (users: inserts) (default on;\n"
              "docs/database.md)",
      .default_doc = "`on`"},
+    {.name = "replica-max-lag", .value = "S", .kind = CORING_OPTION_SECONDS,
+     FIELD(apps.replica_max_lag_ns), .max = 3600,
+     .help = "with DATABASE_READ_URL: while the replica lags more than\n"
+             "S seconds (fractions allowed; measured each second), its\n"
+             "reads go to the primary (default 0: no bound;\n"
+             "docs/operating.md)",
+     .default_doc = "0 s (no bound)"},
     {.name = "seed-users", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.seed_users),
      .min = 1, .max = 100000000, .implicit = "10000",
      .help = "insert N users at start-up (default N: 10000)",

@@ -93,8 +93,9 @@ int app_db_start(const app_options *opts)
     const char *read_url = getenv("DATABASE_READ_URL");
     if (read_url && *read_url) {
         config.read_conninfo = read_url;
+        config.replica_max_lag_ns = opts->replica_max_lag_ns;
         int err = app_health_add_check("database_read", app_db_read_ready);
-        if (err < 0)
+        if (err < 0 || (err = db_lag_register()) < 0)
             return err;
         cr_log_info("database: reads of users and CEPs from DATABASE_READ_URL while it is up");
     }
