@@ -281,6 +281,12 @@ const coring_option coring_config_options[] = {
              "of its batch form (users: inserts) (default on;\n"
              "docs/database.md)",
      .default_doc = "`on`"},
+    {.name = "db-start-wait", .value = "S", .kind = CORING_OPTION_NUMBER,
+     FIELD(apps.db_start_wait_ns), .min = 0, .max = 86400, .scale = CR_NS_PER_S,
+     .help = "at start-up, try the migrations again every second for up\n"
+             "to S seconds while the primary is unreachable or read-only\n"
+             "(a failover, a cluster rebooting) (default 0: once)",
+     .default_doc = "0 s (one try)"},
     {.name = "replica-max-lag", .value = "S", .kind = CORING_OPTION_SECONDS,
      FIELD(apps.replica_max_lag_ns), .max = 3600,
      .help = "with DATABASE_READ_URL: while the replica lags more than\n"

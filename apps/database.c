@@ -6,6 +6,7 @@
 
 #include "coring/apps/health.h"
 
+#include "coring/core/clock.h"
 #include "coring/core/log.h"
 #include "coring/db/admin.h"
 #include "coring/http/server.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *users_of_db[8];
 static size_t num_users_of_db;
@@ -74,6 +76,35 @@ int app_db_check(void)
     return 0;
 }
 
+/* The migrations on @url, tried again every second for up to @wait_ns
+ * while the primary cannot be reached or is read-only (a failover, the
+ * whole cluster rebooting): what a start waits for before it gives up. */
+static int migrate(const char *url, uint64_t wait_ns)
+{
+    uint64_t deadline = cr_clock_now_ns() + wait_ns;
+    for (bool said = false;;) {
+        char err[512];
+        int applied = 0;
+        int ret = db_migrate(url, &applied, err, sizeof(err));
+        uint64_t now = cr_clock_now_ns();
+        if (ret == 0)
+            return 0;
+        if ((ret != -ECONNREFUSED && ret != -EROFS) || now >= deadline) {
+            cr_log_error("database migrations failed: %s", err);
+            return ret;
+        }
+        if (!said)
+            cr_log_warn("database not %s yet (%s): trying again every second for up to %.0f s "
+                        "(--db-start-wait)", ret == -EROFS ? "writable" : "reachable", err,
+                        (double)(deadline - now) / 1e9);
+        said = true;
+        uint64_t pause = deadline - now < CR_NS_PER_S ? deadline - now : CR_NS_PER_S;
+        struct timespec ts = {.tv_sec = (time_t)(pause / CR_NS_PER_S),
+                              .tv_nsec = (long)(pause % CR_NS_PER_S)};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int app_db_start(const app_options *opts)
 {
     if (db_metrics_register() < 0)
@@ -100,14 +131,7 @@ int app_db_start(const app_options *opts)
         cr_log_info("database: reads of users and CEPs from DATABASE_READ_URL while it is up");
     }
 
-    char err[512];
-    int applied = 0;
-    int ret = db_migrate(url, &applied, err, sizeof(err));
-    if (ret < 0) {
-        cr_log_error("database migrations failed: %s", err);
-        return ret;
-    }
-    return 0;
+    return migrate(url, opts->db_start_wait_ns);
 }
 
 const char *app_db_url(void)

@@ -41,6 +41,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
@@ -448,6 +449,50 @@ class ReplicaTest(cs.CoringTestCase):
         _, _, _, after = lag()
         self.assertEqual(after["replica"] - before["replica"], len(ids), "reads not back on the replica")
         self.assertEqual(get("/readyz").json()["checks"]["database_read"], "replica")
+        srv.stop(expect_status=0)
+
+    def test_6_start_waits_for_a_writable_primary(self):
+        """The lead's note on issue 45: a start whose primary is read-only
+        (a standby, mid-failover) or down waits --db-start-wait for it
+        instead of exiting at the first refusal."""
+        def run(url, *args):
+            env = dict(os.environ, DATABASE_URL=url)
+            env.pop("DATABASE_READ_URL", None)
+            t0 = time.monotonic()
+            r = subprocess.run([cs.binary(), "--host", cs.HOST, "--port", "0", "--apps", "users"] + list(args),
+                               env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+            return r, time.monotonic() - t0
+        r, took = run(self.replica.url())
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("read-only", r.stderr)
+        self.assertLess(took, 2.0, "no --db-start-wait: one try")
+        r, took = run(self.replica.url(), "--db-start-wait", "2")
+        print("a read-only primary, --db-start-wait 2: exit %d after %.1f s" % (r.returncode, took))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("database not writable yet", r.stderr)
+        self.assertIn("database migrations failed", r.stderr)
+        self.assertGreaterEqual(took, 2.0)
+
+        # The primary down at the start, up 1.5 s later: the start goes on.
+        self.primary.run("stop", "fast")
+        restarted = threading.Timer(1.5, lambda: self.primary.run("start", "throwaway"))
+        restarted.start()
+        self.addCleanup(restarted.join)
+        saved = os.environ.pop("DATABASE_READ_URL")
+        try:
+            srv = cs.CoringServer(threads=1, apps="users", args=["--db-start-wait", "30"])
+            t0 = time.monotonic()
+            srv.start()
+            self.addCleanup(srv.kill)
+        finally:
+            os.environ["DATABASE_READ_URL"] = saved
+        print("the primary down at the start: listening %.1f s later" % (time.monotonic() - t0))
+        self.assertIn("database not reachable yet", srv.stderr_text())
+        with srv.connect() as c:
+            resp = c.request("POST", "/users", JSON_HDR,
+                             json.dumps({"name": "W", "email": "wait.%d@replica.example.com"
+                                                               % time.monotonic_ns()}).encode())
+        self.assertEqual(resp.status, 201, resp)
         srv.stop(expect_status=0)
 
 

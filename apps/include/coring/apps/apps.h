@@ -18,6 +18,7 @@ typedef struct app_options {
     unsigned db_routing;              /* --db-routing: a db_routing value (0: fill) */
     bool db_coalesce_off;             /* --db-coalesce off: no batch forms */
     uint64_t replica_max_lag_ns;      /* --replica-max-lag: reads to the primary past it; 0: none */
+    uint64_t db_start_wait_ns;        /* --db-start-wait: migrations retried that long; 0: once */
     unsigned long long seed_users;    /* users to insert at start-up; 0: none */
     bool cep_upstream_off;            /* CEP: serve from the database only */
     uint64_t cep_negative_ttl_ns;     /* CEP: how long an unknown CEP is remembered; 0: 1 h */

@@ -39,10 +39,12 @@ int app_db_check(void);
 
 /*
  * app_db_start - read DATABASE_URL (and DATABASE_READ_URL, the optional
- * read replica: docs/operating.md), apply the migrations (db_migrate) and
- * prepare the pool settings from @opts. Main thread, after mounting and
- * before serving; blocks. Returns 0, or -EINVAL (no DATABASE_URL) or the
- * migration's error, after logging what went wrong and how to fix it.
+ * read replica: docs/operating.md), apply the migrations (db_migrate,
+ * tried again every second for up to @opts->db_start_wait_ns while the
+ * primary is unreachable or read-only) and prepare the pool settings from
+ * @opts. Main thread, after mounting and before serving; blocks. Returns
+ * 0, or -EINVAL (no DATABASE_URL) or the migration's error, after logging
+ * what went wrong and how to fix it.
  */
 int app_db_start(const app_options *opts);
 
