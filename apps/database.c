@@ -78,26 +78,30 @@ int app_db_check(void)
 
 /* The migrations on @url, tried again every second for up to @wait_ns
  * while the primary cannot be reached or is read-only (a failover, the
- * whole cluster rebooting): what a start waits for before it gives up. */
+ * whole cluster rebooting): what a start waits for before it gives up.
+ * The wait counts from the first refusal, so a first try that is slow to
+ * fail (a connect timeout, a loaded machine) does not use it up. */
 static int migrate(const char *url, uint64_t wait_ns)
 {
-    uint64_t deadline = cr_clock_now_ns() + wait_ns;
-    for (bool said = false;;) {
+    uint64_t deadline = 0;
+    for (;;) {
         char err[512];
         int applied = 0;
         int ret = db_migrate(url, &applied, err, sizeof(err));
         uint64_t now = cr_clock_now_ns();
         if (ret == 0)
             return 0;
+        bool first = deadline == 0;
+        if (first)
+            deadline = now + wait_ns;
         if ((ret != -ECONNREFUSED && ret != -EROFS) || now >= deadline) {
             cr_log_error("database migrations failed: %s", err);
             return ret;
         }
-        if (!said)
+        if (first)
             cr_log_warn("database not %s yet (%s): trying again every second for up to %.0f s "
                         "(--db-start-wait)", ret == -EROFS ? "writable" : "reachable", err,
-                        (double)(deadline - now) / 1e9);
-        said = true;
+                        (double)wait_ns / 1e9);
         uint64_t pause = deadline - now < CR_NS_PER_S ? deadline - now : CR_NS_PER_S;
         struct timespec ts = {.tv_sec = (time_t)(pause / CR_NS_PER_S),
                               .tv_nsec = (long)(pause % CR_NS_PER_S)};

@@ -41,6 +41,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import signal  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -472,6 +473,23 @@ class ReplicaTest(cs.CoringTestCase):
         self.assertIn("database not writable yet", r.stderr)
         self.assertIn("database migrations failed", r.stderr)
         self.assertGreaterEqual(took, 2.0)
+
+        # A first try slower than the wait (a server that takes the
+        # connection and never answers: libpq's connect_timeout of 3 s
+        # ends it) still gets the wait: it counts from the first refusal.
+        # Seen failing under load in the suite (the first try took past
+        # the 2 s, no retry), and always with this server.
+        mute = socket.socket()
+        mute.bind((cs.HOST, 0))
+        mute.listen(8)
+        self.addCleanup(mute.close)
+        r, took = run("postgresql://coring@%s:%d/coring?connect_timeout=3" % mute.getsockname(),
+                      "--db-start-wait", "1")
+        print("a primary that never answers, --db-start-wait 1: exit %d after %.1f s"
+              % (r.returncode, took))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("database not reachable yet", r.stderr)
+        self.assertGreaterEqual(took, 6.0, "one try of 3 s, then the wait of 1 s: a second try")
 
         # The primary down at the start, up 1.5 s later: the start goes on.
         self.primary.run("stop", "fast")
