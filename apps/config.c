@@ -99,6 +99,25 @@ static int set_cors_origins(void *config, const char *value)
     return 0;
 }
 
+/* --trusted-proxies: the list, checked and built now (given twice: the
+ * last wins). */
+static int set_trusted_proxies(void *config, const char *value)
+{
+    coring_config *cfg = config;
+    char why[160];
+    http_trusted_proxies_destroy(cfg->trusted_proxies);
+    cfg->trusted_proxies = NULL;
+    cfg->http.trusted_proxies = NULL;
+    int err = http_trusted_proxies_create(value, &cfg->trusted_proxies, why, sizeof(why));
+    if (err < 0) {
+        fprintf(stderr, "coring: %s: %s\n", coring_option_source("--trusted-proxies"),
+                err == -EINVAL ? why : cr_strerror(err));
+        return CORING_OPTIONS_REFUSED;
+    }
+    cfg->http.trusted_proxies = cfg->trusted_proxies;
+    return 0;
+}
+
 static int check_config(void *config, const char *value)
 {
     (void)value;
@@ -233,6 +252,13 @@ const coring_option coring_config_options[] = {
              "'*' for any origin, without credentials (default: off;\n"
              "docs/cors.md)",
      .default_doc = "off"},
+    {.name = "trusted-proxies", .value = "LIST", .kind = CORING_OPTION_CUSTOM,
+     .set = set_trusted_proxies,
+     .help = "comma-separated addresses or networks (ADDR/PREFIX) of\n"
+             "the proxies in front: from those peers the client is\n"
+             "read from X-Forwarded-For, its rightmost hop that is\n"
+             "not one of them (default: none; docs/logs.md)",
+     .default_doc = "none"},
     {.name = "db-pool", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.db_pool), .min = 1,
      .max = 64,
      .help = "database connections per worker thread (default 2)",
@@ -255,6 +281,19 @@ const coring_option coring_config_options[] = {
              "of its batch form (users: inserts) (default on;\n"
              "docs/database.md)",
      .default_doc = "`on`"},
+    {.name = "db-start-wait", .value = "S", .kind = CORING_OPTION_NUMBER,
+     FIELD(apps.db_start_wait_ns), .min = 0, .max = 86400, .scale = CR_NS_PER_S,
+     .help = "at start-up, try the migrations again every second for up\n"
+             "to S seconds while the primary is unreachable or read-only\n"
+             "(a failover, a cluster rebooting) (default 0: once)",
+     .default_doc = "0 s (one try)"},
+    {.name = "replica-max-lag", .value = "S", .kind = CORING_OPTION_SECONDS,
+     FIELD(apps.replica_max_lag_ns), .max = 3600,
+     .help = "with DATABASE_READ_URL: while the replica lags more than\n"
+             "S seconds (fractions allowed; measured each second), its\n"
+             "reads go to the primary (default 0: no bound;\n"
+             "docs/operating.md)",
+     .default_doc = "0 s (no bound)"},
     {.name = "seed-users", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.seed_users),
      .min = 1, .max = 100000000, .implicit = "10000",
      .help = "insert N users at start-up (default N: 10000)",
@@ -340,8 +379,10 @@ const coring_option coring_config_options[] = {
              "~1e-3 of float32 (docs/embeddings.md); default float32",
      .default_doc = "off"},
     {.name = "check-config", .kind = CORING_OPTION_COMMAND, .set = check_config,
-     .help = "check the options and exit: 0 when they are valid,\n"
-             "2 with the reason otherwise (binds and starts nothing)",
+     .help = "run every start-up check that needs no network (the\n"
+             "options, DATABASE_URL set and well-formed, VIACEP_URL,\n"
+             "--user, the embed model) and exit: 0 when they pass, 2\n"
+             "with the reason (binds, connects and serves nothing)",
      .default_doc = "off"},
     {.name = "list-routes", .kind = CORING_OPTION_COMMAND, .set = list_routes,
      .help = "print the routes mounted (METHOD PATTERN a line) and exit",

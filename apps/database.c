@@ -6,6 +6,7 @@
 
 #include "coring/apps/health.h"
 
+#include "coring/core/clock.h"
 #include "coring/core/log.h"
 #include "coring/db/admin.h"
 #include "coring/http/server.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *users_of_db[8];
 static size_t num_users_of_db;
@@ -45,10 +47,8 @@ bool app_db_used(void)
     return statement_count > 0;
 }
 
-int app_db_start(const app_options *opts)
+int app_db_check(void)
 {
-    if (db_metrics_register() < 0)
-        cr_log_warn("database metrics could not be registered: they stay out of /metrics");
     const char *url = getenv("DATABASE_URL");
     if (!url || !*url) {
         char names[64] = "";
@@ -63,6 +63,60 @@ int app_db_start(const app_options *opts)
                      num_users_of_db > 1 ? "them" : "it");
         return -EINVAL;
     }
+    static const char *const vars[] = {"DATABASE_URL", "DATABASE_READ_URL"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *value = getenv(vars[i]);
+        char why[256];
+        int err = value && *value ? db_conninfo_check(value, why, sizeof(why)) : 0;
+        if (err < 0) {
+            cr_log_error("%s: libpq does not take it: %s", vars[i], why);
+            return err;
+        }
+    }
+    return 0;
+}
+
+/* The migrations on @url, tried again every second for up to @wait_ns
+ * while the primary cannot be reached or is read-only (a failover, the
+ * whole cluster rebooting): what a start waits for before it gives up.
+ * The wait counts from the first refusal, so a first try that is slow to
+ * fail (a connect timeout, a loaded machine) does not use it up. */
+static int migrate(const char *url, uint64_t wait_ns)
+{
+    uint64_t deadline = 0;
+    for (;;) {
+        char err[512];
+        int applied = 0;
+        int ret = db_migrate(url, &applied, err, sizeof(err));
+        uint64_t now = cr_clock_now_ns();
+        if (ret == 0)
+            return 0;
+        bool first = deadline == 0;
+        if (first)
+            deadline = now + wait_ns;
+        if ((ret != -ECONNREFUSED && ret != -EROFS) || now >= deadline) {
+            cr_log_error("database migrations failed: %s", err);
+            return ret;
+        }
+        if (first)
+            cr_log_warn("database not %s yet (%s): trying again every second for up to %.0f s "
+                        "(--db-start-wait)", ret == -EROFS ? "writable" : "reachable", err,
+                        (double)wait_ns / 1e9);
+        uint64_t pause = deadline - now < CR_NS_PER_S ? deadline - now : CR_NS_PER_S;
+        struct timespec ts = {.tv_sec = (time_t)(pause / CR_NS_PER_S),
+                              .tv_nsec = (long)(pause % CR_NS_PER_S)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int app_db_start(const app_options *opts)
+{
+    if (db_metrics_register() < 0)
+        cr_log_warn("database metrics could not be registered: they stay out of /metrics");
+    int check_err = app_db_check();
+    if (check_err < 0)
+        return check_err;
+    const char *url = getenv("DATABASE_URL");
     config = db_config_default();
     config.conninfo = url;
     if (opts->db_pool)
@@ -74,20 +128,14 @@ int app_db_start(const app_options *opts)
     const char *read_url = getenv("DATABASE_READ_URL");
     if (read_url && *read_url) {
         config.read_conninfo = read_url;
+        config.replica_max_lag_ns = opts->replica_max_lag_ns;
         int err = app_health_add_check("database_read", app_db_read_ready);
-        if (err < 0)
+        if (err < 0 || (err = db_lag_register()) < 0)
             return err;
         cr_log_info("database: reads of users and CEPs from DATABASE_READ_URL while it is up");
     }
 
-    char err[512];
-    int applied = 0;
-    int ret = db_migrate(url, &applied, err, sizeof(err));
-    if (ret < 0) {
-        cr_log_error("database migrations failed: %s", err);
-        return ret;
-    }
-    return 0;
+    return migrate(url, opts->db_start_wait_ns);
 }
 
 const char *app_db_url(void)

@@ -127,24 +127,39 @@ static void apps_thread_fini(void *user)
  * 1024 work) and before any worker thread or ring exists (so that every
  * thread runs unprivileged): supplementary groups, then the group, then the
  * user, and a check that root cannot be regained. */
-static int drop_privileges(void *user)
+/* --user's account into *@pw: 0 when it exists and this process may
+ * become it (root, or already that user: then *@pw is NULL, nothing to
+ * do); else -errno after logging why. */
+static int find_user(struct passwd **pw)
 {
-    (void)user;
     const char *run_as = cfg.user;
+    *pw = NULL;
     if (!run_as)
         return 0;
     errno = 0;
-    struct passwd *pw = getpwnam(run_as);
-    if (!pw) {
+    struct passwd *found = getpwnam(run_as);
+    if (!found) {
         cr_log_error("--user %s: no such user", run_as);
         return errno ? -errno : -ENOENT;
     }
     if (geteuid() != 0) {
-        if (pw->pw_uid == geteuid())
+        if (found->pw_uid == geteuid())
             return 0; /* already that user */
         cr_log_error("--user %s: only root can switch users", run_as);
         return -EPERM;
     }
+    *pw = found;
+    return 0;
+}
+
+static int drop_privileges(void *user)
+{
+    (void)user;
+    const char *run_as = cfg.user;
+    struct passwd *pw;
+    int found = find_user(&pw);
+    if (found < 0 || !pw)
+        return found;
     if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
         setuid(pw->pw_uid) < 0) {
         int err = -errno;
@@ -237,6 +252,23 @@ static http_router *mount_routes(void)
     return router;
 }
 
+/* Every start-up check that needs no network, after the options' own
+ * (check_config) and the mounting (which loads an embed model): the
+ * database's settings when an app uses it (DATABASE_URL set, it and
+ * DATABASE_READ_URL conninfo strings libpq takes), each mounted app's own
+ * (its check hook: VIACEP_URL), --user. A start runs them before anything
+ * connects; --check-config runs them and stops. 0, or -errno after
+ * logging why. */
+static int check_start(void)
+{
+    int err = app_db_used() ? app_db_check() : 0;
+    for (size_t i = 0; i < num_mounted && !err; i++)
+        if (mounted[i]->check)
+            err = mounted[i]->check(&cfg.apps);
+    struct passwd *pw;
+    return err ? err : find_user(&pw);
+}
+
 /* Start the mounted apps and serve until SIGINT/SIGTERM, then stop them.
  * Returns the exit status. */
 static int serve(http_router *router)
@@ -279,23 +311,26 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         err = check_config();
     if (err)
         return status_of(err);
-    if (cfg.check_only) {
-        printf("coring: configuration OK\n");
-        return 0;
-    }
 
     cfg.embed.ring_threads = cfg.net.threads;
     cfg.embed.rings_pinned = cfg.net.pin;
     app_embed_configure(&cfg.embed);
     http_router *router = mount_routes();
     if (!router)
-        return 1;
+        return cfg.check_only ? 2 : 1;
     int ret = 0;
-    if (cfg.list_routes)
+    if (cfg.list_routes) {
         http_router_each(router, print_route, NULL);
-    else
-        ret = serve(router);
+    } else if (cfg.check_only) {
+        /* A configuration that a start would refuse before the network: 2. */
+        ret = check_start() < 0 ? 2 : 0;
+        if (ret == 0)
+            printf("coring: configuration OK\n");
+    } else {
+        ret = check_start() < 0 ? 1 : serve(router);
+    }
     http_router_destroy(router);
     http_cors_destroy(cfg.cors);
+    http_trusted_proxies_destroy(cfg.trusted_proxies);
     return ret;
 }

@@ -515,8 +515,10 @@ static int mount(http_router *r)
     return 0;
 }
 
-static int start(const app_options *opts)
+/* VIACEP_URL: an http:// or https:// URL that fits. */
+static int check(const app_options *opts)
 {
+    (void)opts;
     const char *url = getenv("VIACEP_URL");
     if (url && *url) {
         size_t len = strlen(url);
@@ -530,6 +532,11 @@ static int start(const app_options *opts)
         }
         snprintf(upstream, sizeof(upstream), "%.*s", (int)len, url);
     }
+    return 0;
+}
+
+static int start(const app_options *opts)
+{
     upstream_off = opts->cep_upstream_off;
     if (opts->cep_negative_ttl_ns)
         negative_ttl_ns = opts->cep_negative_ttl_ns;
@@ -571,6 +578,7 @@ const app_def app_cep = {
     .name = "cep",
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
     .mount = mount,
+    .check = check,
     .start = start,
     .ready = app_db_ready,
     .ready_check = "database",

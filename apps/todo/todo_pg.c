@@ -17,8 +17,16 @@
  * statement (coring/apps/idempotency.h): shared by every process on the
  * database, like the todos.
  *
+ * With DATABASE_READ_URL the two GETs read from the replica while it is
+ * up (db.h, replica_ok), as the users app's do, so that they go on while
+ * the primary is down; a GET /todos/{id} that the replica answers with no
+ * row is asked again of the primary before a 404 (a client never misses
+ * the todo it just made). GET /todos, and a todo just changed or deleted,
+ * may lag the primary by the replication delay (docs/todo.md).
+ *
  * While the database is unreachable every route answers 503
- * {"error":"database unavailable"} with Retry-After, like users.
+ * {"error":"database unavailable"} with Retry-After, like users (reads
+ * too, unless a replica answers them).
  */
 #include "todo.h"
 
@@ -33,10 +41,19 @@
 
 #define TODO_COLUMNS "id, title, completed"
 
+/* The reads may be answered by the read replica (DATABASE_READ_URL), lag
+ * included; get_primary_def is get_def on the primary, for a miss (as
+ * users reads: apps/users/users.c). */
 static const db_statement list_def = {
     .sql = "SELECT " TODO_COLUMNS " FROM todos ORDER BY id",
+    .replica_ok = true,
 };
 static const db_statement get_def = {
+    .sql = "SELECT " TODO_COLUMNS " FROM todos WHERE id = $1",
+    .replica_ok = true,
+    .types = {DB_INT8},
+};
+static const db_statement get_primary_def = {
     .sql = "SELECT " TODO_COLUMNS " FROM todos WHERE id = $1",
     .types = {DB_INT8},
 };
@@ -76,8 +93,8 @@ static const db_statement delete_def = {
 };
 
 /* Their handles (mount). */
-static const db_stmt *list_stmt, *get_stmt, *insert_stmt, *insert_keyed_stmt, *update_stmt,
-    *delete_stmt;
+static const db_stmt *list_stmt, *get_stmt, *get_primary_stmt, *insert_stmt,
+    *insert_keyed_stmt, *update_stmt, *delete_stmt;
 
 /* --todo-max-items (start). */
 static int64_t max_items = APP_TODO_DEFAULT_MAX_ITEMS;
@@ -131,7 +148,15 @@ static void by_id(http_ctx *ctx, const db_stmt *stmt, uint64_t id, const db_para
         return;
     }
     db_result r;
-    if (!ran(ctx, db_run(stmt, params, count, &r), &r))
+    bool on_replica = stmt == get_stmt && db_reading_replica(NULL, 0);
+    int err = db_run(stmt, params, count, &r);
+    if (err == 0 && db_result_rows(&r) == 0 && on_replica) {
+        /* Read your writes: a todo just made may not be on the replica
+         * yet; the primary decides before a 404. */
+        db_result_clear(&r);
+        err = db_run(get_primary_stmt, params, count, &r);
+    }
+    if (!ran(ctx, err, &r))
         return;
     if (db_result_rows(&r) == 0)
         http_respond_error(ctx, 404, "todo not found");
@@ -238,6 +263,7 @@ static int mount(http_router *r)
     if ((err = todo_mount_routes(r, &pg_store)) < 0 ||
         (err = app_db_statement(app, &list_def, &list_stmt)) < 0 ||
         (err = app_db_statement(app, &get_def, &get_stmt)) < 0 ||
+        (err = app_db_statement(app, &get_primary_def, &get_primary_stmt)) < 0 ||
         (err = app_db_statement(app, &insert_def, &insert_stmt)) < 0 ||
         (err = app_db_statement(app, &insert_keyed_def, &insert_keyed_stmt)) < 0 ||
         (err = app_idempotency_mount(app)) < 0 ||

@@ -58,6 +58,18 @@ static PGconn *connect_blocking(const char *conninfo, char *err, size_t err_len)
 /* Run @sql with parameters as PQexecParams takes them (NULL @types,
  * @lengths, @formats: text, types inferred); true when it succeeded.
  * @what names it in the error. */
+/* Whether the last statement that failed here failed because the
+ * session is read-only (SQLSTATE 25006: a hot standby, or
+ * default_transaction_read_only). Main thread only, as this file is. */
+static bool failed_read_only;
+
+/* Note @r's failure for db_migrate's return. */
+static void note_failure(const PGresult *r)
+{
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    failed_read_only = state && strcmp(state, "25006") == 0;
+}
+
 static bool run_params(PGconn *pg, const char *what, const char *sql, int nparams,
                        const Oid *types, const char *const *values, const int *lengths,
                        const int *formats, PGresult **keep, char *err, size_t err_len)
@@ -65,8 +77,10 @@ static bool run_params(PGconn *pg, const char *what, const char *sql, int nparam
     PGresult *r = PQexecParams(pg, sql, nparams, types, values, lengths, formats, 0);
     ExecStatusType st = PQresultStatus(r);
     bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
-    if (!ok)
+    if (!ok) {
+        note_failure(r);
         set_err(err, err_len, "%s: %s", what, r ? PQresultErrorMessage(r) : PQerrorMessage(pg));
+    }
     if (keep && ok)
         *keep = r;
     else
@@ -79,6 +93,23 @@ static bool run(PGconn *pg, const char *what, const char *sql, int nparams,
                 const char *const *values, PGresult **keep, char *err, size_t err_len)
 {
     return run_params(pg, what, sql, nparams, NULL, values, NULL, NULL, keep, err, err_len);
+}
+
+int db_conninfo_check(const char *conninfo, char *err, size_t err_len)
+{
+    char *why = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, &why);
+    if (opts) {
+        PQconninfoFree(opts);
+        return 0;
+    }
+    if (!why) {
+        set_err(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    set_err(err, err_len, "%s", why);
+    PQfreemem(why);
+    return -EINVAL;
 }
 
 int db_exec(const char *conninfo, const char *sql, const db_param *params, size_t count,
@@ -148,6 +179,7 @@ static int apply(PGconn *pg, const db_migration *m, long long v, char *err, size
     r = PQexec(pg, m->sql);
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        note_failure(r);
         set_err(err, err_len, "%s: %s", what, r ? PQresultErrorMessage(r) : PQerrorMessage(pg));
         PQclear(r);
         run(pg, "rollback", "ROLLBACK", 0, NULL, NULL, NULL, 0);
@@ -180,6 +212,7 @@ int db_migrate(const char *conninfo, int *applied, char *err, size_t err_len)
     if (!pg)
         return -ECONNREFUSED;
     int ret = 0;
+    failed_read_only = false;
     /* The session lock serialises concurrent starts; it ends with the session. */
     if (!run(pg, "taking the migration lock", "SELECT pg_advisory_lock(" DB_MIGRATION_LOCK ")", 0,
              NULL, NULL, err, err_len) ||
@@ -203,5 +236,5 @@ int db_migrate(const char *conninfo, int *applied, char *err, size_t err_len)
     }
 out:
     PQfinish(pg);
-    return ret;
+    return ret == -EIO && failed_read_only ? -EROFS : ret;
 }

@@ -19,6 +19,7 @@
 #include "coring/net/runtime.h"
 #include "driver.h"
 #include "hosts.h"
+#include "lag.h"
 #include "metrics.h"
 #include "pending.h"
 #include "ready.h"
@@ -116,7 +117,7 @@ int db_thread_init(const db_config *cfg)
             }
         }
     }
-    return 0;
+    return db_lag_thread_start(cfg);
 }
 
 void db_thread_fini(void)
@@ -173,10 +174,13 @@ bool db_reading_replica(char *why, size_t len)
         snprintf(why, len, "no DATABASE_READ_URL");
         return false;
     }
-    if (pool->sets[1].up > 0)
+    if (pool->sets[1].up > 0 && !db_lag_too_far())
         return true;
-    snprintf(why, len, "replica unreachable: %s",
-             set_error(&pool->sets[1], pool->cfg->connections));
+    if (pool->sets[1].up > 0)
+        db_lag_describe(why, len);
+    else
+        snprintf(why, len, "replica unreachable: %s",
+                 set_error(&pool->sets[1], pool->cfg->connections));
     return false;
 }
 
@@ -280,6 +284,17 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     return err;
 }
 
+int db_pool_probe(bool replica, const db_stmt *stmt, db_result *out, uint64_t timeout_ns)
+{
+    out->pg = NULL;
+    db_pool *pool = tl_pool;
+    net_task *self = net_task_current();
+    if (!pool || !self || (replica && pool->nsets < 2))
+        return -EPERM;
+    db_pending ask = {.stmt = stmt, .name = stmt->name, .result_format = 1};
+    return query(pool, replica ? &pool->sets[1] : PRIMARY(pool), self, &ask, out, timeout_ns);
+}
+
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
 {
     out->pg = NULL;
@@ -312,7 +327,7 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
      * sake, not the query's, is asked again, once, of the primary, with
      * the other half. Everything else goes to the primary, with all of it. */
     db_set *set = PRIMARY(pool);
-    if (db_route_to_replica(&stmt->def, pool->nsets > 1 ? pool->sets[1].up : 0))
+    if (db_route_to_replica(&stmt->def, pool->nsets > 1 && !db_lag_too_far() ? pool->sets[1].up : 0))
         set = &pool->sets[1];
     uint64_t budget = pool->cfg->query_timeout_ns;
     int err = query(pool, set, self, &ask, out, set->replica ? budget / 2 : budget);

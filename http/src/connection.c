@@ -60,31 +60,8 @@ typedef struct http_conn {
     uint64_t body_start_ns;    /* the pending request's headers were complete */
     bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
-    http_peer peer;     /* the client (getpeername once, with --access-log) */
+    http_peer peer;     /* the client (getpeername when a request first needs it) */
 } http_conn;
-
-/* Fill c->peer from getpeername(2) ("" and 0 when it fails); an
- * IPv4-mapped IPv6 address is shown as IPv4. */
-static void get_peer(http_conn *c)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    c->peer.addr[0] = '\0';
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) < 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &a->sin_addr, c->peer.addr, sizeof(c->peer.addr));
-        c->peer.port = ntohs(a->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
-            inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], c->peer.addr, sizeof(c->peer.addr));
-        else
-            inet_ntop(AF_INET6, &a->sin6_addr, c->peer.addr, sizeof(c->peer.addr));
-        c->peer.port = ntohs(a->sin6_port);
-    }
-}
 
 static int flush(http_conn *c)
 {
@@ -387,11 +364,9 @@ static void warn_no_provided_buffers(void)
 
 void http_connection_main(int fd, void *server)
 {
-    http_conn c = {.fd = fd, .srv = server};
+    http_conn c = {.fd = fd, .srv = server, .peer = {.fd = fd}};
     const http_server_config *cfg = &c.srv->cfg;
     cr_arena *arena = cr_coro_arena(cr_coro_current());
-    if (cfg->access_log)
-        get_peer(&c);
     http_metrics_connection(true);
 
     for (;;) {

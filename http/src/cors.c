@@ -51,6 +51,7 @@ struct http_cors {
 static const char *const allowed_headers[] = {
     "Accept",       "Accept-Language", "Content-Language",
     "Content-Type", "Authorization",   "X-Request-Id",
+    "Idempotency-Key",
 };
 #define NUM_ALLOWED_HEADERS (sizeof(allowed_headers) / sizeof(allowed_headers[0]))
 

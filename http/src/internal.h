@@ -5,6 +5,7 @@
 #ifndef CORING_HTTP_INTERNAL_H
 #define CORING_HTTP_INTERNAL_H
 
+#include "coring/http/proxy.h"
 #include "coring/http/server.h"
 
 #include <netinet/in.h>
@@ -12,6 +13,21 @@
 #include <string.h>
 
 #define HTTP_MAX_EXTRA_HEADERS 8
+
+/* The connection's peer, its address and port: asked of the kernel
+ * (getpeername) the first time a request needs it (http_peer_get, proxy.c:
+ * the access line, http_request_client), once per connection; "" and 0
+ * when that fails. */
+typedef struct http_peer {
+    int fd;                      /* the connection's socket */
+    bool known;                  /* addr and port filled */
+    char addr[INET6_ADDRSTRLEN];
+    int port;
+} http_peer;
+
+/* http_peer_get - @peer with its address and port filled (once). The
+ * connection's coroutine. */
+const http_peer *http_peer_get(http_peer *peer);
 
 struct http_ctx_internal {
     cr_buf *out;             /* the connection's output buffer */
@@ -29,6 +45,9 @@ struct http_ctx_internal {
     size_t body_start;
     const char *request_id;  /* X-Request-Id to send back, or NULL */
     size_t request_id_len;   /* its length, bytes */
+    http_peer *peer;         /* the connection's peer (proxy.c) */
+    const http_trusted_proxies *proxies; /* --trusted-proxies, or NULL */
+    bool client_known;       /* @client holds http_request_client's answer */
     /* CORS header lines, each "\r\n" name ": " value (cors.c); 0 bytes: none. */
     const char *cors_lines;
     size_t cors_lines_len;
@@ -37,6 +56,7 @@ struct http_ctx_internal {
      * what comes before them, not these (once per request). */
     const char *extra_name[HTTP_MAX_EXTRA_HEADERS];
     const char *extra_value[HTTP_MAX_EXTRA_HEADERS];
+    char client[HTTP_CLIENT_ADDRESS_SIZE]; /* read only once client_known */
 };
 
 /* Start @in for a response into @out: every field zero up to the extra
@@ -77,12 +97,6 @@ const char *http_date_now(void);
  * a method of the path itself. Returns true when it answered. */
 bool http_cors_handle(const struct http_cors *cors, const http_router *router, http_ctx *ctx);
 
-/* The client's address and port, as the access log shows them: filled by
- * the connection (getpeername once, with --access-log); "" and 0 without. */
-typedef struct http_peer {
-    char addr[INET6_ADDRSTRLEN];
-    int port;
-} http_peer;
 
 /* One complete request, as the connection (connection.c) hands it to its
  * handling (request.c). Everything points into the connection's memory and
@@ -94,7 +108,7 @@ typedef struct http_exchange {
     size_t wire_bytes;       /* header section and body as counted in the metrics */
     bool close;              /* the connection closes after this answer */
     uint64_t start_ns;       /* monotonic clock reading that starts its duration */
-    const http_peer *peer;   /* for the access line */
+    http_peer *peer;         /* the connection's peer, asked for on first use */
     cr_buf *out;             /* the connection's output: the response goes here */
 } http_exchange;
 

@@ -21,8 +21,9 @@
 /* The access line (docs/logs.md): in text `METHOD TARGET STATUS D ms`
  * then client, client_port, protocol, bytes, user_agent, request_id (and
  * invalid_request_id when one was replaced); in JSON every one a field. */
-static void log_access(const http_peer *peer, const http_request *req, int status, size_t bytes,
-                       uint64_t duration_ns, const char *request_id, const http_str *bad_id)
+static void log_access(const char *client, const http_peer *peer, const http_request *req,
+                       int status, size_t bytes, uint64_t duration_ns, const char *request_id,
+                       const http_str *bad_id)
 {
     double ms = (double)duration_ns / 1e6;
     char path[256];
@@ -37,7 +38,7 @@ static void log_access(const http_peer *peer, const http_request *req, int statu
          .json_only = true},
         {.key = "status", .type = CR_LOG_INT, .num = status, .json_only = true},
         {.key = "duration_ms", .type = CR_LOG_MS, .ms = ms, .json_only = true},
-        CR_LOG_FIELD_STR("client", peer->addr, strlen(peer->addr)),
+        CR_LOG_FIELD_STR("client", client, strlen(client)),
         CR_LOG_FIELD_INT("client_port", peer->port),
         CR_LOG_FIELD_STR("protocol", req->minor_version == 0 ? "HTTP/1.0" : "HTTP/1.1", 8),
         CR_LOG_FIELD_INT("bytes", (long long)bytes),
@@ -136,6 +137,8 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
     in.keep_alive_10 = !x->close && req->minor_version == 0;
     in.request_id = request_id;
     in.request_id_len = request_id_len;
+    in.peer = x->peer;
+    in.proxies = srv->cfg.trusted_proxies;
     static const http_route_params no_params;
     http_ctx ctx = {
         .req = req,
@@ -155,7 +158,8 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
     http_metrics_request(route_index, req->method, in.status, duration_ns, x->wire_bytes,
                          response_bytes);
     if (srv->cfg.access_log)
-        log_access(x->peer, req, in.status, response_bytes, duration_ns, request_id, bad_id);
+        log_access(http_request_client(&ctx), http_peer_get(x->peer), req, in.status,
+                   response_bytes, duration_ns, request_id, bad_id);
     cr_log_set_request_id(NULL);
     return end_ns;
 }

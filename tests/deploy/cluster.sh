@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ctest's deploy_cluster: deploy/cluster up && deploy/cluster test (whose
+# ctest's deploy_cluster: deploy/cluster up, host 1 restarted by hand (as an
+# operator would, outside deploy/cluster), then deploy/cluster test (whose
 # check 5 is the fault run's smoke: the primary killed under keyed writes,
 # then back), then deploy/cluster down whatever happened (it removes what a
 # failed up made). The whole fault run is `deploy/cluster faults`.
@@ -25,21 +26,58 @@ ip netns delete "$probe"
 
 exec 9>/run/lock/coring-cluster.lock
 flock -w 600 9 || { echo "FAIL: another deploy/cluster run held the lock for 600 s"; exit 1; }
-"$root/deploy/cluster" up
+# up's stdout is its key=value lines alone (issue 45): checked here.
+out=$("$root/deploy/cluster" up)
 status=$?
+if [ "$status" -eq 0 ] && grep -vqE '^[a-z_0-9]+=[^ ]+$' <<<"$out"; then
+  echo "FAIL: deploy/cluster up printed more than key=value lines on stdout:"
+  echo "$out"
+  status=1
+fi
+echo "$out"
 if [ "$status" -eq 3 ]; then
   echo "FAIL: a cluster is already up (not made by this test): deploy/cluster down removes it"
   exit 1
 fi
-[ "$status" -eq 0 ] && { "$root/deploy/cluster" test; status=$?; }
 state=${CORING_CLUSTER_STATE:-/run/coring-cluster}
-if [ "$status" -ne 0 ] && [ -d "$state" ]; then
-  # What the logs say, before down removes them.
-  echo "--- $state/haproxy.log: requests not answered 2xx (last 20)"
-  grep -E ' -?[0-9]+/-?[0-9]+/-?[0-9]+/-?[0-9]+/[0-9]+ (-1|[013-9][0-9][0-9]) ' "$state/haproxy.log" | tail -20
+logs=${CORING_CLUSTER_LOGS:-/var/log/coring-cluster}
+
+# Host 1 restarted by hand, as an operator would without deploy/cluster
+# (docs/deploy.md, "Restarting a host"): its pid from its namespace, SIGTERM,
+# and the same binary started again with the host's environment file. The
+# checks after it find the new process themselves.
+hand_restart() {
+  local pid="" p deadline
+  for p in $(ip netns pids coring-h1); do
+    [ "$(readlink -f "/proc/$p/exe")" = "$(readlink -f "$CORING_BIN")" ] && pid=$p
+  done
+  [ -n "$pid" ] || { echo "FAIL: hand restart: no coring in coring-h1"; return 1; }
+  kill -TERM "$pid"
+  deadline=$((SECONDS + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || { echo "FAIL: hand restart: pid $pid still there"; return 1; }
+    sleep 0.1
+  done
+  ip netns exec coring-h1 setsid sh -c "set -a; . '$state/h1.env'; exec '$CORING_BIN'" 2>&1 \
+    </dev/null | setsid multilog s16777215 n5 "$logs/h1" &
+  deadline=$((SECONDS + 30))
+  until "$root/deploy/cluster" status | grep -q '^name=h1 .*haproxy=UP'; do
+    [ "$SECONDS" -lt "$deadline" ] || { echo "FAIL: hand restart: host1 not UP in 30 s"; return 1; }
+    sleep 0.5
+  done
+  echo "hand restart: host1 was pid $pid, now $("$root/deploy/cluster" status | sed -n 's/^name=h1 pid=\([0-9]*\).*/\1/p'), UP"
+}
+
+[ "$status" -eq 0 ] && { hand_restart; status=$?; }
+[ "$status" -eq 0 ] && { "$root/deploy/cluster" test; status=$?; }
+if [ "$status" -ne 0 ] && [ -d "$logs" ]; then
+  # What the logs say (down leaves them; the next up empties them).
+  echo "--- $logs/haproxy: requests not answered 2xx (last 20)"
+  cat "$logs"/haproxy/@* "$logs/haproxy/current" 2>/dev/null \
+    | grep -E ' -?[0-9]+/-?[0-9]+/-?[0-9]+/-?[0-9]+/[0-9]+ (-1|[013-9][0-9][0-9]) ' | tail -20
   for f in h1 h2 pg1 pg2 pg3 pg1-etcd pg2-etcd pg3-etcd; do
-    echo "--- $state/$f.log (last 5 lines)"
-    tail -5 "$state/$f.log" 2>/dev/null
+    echo "--- $logs/$f/current (last 5 lines)"
+    tail -5 "$logs/$f/current" 2>/dev/null
   done
 fi
 "$root/deploy/cluster" down

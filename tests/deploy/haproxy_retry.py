@@ -122,6 +122,7 @@ def main():
                "CORING_LB_HTTP": "127.0.0.1:%d" % lb,
                "CORING_LB_HTTPS": "127.0.0.1:%d" % free_port(),
                "CORING_LB_STATS": "127.0.0.1:%d" % free_port(),
+               "CORING_LB_METRICS": "127.0.0.1:%d" % free_port(),
                "CORING_LB_CERT": pem, "CORING_LB_SOCKET": os.path.join(tmp, "s.sock"),
                "CORING_LB_LOG": "stdout",
                "CORING_HOST1": "127.0.0.1:%d" % hosts[0].port,

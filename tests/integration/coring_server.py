@@ -75,6 +75,19 @@ def clean_env(**extra):
     return env
 
 
+# --check-config checks that DATABASE_URL is set, and that libpq takes it,
+# when a mounted app needs PostgreSQL, without connecting: the URL the tests
+# of options give it when they check a configuration with every app.
+CHECK_DATABASE_URL = "postgresql://coring@127.0.0.1:1/coring"
+
+
+def check_env(**extra):
+    """The test's environment with DATABASE_URL = CHECK_DATABASE_URL, plus @extra."""
+    env = dict(os.environ, DATABASE_URL=CHECK_DATABASE_URL)
+    env.update(extra)
+    return env
+
+
 def run_cli(args, env, timeout=10):
     """The binary under test run with @args and @env to its exit (a
     command-line check: --help, --check-config, a refused flag)."""

@@ -105,20 +105,23 @@ class EnvironmentTest(cs.CoringTestCase):
                 self.assertNotIn("listening on", r.stderr, what)
 
     def test_check_config_with_good_and_empty_variables(self):
-        r = run_cli(["--check-config"], clean_env(CORING_PORT="9", CORING_THREADS="2", CORING_APPS="users",
+        r = run_cli(["--check-config"], clean_env(DATABASE_URL=cs.CHECK_DATABASE_URL,
+                                                  CORING_PORT="9", CORING_THREADS="2", CORING_APPS="users",
                                                   CORING_ACCESS_LOG="TRUE", CORING_EMBED_INT8="off",
                                                   CORING_SEED_USERS="5", CORING_MAX_BODY_BYTES=""))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("configuration OK", r.stdout)
         # Empty is unset: not checked, not an error.
-        r = run_cli(["--check-config"], clean_env(CORING_PORT="", CORING_ACCESS_LOG=""))
+        r = run_cli(["--check-config"], clean_env(DATABASE_URL=cs.CHECK_DATABASE_URL, CORING_PORT="",
+                                                  CORING_ACCESS_LOG=""))
         self.assertEqual(r.returncode, 0, r.stderr)
         r = run_cli(["--check-config"], clean_env(CORING_SEED_USERS="0"))
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("CORING_SEED_USERS=0", r.stderr)
 
     def test_commands_have_no_variable(self):
-        r = run_cli(["--check-config", "--port", "0"], clean_env(CORING_HELP="1", CORING_VERSION="1"))
+        r = run_cli(["--check-config", "--port", "0"], clean_env(DATABASE_URL=cs.CHECK_DATABASE_URL,
+                                                                 CORING_HELP="1", CORING_VERSION="1"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("Usage", r.stdout)
 

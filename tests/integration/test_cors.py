@@ -137,6 +137,15 @@ class CorsOriginsTest(CorsCase):
         self.assertEqual(resp.header("Access-Control-Allow-Origin"), A, repr(resp))
         self.assertIsNone(resp.header("Access-Control-Allow-Headers"), "none asked for: %r" % resp)
 
+    def test_preflight_grants_idempotency_key(self):
+        # A page's POST /users or /todos that carries an Idempotency-Key,
+        # to be retried safely (docs/users.md): the browser sends it only
+        # once the preflight granted it.
+        resp = self.req("OPTIONS", "/todos", preflight(A, "POST", "content-type,idempotency-key"))
+        self.assertEqual(resp.status, 204, repr(resp))
+        self.assertEqual(set(resp.tokens("Access-Control-Allow-Headers")),
+                         {"content-type", "idempotency-key"}, repr(resp))
+
     def test_preflight_only_grants_safe_headers(self):
         resp = self.req("OPTIONS", "/todos", preflight(A, "POST", "content-type, x-evil ,cookie,authorization"))
         self.assertEqual(resp.status, 204, repr(resp))
@@ -229,7 +238,7 @@ class CorsConfigTest(cs.CoringTestCase):
 
     def check(self, value):
         return subprocess.run([cs.binary(), "--check-config", "--cors-origins", value], timeout=10,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cs.check_env())
 
     def test_refused_lists(self):
         for value, word in (("", "empty"), ("null", "null"), ("https://a.example/", "path"),

@@ -86,12 +86,46 @@ class CommandLineTest(cs.CoringTestCase):
         self.assertRegex(env, r"DATABASE_URL[^\n]*users, cep, and todo")
 
     def test_check_config(self):
-        r = run_cli("--check-config", "--port", "0", "--apps", "users")  # no DATABASE_URL needed
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertNotIn("listening on", r.stderr)
         r = run_cli("--check-config", "--apps", "nosuchapp")
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown app 'nosuchapp'", r.stderr)
+
+    def test_check_config_runs_the_start_up_checks_that_need_no_network(self):
+        """Issue 45: --check-config said "configuration OK" for a
+        configuration that exits 1 at start ("DATABASE_URL is not set").
+        Each refusal here is the start's, without its network steps
+        (connecting, migrating, binding)."""
+        def check(env, *args):
+            env = {k: v for k, v in dict(os.environ, **env).items() if v is not None}
+            return subprocess.run([cs.binary(), "--check-config", "--port", "0"] + list(args), env=env,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+        cases = (
+            ({"DATABASE_URL": None}, ["--apps", "users"], "DATABASE_URL is not set"),
+            ({"DATABASE_URL": None}, ["--apps", "todo", "--todo-store", "postgres"], "DATABASE_URL is not set"),
+            ({"DATABASE_URL": "postgresql://x@h/db?nosuchoption=1"}, ["--apps", "users"],
+             'DATABASE_URL: libpq does not take it: invalid URI query parameter: "nosuchoption"'),
+            ({"DATABASE_URL": "host=h dbname"}, ["--apps", "cep"], "DATABASE_URL: libpq does not take it"),
+            ({"DATABASE_URL": cs.CHECK_DATABASE_URL, "DATABASE_READ_URL": "postgres://[::1"}, ["--apps", "users"],
+             "DATABASE_READ_URL: libpq does not take it"),
+            ({"DATABASE_URL": cs.CHECK_DATABASE_URL, "VIACEP_URL": "ftp://viacep"}, ["--apps", "cep"],
+             "VIACEP_URL must be an http:// or https:// URL"),
+            ({}, ["--apps", "hello", "--user", "no-such-user-here"], "no such user"),
+        )
+        for env, args, want in cases:
+            r = check(env, *args)
+            what = "%s %s: %r" % (env, args, r.stderr)
+            self.assertEqual(r.returncode, 2, what)
+            self.assertIn(want, r.stderr, what)
+            self.assertNotIn("configuration OK", r.stdout, what)
+            self.assertNotIn("listening on", r.stderr, what)
+        # Set and well-formed, though nothing listens there: nothing connects.
+        t0 = time.monotonic()
+        r = check({"DATABASE_URL": cs.CHECK_DATABASE_URL, "DATABASE_READ_URL": "host=/nowhere port=1"},
+                  "--apps", "users,cep,todo", "--todo-store", "postgres")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("configuration OK", r.stdout)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(check({"DATABASE_URL": None}, "--apps", "hello,todo").returncode, 0)
 
     def test_port_in_use(self):
         blocker = socket.socket()

@@ -281,7 +281,7 @@ class BatchWaitTest(cs.CoringTestCase):
     turn until the 100 ms tick, and 200 round trips would then take 20 s."""
 
     def run_cli(self, *args):
-        return cs.run_cli(args, cs.clean_env())
+        return cs.run_cli(args, cs.clean_env(DATABASE_URL=cs.CHECK_DATABASE_URL))
 
     def test_flag_parses_and_out_of_range_is_refused(self):
         for ok in ("0", "50", "10000"):

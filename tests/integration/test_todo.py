@@ -679,7 +679,7 @@ class StoreTest(cs.CoringTestCase):
             self.assertIn("--todo-store: expected memory or postgres", proc.stderr)
         for good in ("memory", "postgres"):
             proc = subprocess.run([cs.binary(), "--todo-store", good, "--check-config"],
-                                  capture_output=True, text=True, timeout=10)
+                                  capture_output=True, text=True, timeout=10, env=cs.check_env())
             self.assertEqual(proc.returncode, 0, "--todo-store %s: %r" % (good, proc))
         text = subprocess.run([cs.binary(), "--help"], capture_output=True, text=True, timeout=10).stdout
         entry = text[text.index("  --todo-store"):].split("\n  --", 1)[0]

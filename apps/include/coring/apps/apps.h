@@ -17,6 +17,8 @@ typedef struct app_options {
     uint64_t db_timeout_ns;           /* per database query; 0: default (5 s) */
     unsigned db_routing;              /* --db-routing: a db_routing value (0: fill) */
     bool db_coalesce_off;             /* --db-coalesce off: no batch forms */
+    uint64_t replica_max_lag_ns;      /* --replica-max-lag: reads to the primary past it; 0: none */
+    uint64_t db_start_wait_ns;        /* --db-start-wait: migrations retried that long; 0: once */
     unsigned long long seed_users;    /* users to insert at start-up; 0: none */
     bool cep_upstream_off;            /* CEP: serve from the database only */
     uint64_t cep_negative_ttl_ns;     /* CEP: how long an unknown CEP is remembered; 0: 1 h */
@@ -38,9 +40,13 @@ typedef struct app_def {
     const char *summary;    /* one line for --help */
     /* Add the app's routes (main thread, before serving). 0 or -errno. */
     int (*mount)(http_router *router);
-    /* Main thread, after mounting and before serving: check settings and
-     * prepare what the app needs (migrations). May block. 0, or -errno
-     * after logging why. Optional. */
+    /* Main thread, after mounting, before start: check the settings the
+     * app reads that need no network (its environment variables), as
+     * --check-config does too. 0, or -errno after logging why. Optional. */
+    int (*check)(const app_options *opts);
+    /* Main thread, after check and before serving: prepare what the app
+     * needs (migrations). May block. 0, or -errno after logging why.
+     * Optional. */
     int (*start)(const app_options *opts);
     /* On each worker thread before it serves / after it stopped. */
     int (*thread_init)(void);

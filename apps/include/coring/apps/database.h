@@ -29,11 +29,22 @@ int app_db_statement(const char *app, const db_statement *def, const db_stmt **o
 bool app_db_used(void);
 
 /*
+ * app_db_check - the database settings' checks that need no network:
+ * DATABASE_URL is set (else a message naming the apps that need it), and
+ * it and DATABASE_READ_URL, when set, are conninfo strings libpq takes
+ * (db_conninfo_check). Returns 0, or -EINVAL after logging why (-ENOMEM).
+ * Main thread; app_db_start runs it first, --check-config alone.
+ */
+int app_db_check(void);
+
+/*
  * app_db_start - read DATABASE_URL (and DATABASE_READ_URL, the optional
- * read replica: docs/operating.md), apply the migrations (db_migrate) and
- * prepare the pool settings from @opts. Main thread, after mounting and
- * before serving; blocks. Returns 0, or -EINVAL (no DATABASE_URL) or the
- * migration's error, after logging what went wrong and how to fix it.
+ * read replica: docs/operating.md), apply the migrations (db_migrate,
+ * tried again every second for up to @opts->db_start_wait_ns while the
+ * primary is unreachable or read-only) and prepare the pool settings from
+ * @opts. Main thread, after mounting and before serving; blocks. Returns
+ * 0, or -EINVAL (no DATABASE_URL) or the migration's error, after logging
+ * what went wrong and how to fix it.
  */
 int app_db_start(const app_options *opts);
 

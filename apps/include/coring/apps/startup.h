@@ -11,6 +11,7 @@
 #include "coring/apps/apps.h"
 #include "coring/apps/options.h"
 #include "coring/http/cors.h"
+#include "coring/http/proxy.h"
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
@@ -27,6 +28,8 @@ typedef struct coring_config {
     bool todo_postgres;        /* --todo-store postgres: the todo app on PostgreSQL */
     const char *user;          /* --user: the account to run as once bound; NULL: none */
     http_cors *cors;           /* --cors-origins' policy (owned: http_cors_destroy) */
+    http_trusted_proxies *trusted_proxies; /* --trusted-proxies (owned:
+                                              http_trusted_proxies_destroy) */
     bool check_only;           /* --check-config */
     bool list_routes;          /* --list-routes */
     const app_def *const *available; /* the apps --apps may name, for it and --help */

@@ -32,11 +32,22 @@ const db_migration *db_migrations(size_t *count);
  * schema_migrations, on a new connection to @conninfo.
  * @applied: set to how many were applied now (may be NULL).
  * @err, @err_len: a one-line English reason on failure (always terminated).
- * Returns 0, -ECONNREFUSED (cannot connect), -EINVAL (a file without a
- * leading number) or -EIO (a statement failed; nothing of that migration
- * stays). Blocking; main thread, before serving.
+ * Returns 0, -ECONNREFUSED (cannot connect, target_session_attrs
+ * refusing a server included), -EROFS (the server is read-only: a hot
+ * standby, SQLSTATE 25006; a failover may make it writable), -EINVAL (a
+ * file without a leading number) or -EIO (a statement failed; nothing of
+ * that migration stays). Blocking; main thread, before serving.
  */
 int db_migrate(const char *conninfo, int *applied, char *err, size_t err_len);
+
+/*
+ * db_conninfo_check - whether libpq takes @conninfo (a URI or key=value
+ * string, as DATABASE_URL) as it is written: PQconninfoParse, which
+ * checks the syntax and the option names and connects to nothing.
+ * Returns 0, or -EINVAL with libpq's reason in @err (as for db_migrate),
+ * or -ENOMEM. Any thread; never blocks.
+ */
+int db_conninfo_check(const char *conninfo, char *err, size_t err_len);
 
 /*
  * db_exec - run @sql once with the @count parameters @params (C values as

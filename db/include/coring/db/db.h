@@ -95,6 +95,19 @@
  * primary has committed (replication lag). A caller that must see its own
  * write keeps a second statement with the same SQL without `replica_ok`
  * and asks it on a miss (see apps/users: GET /users/{id}).
+ *
+ * Replication lag: after db_lag_register, each worker thread measures its
+ * replica's lag once a second on its own connections (a service
+ * coroutine; its queries count in no query metric): seconds (0 when the
+ * replica has replayed all the WAL it received, else the age of its last
+ * replayed transaction) and bytes (the primary's WAL position less the
+ * replica's replayed one), in /metrics as db_replica_lag_seconds and
+ * db_replica_lag_bytes per thread (-1 when unknown). While the seconds
+ * exceed db_config.replica_max_lag_ns (0: no bound), the thread's
+ * replica_ok reads go to the primary and db_reading_replica says why; they
+ * return at the first measure back within the bound. An unknown lag (the
+ * primary or the replica not answering the probe) sends nothing away
+ * from the replica: the fallbacks above decide.
  */
 #ifndef CORING_DB_DB_H
 #define CORING_DB_DB_H
@@ -248,6 +261,9 @@ typedef struct db_config {
     const char *conninfo;          /* libpq URI or key=value string (DATABASE_URL) */
     const char *read_conninfo;     /* the read replica's (DATABASE_READ_URL), or NULL/"":
                                       replica_ok statements go to conninfo */
+    uint64_t replica_max_lag_ns;   /* replica_ok reads go to the primary while the replica's
+                                      measured lag exceeds this (0: no bound; "Replication
+                                      lag" above; needs db_lag_register) */
     unsigned connections;          /* per worker thread (2) */
     db_routing routing;            /* which connection a query takes (FILL) */
     bool coalesce;                 /* queries of a statement with a batch form
@@ -298,9 +314,11 @@ bool db_available(void);
 
 /*
  * db_reading_replica - whether this thread's replica_ok queries go to the
- * replica now (one of its replica connections is up). When not, writes why
- * into @why (@len bytes, NUL-terminated): "no DATABASE_READ_URL", or
- * "replica unreachable: <libpq's reason>" (reads then go to the primary).
+ * replica now (one of its replica connections is up, and it lags no more
+ * than replica_max_lag_ns). When not, writes why into @why (@len bytes,
+ * NUL-terminated): "no DATABASE_READ_URL", "replica unreachable: <libpq's
+ * reason>" or "replica lags S s, past --replica-max-lag B s" (reads then
+ * go to the primary).
  * Worker thread only; never blocks. For GET /readyz.
  */
 bool db_reading_replica(char *why, size_t len);
@@ -319,6 +337,18 @@ bool db_reading_replica(char *why, size_t len);
  * Returns true when ready; false also on a thread without a pool.
  */
 bool db_ready(char *why, size_t len);
+
+/*
+ * db_lag_register - measure the read replica's lag in every pool opened
+ * after this call ("Replication lag" above): registers the probe's two
+ * statements and the metric families db_replica_lag_seconds,
+ * db_replica_lag_bytes (per thread) and db_replica_lag_exceeded. The
+ * probe needs to read pg_stat-style functions only (pg_current_wal_lsn,
+ * pg_last_wal_replay_lsn, pg_last_xact_replay_timestamp): any role.
+ * Main thread, before any db_thread_init; once (a second call does
+ * nothing). Returns 0 or db_register's error.
+ */
+int db_lag_register(void);
 
 /*
  * db_register - register statement @def for every pool opened after this

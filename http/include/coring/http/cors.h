@@ -24,9 +24,12 @@ typedef struct http_cors http_cors;
 #define HTTP_CORS_MAX_AGE_S 600
 
 /* Request headers a preflight may be granted (Access-Control-Allow-Headers),
- * as sent back. Any other header a page asks for is not granted. */
+ * as sent back. Any other header a page asks for is not granted.
+ * Idempotency-Key: a page's POST /users or /todos retried safely
+ * (docs/users.md). */
 #define HTTP_CORS_ALLOWED_HEADERS                                                                  \
-    "Accept, Accept-Language, Content-Language, Content-Type, Authorization, X-Request-Id"
+    "Accept, Accept-Language, Content-Language, Content-Type, Authorization, X-Request-Id, "        \
+    "Idempotency-Key"
 
 /*
  * http_cors_create - the CORS policy for the comma-separated origins in

@@ -35,6 +35,9 @@ typedef struct http_server_config {
     size_t output_flush_bytes;     /* send mid-batch once this much output is queued (64 KiB) */
     bool access_log;               /* one log line per request */
     const struct http_cors *cors;  /* CORS policy (coring/http/cors.h); NULL: none (default) */
+    /* Peers whose X-Forwarded-For names the client (coring/http/proxy.h);
+     * NULL: none, the peer is the client (default). */
+    const struct http_trusted_proxies *trusted_proxies;
 } http_server_config;
 
 typedef struct http_server {
