@@ -9,14 +9,11 @@
 #include "coring/core/clock.h"
 #include "coring/core/error.h"
 #include "coring/core/log.h"
+#include "coring/core/version.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
-
-#ifndef CORING_VERSION
-#define CORING_VERSION "0.0.0"
-#endif
 
 coring_config coring_config_default(void)
 {
@@ -119,7 +116,7 @@ static int version(void *config, const char *value)
 {
     (void)config;
     (void)value;
-    printf("coring %s\n", CORING_VERSION);
+    printf("coring %s\n", coring_version());
     return CORING_OPTIONS_EXIT;
 }
 

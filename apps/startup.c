@@ -13,6 +13,7 @@
 #include "coring/apps/metrics.h"
 #include "coring/core/error.h"
 #include "coring/core/log.h"
+#include "coring/core/version.h"
 #include "coring/http/client.h"
 
 #include <errno.h>
@@ -22,10 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifndef CORING_VERSION
-#define CORING_VERSION "0.0.0"
-#endif
 
 /* The configuration, and the apps mounted (in --apps' order): file-wide,
  * for the hooks below, and reachable on every early return out of
@@ -170,7 +167,7 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
         strncat(names, mounted[i]->name, sizeof(names) - strlen(names) - 1);
     }
     bool v6 = strchr(host, ':') != NULL;
-    cr_log_info("coring %s listening on http://%s%s%s:%u threads=%u apps=%s", CORING_VERSION,
+    cr_log_info("coring %s listening on http://%s%s%s:%u threads=%u apps=%s", coring_version(),
                 v6 ? "[" : "", host, v6 ? "]" : "", port, threads, names);
 }
 
@@ -213,7 +210,7 @@ static http_router *mount_routes(void)
         return NULL;
     }
     /* GET /metrics whatever --apps says (docs/metrics.md). */
-    if (app_metrics_mount(router, CORING_VERSION) < 0) {
+    if (app_metrics_mount(router, coring_version()) < 0) {
         cr_log_error("cannot mount /metrics");
         return NULL;
     }
