@@ -201,3 +201,73 @@ Test(options, refused, .init = cr_redirect_stderr)
                      cases[i][0]);
     }
 }
+
+/* An app's own rows and settings, beside the server's. */
+typedef struct demo_settings {
+    unsigned limit;
+    bool verbose;
+    const char *format;
+} demo_settings;
+
+static int demo_list(void *config, const char *value)
+{
+    ((demo_settings *)config)->format = value;
+    return 0;
+}
+
+static const coring_option demo_rows[] = {
+    {.name = "demo-limit", .value = "N", .kind = CORING_OPTION_NUMBER,
+     .offset = offsetof(demo_settings, limit), .size = sizeof(unsigned), .min = 1, .max = 9},
+    {.name = "demo-verbose", .kind = CORING_OPTION_SWITCH,
+     .offset = offsetof(demo_settings, verbose), .size = sizeof(bool)},
+    {.name = "demo-list", .value = "FORMAT", .kind = CORING_OPTION_COMMAND, .implicit = "text",
+     .set = demo_list},
+};
+
+/* Several tables: each row sets its own table's configuration, from a
+ * flag or a variable, and the server's rows still set the server's. */
+Test(options, tables_each_set_their_own)
+{
+    coring_config cfg = coring_config_default();
+    demo_settings demo = {0};
+    coring_option_table tables[] = {
+        {.rows = coring_config_options, .count = coring_config_num_options, .config = &cfg},
+        {.title = "the demo app", .rows = demo_rows, .count = 3, .config = &demo},
+    };
+    setenv("CORING_DEMO_VERBOSE", "on", 1);
+    char *argv[] = {"coring", "--port", "9001", "--demo-limit", "7", "--demo-list", NULL};
+    cr_assert_eq(coring_options_parse_tables(tables, 2, 6, argv), 0);
+    unsetenv("CORING_DEMO_VERBOSE");
+    cr_expect_eq(cfg.net.port, 9001);
+    cr_expect_eq(demo.limit, 7);
+    cr_expect(demo.verbose, "CORING_DEMO_VERBOSE=on sets the app's switch");
+    cr_expect_str_eq(demo.format, "text", "a command without its value gets the implicit one");
+
+    char *with_value[] = {"coring", "--demo-list=json", NULL};
+    cr_assert_eq(coring_options_parse_tables(tables, 2, 2, with_value), 0);
+    cr_expect_str_eq(demo.format, "json");
+}
+
+/* A command's value comes only with '=': the next argument stays an
+ * argument (refused), unlike a number's. */
+Test(options, command_value_only_with_equals, .init = cr_redirect_stderr)
+{
+    demo_settings demo = {0};
+    coring_option_table table = {.rows = demo_rows, .count = 3, .config = &demo};
+    char *argv[] = {"coring", "--demo-list", "json", NULL};
+    cr_expect_eq(coring_options_parse_tables(&table, 1, 3, argv), CORING_OPTIONS_REFUSED);
+}
+
+/* Two rows of one name, in two tables: the program's mistake, said. */
+Test(options, one_name_twice, .init = cr_redirect_stderr)
+{
+    demo_settings a = {0}, b = {0};
+    coring_option_table tables[] = {
+        {.rows = demo_rows, .count = 3, .config = &a},
+        {.title = "the second app", .rows = demo_rows, .count = 1, .config = &b},
+    };
+    char *argv[] = {"coring", NULL};
+    cr_expect_eq(coring_options_parse_tables(tables, 2, 1, argv), -EEXIST);
+    fflush(stderr);
+    cr_expect_stderr_eq_str("coring: option --demo-limit is declared twice, again by the second app\n");
+}
