@@ -215,6 +215,18 @@ static http_router *mount_routes(void)
         return NULL;
     }
     for (size_t i = 0; i < num_mounted; i++) {
+        const app_def *app = mounted[i];
+        if (app->database)
+            app_db_require(app->name);
+        if (app->migrations) {
+            db_migration_set set = *app->migrations;
+            set.owner = set.owner ? set.owner : app->name;
+            int err = app_db_migrations(&set);
+            if (err < 0) {
+                cr_log_error("app %s: cannot add its migrations: %s", app->name, cr_strerror(err));
+                return NULL;
+            }
+        }
         int err = mounted[i]->mount(router);
         if (err < 0) {
             cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));

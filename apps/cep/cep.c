@@ -11,7 +11,7 @@
  *
  * The negative cache has two levels. In front, each worker thread's own
  * table (no lock, no query). Behind it, PostgreSQL's table cep_unknown
- * (db/migrations/0004_cep_unknown.sql), shared by every thread of every
+ * (apps/cep/migrations/0004_cep_unknown.sql), shared by every thread of every
  * host on the database: an unknown CEP is written there (on the primary)
  * with its expiry, and read back with the address lookup itself (one
  * query, on the read replica when DATABASE_READ_URL is set), so that once
@@ -567,9 +567,14 @@ static void thread_fini(void)
     tl_cep = NULL;
 }
 
+/* apps/cep/migrations/, built in (apps/CMakeLists.txt). */
+extern const db_migration_set cep_migrations;
+
 const app_def app_cep = {
     .name = "cep",
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
+    .database = true,
+    .migrations = &cep_migrations,
     .mount = mount,
     .start = start,
     .ready = app_db_ready,

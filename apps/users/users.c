@@ -13,7 +13,7 @@
  *                                      (coring/apps/idempotency.h)
  *
  * A user is {"id": <int>, "name": "...", "email": "...", "created_at":
- * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
+ * "<RFC 3339 UTC>"}. The schema is apps/users/migrations/0001_users.sql, applied
  * at start-up. While the database is unreachable every route answers 503
  * {"error":"database unavailable"} at once.
  *
@@ -47,7 +47,7 @@
 #define USERS_LIMIT_MAX 100
 
 /* The columns every statement returns: id bigint, name text, email text,
- * created_at timestamptz (db/migrations/0001_users.sql). */
+ * created_at timestamptz (apps/users/migrations/0001_users.sql). */
 #define USER_COLUMNS "id, name, email, created_at"
 
 /* The reads may be answered by the read replica (DATABASE_READ_URL), lag
@@ -482,9 +482,14 @@ static int start(const app_options *opts)
     return 0;
 }
 
+/* apps/users/migrations/, built in (apps/CMakeLists.txt). */
+extern const db_migration_set users_migrations;
+
 const app_def app_users = {
     .name = "users",
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
+    .database = true,
+    .migrations = &users_migrations,
     .mount = mount,
     .start = start,
     .ready = app_db_ready,

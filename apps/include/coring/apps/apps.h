@@ -5,6 +5,7 @@
 #ifndef CORING_APPS_APPS_H
 #define CORING_APPS_APPS_H
 
+#include "coring/db/admin.h"
 #include "coring/http/router.h"
 
 #include <stdbool.h>
@@ -36,6 +37,13 @@ typedef struct app_options {
 typedef struct app_def {
     const char *name;       /* as given to --apps */
     const char *summary;    /* one line for --help */
+    /* Needs PostgreSQL (DATABASE_URL): coring refuses to start without
+     * it when the app is mounted, and apps/run starts a local cluster. */
+    bool database;
+    /* The app's schema: its migrations, applied in order at start-up
+     * (before start()) under its name in schema_migrations
+     * (coring/db/admin.h; owner NULL: the app's name). NULL: none. */
+    const db_migration_set *migrations;
     /* Add the app's routes (main thread, before serving). 0 or -errno. */
     int (*mount)(http_router *router);
     /* Main thread, after mounting and before serving: check settings and
