@@ -14,7 +14,6 @@
 #include "coring/core/error.h"
 #include "coring/core/log.h"
 #include "coring/core/version.h"
-#include "coring/http/client.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -80,9 +79,12 @@ static int check_config(void)
     int err = select_apps(cfg.mount);
     if (err)
         return err;
-    for (size_t i = 0; i < num_mounted && cfg.todo_postgres; i++)
-        if (mounted[i] == &app_todo)
-            mounted[i] = &app_todo_postgres;
+    /* An app whose options chose another definition (todo on PostgreSQL). */
+    for (size_t i = 0; i < num_mounted; i++) {
+        const app_def *instead = mounted[i]->variant ? mounted[i]->variant() : NULL;
+        if (instead)
+            mounted[i] = instead;
+    }
     if (!net_host_valid(cfg.net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 coring_option_source("--host"), cfg.net.host);
@@ -172,8 +174,9 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
 }
 
 /* Descriptors the apps hold besides client connections, over all worker
- * threads: each thread's database pool and its upstream connections (plus
- * 2 for curl's resolver). --max-connections is computed without them. */
+ * threads: each thread's database pool and what each app says it keeps
+ * (app_def.reserved_fds: the cep app's upstream connections).
+ * --max-connections is computed without them. */
 static unsigned outbound_fds(const net_config *net, const app_options *opts)
 {
     unsigned threads = net->threads ? net->threads : net_affinity_cpus();
@@ -182,8 +185,8 @@ static unsigned outbound_fds(const net_config *net, const app_options *opts)
     if (app_db_used())
         per_thread += (opts->db_pool ? opts->db_pool : 2) * (read_url && *read_url ? 2 : 1);
     for (size_t i = 0; i < num_mounted; i++)
-        if (mounted[i] == &app_cep && !opts->cep_upstream_off)
-            per_thread += http_client_get_limits().max_connections + 2;
+        if (mounted[i]->reserved_fds)
+            per_thread += mounted[i]->reserved_fds();
     return threads * per_thread;
 }
 
@@ -293,9 +296,8 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         return 0;
     }
 
-    cfg.embed.ring_threads = cfg.net.threads;
-    cfg.embed.rings_pinned = cfg.net.pin;
-    app_embed_configure(&cfg.embed);
+    cfg.apps.threads = cfg.net.threads;
+    cfg.apps.threads_pinned = cfg.net.pin;
     http_router *router = mount_routes();
     if (!router)
         return 1;

@@ -249,8 +249,9 @@ static int mount(http_router *r)
 
 static int start(const app_options *opts)
 {
-    if (opts->todo_max_items)
-        max_items = (int64_t)opts->todo_max_items;
+    (void)opts;
+    if (todo_config.max_items)
+        max_items = (int64_t)todo_config.max_items;
     return 0;
 }
 

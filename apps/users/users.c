@@ -458,16 +458,31 @@ static int mount(http_router *r)
     return 0;
 }
 
+/* The app's settings: its options' fields. */
+typedef struct users_settings {
+    unsigned long long seed; /* --seed-users: users to insert at start-up; 0: none */
+} users_settings;
+
+static users_settings settings;
+
+static const coring_option options[] = {
+    {.name = "seed-users", .value = "N", .kind = CORING_OPTION_NUMBER,
+     CORING_OPTION_FIELD(users_settings, seed), .min = 1, .max = 100000000, .implicit = "10000",
+     .help = "insert N users at start-up (default N: 10000)",
+     .default_doc = "off (N: 10000)"},
+};
+
 static int start(const app_options *opts)
 {
-    if (!opts->seed_users)
+    (void)opts;
+    if (!settings.seed)
         return 0;
-    if (opts->seed_users > INT64_MAX) {
-        cr_log_error("users: cannot seed %llu users", opts->seed_users);
+    if (settings.seed > INT64_MAX) {
+        cr_log_error("users: cannot seed %llu users", settings.seed);
         return -ERANGE;
     }
     char err[512];
-    db_param count = db_param_int64((int64_t)opts->seed_users);
+    db_param count = db_param_int64((int64_t)settings.seed);
     long long rows = 0;
     /* Emails carry the transaction id: seeding twice adds new users. */
     int ret = db_exec(app_db_url(),
@@ -490,6 +505,9 @@ const app_def app_users = {
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
     .database = true,
     .migrations = &users_migrations,
+    .options = options,
+    .num_options = sizeof(options) / sizeof(options[0]),
+    .config = &settings,
     .mount = mount,
     .start = start,
     .ready = app_db_ready,

@@ -47,6 +47,11 @@ typedef enum coring_option_kind {
                             * (--list-apps=json), else it gets the implicit one */
 } coring_option_kind;
 
+/* A row's .offset and .size for field @field of settings struct @type:
+ * {.name = "limit", ..., CORING_OPTION_FIELD(my_settings, limit)}. */
+#define CORING_OPTION_FIELD(type, field)                                                           \
+    .offset = offsetof(type, field), .size = sizeof(((type *)0)->field)
+
 /* What set() and coring_options_parse() return besides 0 (go on). */
 #define CORING_OPTIONS_EXIT 1    /* a command did what was asked: exit 0 */
 #define CORING_OPTIONS_REFUSED 2 /* a message was printed: exit with status 2 */
