@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 coring_config coring_config_default(void)
 {
@@ -107,6 +108,17 @@ static int list_routes(void *config, const char *value)
 {
     (void)value;
     ((coring_config *)config)->list_routes = true;
+    return 0;
+}
+
+/* --list-apps[=FORMAT]: text or json. */
+static int list_apps(void *config, const char *value)
+{
+    if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0) {
+        fprintf(stderr, "coring: --list-apps: expected text or json, got '%s'\n", value);
+        return CORING_OPTIONS_REFUSED;
+    }
+    ((coring_config *)config)->list_apps = value;
     return 0;
 }
 
@@ -255,6 +267,12 @@ const coring_option coring_config_options[] = {
      .default_doc = "off"},
     {.name = "list-routes", .kind = CORING_OPTION_COMMAND, .set = list_routes,
      .help = "print the routes mounted (METHOD PATTERN a line) and exit",
+     .default_doc = ""},
+    {.name = "list-apps", .value = "FORMAT", .kind = CORING_OPTION_COMMAND, .implicit = "text",
+     .set = list_apps,
+     .help = "print the apps this binary has and exit, one a line:\n"
+             "NAME, mounted or -, database (needs PostgreSQL with\n"
+             "these options) or -, summary; =json: a JSON object",
      .default_doc = ""},
     {.name = "help", .kind = CORING_OPTION_COMMAND, .set = help,
      .help = "show this help and exit",

@@ -11,7 +11,9 @@
 #include "coring/apps/database.h"
 #include "coring/apps/health.h"
 #include "coring/apps/metrics.h"
+#include "coring/core/buffer.h"
 #include "coring/core/error.h"
+#include "coring/core/json_writer.h"
 #include "coring/core/log.h"
 #include "coring/core/version.h"
 
@@ -72,6 +74,14 @@ static int select_apps(const char *list)
     return 0;
 }
 
+/* The definition app @app is mounted as with these options: its variant's
+ * (todo on PostgreSQL) or its own. */
+static const app_def *resolved(const app_def *app)
+{
+    const app_def *instead = app->variant ? app->variant() : NULL;
+    return instead ? instead : app;
+}
+
 /* The checks that concern several options, or an option against the apps.
  * Returns 0, or CORING_OPTIONS_REFUSED after a message, or -ENOMEM. */
 static int check_config(void)
@@ -80,11 +90,8 @@ static int check_config(void)
     if (err)
         return err;
     /* An app whose options chose another definition (todo on PostgreSQL). */
-    for (size_t i = 0; i < num_mounted; i++) {
-        const app_def *instead = mounted[i]->variant ? mounted[i]->variant() : NULL;
-        if (instead)
-            mounted[i] = instead;
-    }
+    for (size_t i = 0; i < num_mounted; i++)
+        mounted[i] = resolved(mounted[i]);
     if (!net_host_valid(cfg.net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 coring_option_source("--host"), cfg.net.host);
@@ -275,6 +282,63 @@ static int serve(http_router *router)
     return ret == 0 ? 0 : 1;
 }
 
+/* --list-apps: every app this binary has, in its order: whether --apps
+ * mounts it and whether it needs PostgreSQL with these options (apps/run
+ * reads it). Returns the exit status. */
+static int list_apps(bool json)
+{
+    if (!json) {
+        for (size_t i = 0; i < cfg.num_available; i++) {
+            const app_def *app = resolved(cfg.available[i]);
+            bool in = false;
+            for (size_t k = 0; k < num_mounted; k++)
+                in = in || mounted[k] == app;
+            printf("%-12s %-7s %-8s %s\n", app->name, in ? "mounted" : "-",
+                   app->database ? "database" : "-", app->summary ? app->summary : "");
+        }
+        return 0;
+    }
+    cr_buf out = {0};
+    cr_json_writer w;
+    cr_json_writer_init(&w, &out);
+    cr_json_object_begin(&w);
+    cr_json_key(&w, "apps", 4);
+    cr_json_array_begin(&w);
+    for (size_t i = 0; i < cfg.num_available; i++) {
+        const app_def *app = resolved(cfg.available[i]);
+        bool in = false;
+        for (size_t k = 0; k < num_mounted; k++)
+            in = in || mounted[k] == app;
+        cr_json_object_begin(&w);
+        cr_json_key(&w, "name", 4);
+        cr_json_cstring(&w, app->name);
+        cr_json_key(&w, "summary", 7);
+        cr_json_cstring(&w, app->summary ? app->summary : "");
+        cr_json_key(&w, "mounted", 7);
+        cr_json_bool(&w, in);
+        cr_json_key(&w, "database", 8);
+        cr_json_bool(&w, app->database);
+        cr_json_key(&w, "options", 7);
+        cr_json_array_begin(&w);
+        for (size_t k = 0; k < cfg.available[i]->num_options; k++)
+            cr_json_cstring(&w, cfg.available[i]->options[k].name);
+        cr_json_array_end(&w);
+        cr_json_object_end(&w);
+    }
+    cr_json_array_end(&w);
+    cr_json_object_end(&w);
+    cr_buf_append_str(&out, "\n");
+    int status = 0;
+    if (out.failed) {
+        fprintf(stderr, "coring: out of memory\n");
+        status = 1;
+    } else {
+        fwrite(out.data, 1, out.len, stdout);
+    }
+    cr_buf_free(&out);
+    return status;
+}
+
 /* Exit status of an option step's result. */
 static int status_of(int err)
 {
@@ -291,6 +355,8 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         err = check_config();
     if (err)
         return status_of(err);
+    if (cfg.list_apps)
+        return list_apps(strcmp(cfg.list_apps, "json") == 0);
     if (cfg.check_only) {
         printf("coring: configuration OK\n");
         return 0;
