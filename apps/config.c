@@ -111,6 +111,13 @@ static int list_routes(void *config, const char *value)
     return 0;
 }
 
+static int print_openapi(void *config, const char *value)
+{
+    (void)value;
+    ((coring_config *)config)->print_openapi = true;
+    return 0;
+}
+
 /* --list-apps[=FORMAT]: text or json. */
 static int list_apps(void *config, const char *value)
 {
@@ -273,6 +280,10 @@ const coring_option coring_config_options[] = {
      .help = "print the apps this binary has and exit, one a line:\n"
              "NAME, mounted or -, database (needs PostgreSQL with\n"
              "these options) or -, summary; =json: a JSON object",
+     .default_doc = ""},
+    {.name = "openapi", .kind = CORING_OPTION_COMMAND, .set = print_openapi,
+     .help = "print the OpenAPI document of the apps mounted (what\n"
+             "GET /openapi.json answers) and exit",
      .default_doc = ""},
     {.name = "help", .kind = CORING_OPTION_COMMAND, .set = help,
      .help = "show this help and exit",

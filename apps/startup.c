@@ -248,7 +248,7 @@ static http_router *mount_routes(void)
         cr_log_error("cannot mount /livez and /readyz: %s", cr_strerror(health_err));
         return NULL;
     }
-    int openapi_err = app_openapi_mount(router);
+    int openapi_err = app_openapi_mount(router, mounted, num_mounted);
     if (openapi_err < 0) {
         cr_log_error("cannot mount /openapi.json and /docs: %s", cr_strerror(openapi_err));
         return NULL;
@@ -368,10 +368,16 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
     if (!router)
         return 1;
     int ret = 0;
-    if (cfg.list_routes)
+    if (cfg.list_routes) {
         http_router_each(router, print_route, NULL);
-    else
+    } else if (cfg.print_openapi) {
+        size_t len;
+        const char *doc = app_openapi_document(&len);
+        fwrite(doc, 1, len, stdout);
+        putchar('\n');
+    } else {
         ret = serve(router);
+    }
     http_router_destroy(router);
     http_cors_destroy(cfg.cors);
     return ret;

@@ -605,7 +605,8 @@ static void thread_fini(void)
     tl_cep = NULL;
 }
 
-/* apps/cep/migrations/, built in (apps/CMakeLists.txt). */
+/* apps/cep/openapi.json and migrations/, built in (apps/CMakeLists.txt). */
+extern const char cep_openapi[];
 extern const db_migration_set cep_migrations;
 
 /* The upstream's connections of a worker thread, and 2 for curl's
@@ -618,6 +619,7 @@ static unsigned reserved_fds(void)
 const app_def app_cep = {
     .name = "cep",
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
+    .openapi = cep_openapi,
     .database = true,
     .migrations = &cep_migrations,
     .options = options,

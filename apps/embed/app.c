@@ -703,9 +703,13 @@ static const coring_option option_rows[] = {
      .default_doc = "off"},
 };
 
+/* apps/embed/openapi.json, built in (apps/CMakeLists.txt). */
+extern const char embed_openapi[];
+
 const app_def app_embed = {
     .name = "embed",
     .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
+    .openapi = embed_openapi,
     .options = option_rows,
     .num_options = sizeof(option_rows) / sizeof(option_rows[0]),
     .config = &options,

@@ -1031,6 +1031,7 @@ static const app_def *variant(void)
 const app_def app_todo = {
     .name = "todo",
     .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (--todo-store)",
+    .openapi = todo_openapi,
     .options = options,
     .num_options = sizeof(options) / sizeof(options[0]),
     .config = &todo_config,

@@ -80,6 +80,9 @@ typedef struct todo_settings {
 
 extern todo_settings todo_config;
 
+/* apps/todo/openapi.json, built in (apps/CMakeLists.txt): both stores'. */
+extern const char todo_openapi[];
+
 /* The app on PostgreSQL (todo_pg.c): app_todo's variant on --todo-store
  * postgres, the same routes on the table todos. */
 extern const app_def app_todo_postgres;

@@ -261,6 +261,7 @@ extern const db_migration_set todo_migrations;
 const app_def app_todo_postgres = {
     .name = "todo",
     .summary = "the todo app on PostgreSQL (--todo-store postgres)",
+    .openapi = todo_openapi,
     .database = true,
     .migrations = &todo_migrations,
     .mount = mount,

@@ -497,12 +497,14 @@ static int start(const app_options *opts)
     return 0;
 }
 
-/* apps/users/migrations/, built in (apps/CMakeLists.txt). */
+/* apps/users/openapi.json and migrations/, built in (apps/CMakeLists.txt). */
+extern const char users_openapi[];
 extern const db_migration_set users_migrations;
 
 const app_def app_users = {
     .name = "users",
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
+    .openapi = users_openapi,
     .database = true,
     .migrations = &users_migrations,
     .options = options,

@@ -33,11 +33,31 @@ typedef struct app_options {
     bool threads_pinned;              /* --pin on: worker i on the mask's i-th CPU */
 } app_options;
 
+/* The text of a JSON value written as C tokens, for an app's OpenAPI
+ * fragment without a build step: APP_JSON({"paths": {...}}) is the string
+ * literal "{\"paths\": {...}}" (the # operator, C17 6.10.3.2, escapes
+ * the quotes and backslashes of the JSON's strings; white space between
+ * tokens becomes one space). The JSON must hold no parenthesis outside its
+ * strings, and its strings only escapes C also has (\" \\ \n \t
+ * \uXXXX; not \/). */
+#define APP_JSON(...) #__VA_ARGS__
+
 typedef struct app_def app_def;
 
 struct app_def {
     const char *name;       /* as given to --apps: letters, digits, '_' */
     const char *summary;    /* one line for --help and --list-apps */
+    /* The OpenAPI 3.1 description of the app's routes, a JSON object with
+     * "paths" (each operation's first tag naming the app), and optionally
+     * "tags" and "components" (schemas, responses, parameters...; the
+     * server's own, such as #/components/responses/BadRequest and
+     * #/components/schemas/Error, may be referred to). /openapi.json is the
+     * mounted apps' fragments put together, each operation kept while the
+     * router holds its method and pattern (docs/openapi.md). Checked at
+     * start-up: invalid JSON, or a component another app defines
+     * otherwise, stops it. NULL: the app's routes are not described (a
+     * warning names each). Static. */
+    const char *openapi;
     /* Needs PostgreSQL (DATABASE_URL): coring refuses to start without
      * it when the app is mounted, and apps/run starts a local cluster. */
     bool database;
@@ -112,13 +132,23 @@ extern const app_def app_users;
 extern const app_def app_embed;
 
 /*
- * app_openapi_mount - add GET /openapi.json (apps/openapi/openapi.json, the
- * operations whose method and pattern @r holds when the first request for
- * it comes), GET /docs (Swagger UI on it) and GET /docs/{file} (the page's
- * files, embedded at build time; 503 when the build had no npm). Mounted
- * whatever --apps says. Main thread, before serving; @r must outlive the
- * server. Returns 0 or http_router_add's -errno. See docs/openapi.md.
+ * app_openapi_mount - add GET /openapi.json, GET /docs (Swagger UI on it)
+ * and GET /docs/{file} (the page's files, embedded at build time; 503 when
+ * the build had no npm) to @r, and put the document together: the
+ * server's own description and the app_def.openapi fragments of the
+ * @count @apps mounted, each operation kept while @r holds its method and
+ * pattern. @r must hold every route by then: mount it last. A route that
+ * no fragment describes, and an operation of a fragment that no route
+ * serves, are left out with a warning each. Main thread, before serving.
+ * Returns 0, -EINVAL after logging why (a fragment that is not JSON, an
+ * operation or a component described twice otherwise), -ENOMEM, or
+ * http_router_add's -errno. See docs/openapi.md.
  */
-int app_openapi_mount(http_router *r);
+int app_openapi_mount(http_router *r, const app_def *const *apps, size_t count);
+
+/* app_openapi_document - the document app_openapi_mount put together (its
+ * @len bytes, valid until the next app_openapi_mount): what GET
+ * /openapi.json answers, and coring --openapi prints. Any thread. */
+const char *app_openapi_document(size_t *len);
 
 #endif

@@ -28,6 +28,7 @@ typedef struct coring_config {
     bool check_only;           /* --check-config */
     bool list_routes;          /* --list-routes */
     const char *list_apps;     /* --list-apps: "text" or "json"; NULL: not asked */
+    bool print_openapi;        /* --openapi */
     const app_def *const *available; /* the apps --apps may name, for it and --help; their
                                       * options are read with the server's */
     size_t num_available;
@@ -57,8 +58,8 @@ int coring_config_parse(coring_config *cfg, int argc, char **argv);
  * @apps (every one by default; kept by pointer, they must outlive the
  * call) with the server's own routes, start them and serve until SIGINT or
  * SIGTERM, then stop them. Returns the process's exit status: 0 after a
- * clean shutdown, --help, --version, --check-config, --list-routes or
- * --list-apps; 2
+ * clean shutdown, --help, --version, --check-config, --list-routes,
+ * --list-apps or --openapi; 2
  * for a refused option (with a message); 1 when start-up failed (logged).
  * Main thread, once per process.
  */
