@@ -165,8 +165,9 @@ install(FILES ${PROJECT_BINARY_DIR}/coring.1 DESTINATION ${CMAKE_INSTALL_MANDIR}
 # deploy/'s systemd units (every *.service and *.socket there) into
 # CORING_SYSTEMD_UNIT_DIR, their paths to the binary and the environment
 # file made those of this install (written at install time: --prefix may
-# change them); deploy/coring.env as SYSCONFDIR/coring/coring.env, mode 0600
-# (it may hold DATABASE_URL's password).
+# change them), with Documentation=man:coring(1) if they have none; and
+# deploy/coring.env as SYSCONFDIR/coring/coring.env, mode 0600 (it may hold
+# DATABASE_URL's password).
 set(CORING_SYSTEMD_UNIT_DIR lib/systemd/system CACHE STRING
     "Where the systemd units go: relative to the prefix, or absolute (Debian: /lib/systemd/system)")
 file(GLOB CORING_UNITS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/deploy/*.service
@@ -194,6 +195,9 @@ install(CODE "
     file(READ \"\${unit}\" text)
     string(REPLACE /usr/local/bin/coring \"\${bindir}/coring\" text \"\${text}\")
     string(REPLACE /etc/coring/coring.env \"\${etc}/coring/coring.env\" text \"\${text}\")
+    if(NOT text MATCHES \"\nDocumentation=\")
+      string(REGEX REPLACE \"(\nDescription=[^\n]*)\" \"\\\\1\nDocumentation=man:coring(1)\" text \"\${text}\")
+    endif()
     file(WRITE \"${PROJECT_BINARY_DIR}/units/\${name}\" \"\${text}\")
     file(INSTALL \"${PROJECT_BINARY_DIR}/units/\${name}\" DESTINATION \"\${units}\")
   endforeach()
