@@ -22,8 +22,8 @@
 
       version = "0.1.0";
 
-      # The apps the `coring` binary mounts (`coring --apps NAME`), and the ones
-      # that need PostgreSQL.
+      # The apps offered as `nix run .#NAME` (`coring --apps NAME`). Which of
+      # them need PostgreSQL the binary says when they run (coring --list-apps).
       appNames = [
         "hello"
         "todo"
@@ -31,10 +31,24 @@
         "cep"
         "embed"
       ];
-      dbApps = [
-        "users"
-        "cep"
-      ];
+
+      # What the library and the server are built from and with.
+      coringInputs = pkgs: {
+        nativeBuildInputs = [
+          pkgs.cmake
+          pkgs.pkg-config
+          pkgs.python3 # apps/openapi/embed.py, cmake/public_symbols.py
+        ];
+        buildInputs = [
+          pkgs.liburing
+          pkgs.simdjson
+          pkgs.double-conversion # shortest round-trip floats (core/src/float_format.cpp)
+          pkgs.libpq # PostgreSQL's client library (users, cep)
+          pkgs.curl # libcurl (cep)
+          pkgs.openblas # embed
+          pkgs.utf8proc # embed
+        ];
+      };
 
       # coring, built with CMake from this repository, tests included.
       # framePointers: the build perf/flame profiles (RelWithDebInfo, frame
@@ -49,19 +63,8 @@
 
           # stdenv's compiler is gcc with g++: the project enables C++ (CXX) for
           # the simdjson wrapper. No boost: coring has its own context switch.
-          nativeBuildInputs = [
-            pkgs.cmake
-            pkgs.pkg-config
-            pkgs.python3 # apps/openapi/embed.py embeds the OpenAPI document
-          ];
-          buildInputs = [
-            pkgs.liburing
-            pkgs.simdjson
-            pkgs.double-conversion # shortest round-trip floats (core/src/float_format.cpp)
-            pkgs.libpq # PostgreSQL's client library (users, cep)
-            pkgs.curl # libcurl (cep)
-            pkgs.openblas # embed
-            pkgs.utf8proc # embed
+          inherit (coringInputs pkgs) nativeBuildInputs;
+          buildInputs = (coringInputs pkgs).buildInputs ++ [
             pkgs.criterion # unit tests
           ];
           # python3: the integration tests; postgresql: the server they use.
@@ -116,10 +119,12 @@
             runHook postCheck
           '';
 
-          # CMake has no install rules for the binary: install it here.
+          # The server: the binary (linked with libcoring.a) and coring(1);
+          # the library is packages.libcoring.
           installPhase = ''
             runHook preInstall
-            install -Dm755 apps/coring "$out/bin/coring"
+            cmake --install . --component server
+            rm -rf "$out/lib/systemd" "$out/etc"
             runHook postInstall
           '';
 
@@ -130,10 +135,45 @@
           };
         };
 
-      # `coring ARGS...`, with PostgreSQL: when DATABASE_URL is unset, initdb
-      # into a mktemp folder, start postgres on a Unix socket there (no TCP),
-      # export DATABASE_URL, run coring, and stop postgres and remove the folder
-      # on exit, as apps/run does. coring runs as a child so that the trap
+      # libcoring for a service built on it (docs/library.md): out holds
+      # libcoring.so.0; dev the headers, libcoring.a, coring.pc and the CMake
+      # package (find_package(coring)), whose paths name out's library.
+      mkLibcoring =
+        pkgs:
+        pkgs.stdenv.mkDerivation {
+          pname = "libcoring";
+          inherit version;
+          src = self;
+          outputs = [
+            "out"
+            "dev"
+          ];
+          inherit (coringInputs pkgs) nativeBuildInputs buildInputs;
+          cmakeFlags = [
+            "-DCORING_TESTS=OFF"
+            "-DCORING_WERROR=OFF"
+          ];
+          cmakeBuildType = "Release";
+          # The library's install components (cmake/library.cmake); the
+          # multiple-outputs hook sends include/, lib/pkgconfig and lib/cmake
+          # to dev.
+          installPhase = ''
+            runHook preInstall
+            cmake --install . --component runtime
+            cmake --install . --component development
+            runHook postInstall
+          '';
+          meta = {
+            description = "coring's runtime as a library: a ring per core, coroutines, HTTP/1.1, pipelined PostgreSQL";
+            platforms = lib.platforms.linux;
+          };
+        };
+
+      # `coring ARGS...`, with PostgreSQL when an app it mounts needs one
+      # (coring --list-apps says, with the same arguments) and DATABASE_URL is
+      # unset: initdb into a mktemp folder, start postgres on a Unix socket
+      # there (no TCP), export DATABASE_URL, run coring, and stop postgres and
+      # remove the folder on exit, as apps/run does. coring runs as a child so that the trap
       # runs; SIGINT/SIGTERM/SIGHUP to this script are passed on as SIGTERM
       # (a background child ignores SIGINT).
       mkServe =
@@ -141,55 +181,54 @@
         {
           name,
           args,
-          needsDb,
         }:
         pkgs.writeShellApplication {
           inherit name;
           runtimeInputs = [
             coring
             pkgs.coreutils
-          ]
-          ++ lib.optionals needsDb [ pkgs.postgresql ];
-          text =
-            if !needsDb then
-              ''
-                exec coring ${lib.escapeShellArgs args} "$@"
-              ''
-            else
-              ''
-                if [ -z "''${DATABASE_URL:-}" ]; then
-                  if [ "$(id -u)" -eq 0 ]; then
-                    echo "${name}: DATABASE_URL is unset and PostgreSQL's initdb refuses to run as root:" \
-                         "run as a normal user, or set DATABASE_URL" >&2
-                    exit 1
-                  fi
-                  pgroot=$(mktemp -d "''${TMPDIR:-/tmp}/coring-pg.XXXXXX")
-                  trap 'pg_ctl -D "$pgroot/data" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$pgroot"' EXIT
-                  echo "${name}: DATABASE_URL is unset: starting a throw-away PostgreSQL in $pgroot" >&2
-                  if ! initdb -D "$pgroot/data" -U coring --auth=trust --encoding=UTF8 --no-locale \
-                         >"$pgroot/initdb.log" 2>&1; then
-                    cat "$pgroot/initdb.log" >&2
-                    exit 1
-                  fi
-                  if ! pg_ctl -D "$pgroot/data" -l "$pgroot/postgres.log" -w \
-                         -o "-c listen_addresses=''' -k '$pgroot'" start >/dev/null; then
-                    cat "$pgroot/postgres.log" >&2
-                    exit 1
-                  fi
-                  createdb -h "$pgroot" -U coring coring
-                  export DATABASE_URL="postgresql:///coring?host=$pgroot&user=coring"
-                fi
+            pkgs.gawk
+            pkgs.postgresql
+          ];
+          text = ''
+            args=(${lib.escapeShellArgs args} "$@")
+            # Does an app mounted with these arguments need PostgreSQL?
+            if [ -n "''${DATABASE_URL:-}" ] ||
+               ! coring --list-apps "''${args[@]}" 2>/dev/null |
+                 awk '$2 == "mounted" && $3 == "database" {f = 1} END {exit !f}'; then
+              exec coring "''${args[@]}"
+            fi
+            if [ "$(id -u)" -eq 0 ]; then
+              echo "${name}: DATABASE_URL is unset and PostgreSQL's initdb refuses to run as root:" \
+                   "run as a normal user, or set DATABASE_URL" >&2
+              exit 1
+            fi
+            pgroot=$(mktemp -d "''${TMPDIR:-/tmp}/coring-pg.XXXXXX")
+            trap 'pg_ctl -D "$pgroot/data" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$pgroot"' EXIT
+            echo "${name}: DATABASE_URL is unset: starting a throw-away PostgreSQL in $pgroot" >&2
+            if ! initdb -D "$pgroot/data" -U coring --auth=trust --encoding=UTF8 --no-locale \
+                   >"$pgroot/initdb.log" 2>&1; then
+              cat "$pgroot/initdb.log" >&2
+              exit 1
+            fi
+            if ! pg_ctl -D "$pgroot/data" -l "$pgroot/postgres.log" -w \
+                   -o "-c listen_addresses=''' -k '$pgroot'" start >/dev/null; then
+              cat "$pgroot/postgres.log" >&2
+              exit 1
+            fi
+            createdb -h "$pgroot" -U coring coring
+            export DATABASE_URL="postgresql:///coring?host=$pgroot&user=coring"
 
-                coring ${lib.escapeShellArgs args} "$@" &
-                child=$!
-                trap 'kill -TERM "$child" 2>/dev/null || true' INT TERM HUP
-                status=0
-                while :; do
-                  if wait "$child"; then status=0; else status=$?; fi
-                  kill -0 "$child" 2>/dev/null || break
-                done
-                exit "$status"
-              '';
+            coring "''${args[@]}" &
+            child=$!
+            trap 'kill -TERM "$child" 2>/dev/null || true' INT TERM HUP
+            status=0
+            while :; do
+              if wait "$child"; then status=0; else status=$?; fi
+              kill -0 "$child" 2>/dev/null || break
+            done
+            exit "$status"
+          '';
         };
 
       # perf/run and perf/flame compute every path from their own location and
@@ -254,6 +293,7 @@
           default = coring;
           inherit coring;
           coring-frame-pointers = mkCoring pkgs { framePointers = true; };
+          libcoring = mkLibcoring pkgs;
         }
       );
 
@@ -266,7 +306,6 @@
           everyApp = app (serve {
             name = "coring-serve";
             args = [ ];
-            needsDb = true;
           }) "coring serving every app (a throw-away PostgreSQL when DATABASE_URL is unset)";
           oneApp =
             appName:
@@ -276,7 +315,6 @@
                 "--apps"
                 appName
               ];
-              needsDb = builtins.elem appName dbApps;
             }) "coring serving only the ${appName} app";
         in
         lib.genAttrs appNames oneApp
@@ -360,6 +398,7 @@
       checks = forAllSystems (
         system: pkgs: {
           coring = self.packages.${system}.coring;
+          libcoring = self.packages.${system}.libcoring;
           devShell = self.devShells.${system}.default;
         }
       );

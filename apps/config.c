@@ -9,21 +9,19 @@
 #include "coring/core/clock.h"
 #include "coring/core/error.h"
 #include "coring/core/log.h"
+#include "coring/core/version.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
-
-#ifndef CORING_VERSION
-#define CORING_VERSION "0.0.0"
-#endif
+#include <stdlib.h>
+#include <string.h>
 
 coring_config coring_config_default(void)
 {
     return (coring_config){
         .net = net_config_default(),
         .http = http_server_config_default(),
-        .embed = {.max_wait_us = 1000},
     };
 }
 
@@ -132,23 +130,38 @@ static int list_routes(void *config, const char *value)
     return 0;
 }
 
+static int print_openapi(void *config, const char *value)
+{
+    (void)value;
+    ((coring_config *)config)->print_openapi = true;
+    return 0;
+}
+
+/* --list-apps[=FORMAT]: text or json. */
+static int list_apps(void *config, const char *value)
+{
+    if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0) {
+        fprintf(stderr, "coring: --list-apps: expected text or json, got '%s'\n", value);
+        return CORING_OPTIONS_REFUSED;
+    }
+    ((coring_config *)config)->list_apps = value;
+    return 0;
+}
+
 static int help(void *config, const char *value);
 
 static int version(void *config, const char *value)
 {
     (void)config;
     (void)value;
-    printf("coring %s\n", CORING_VERSION);
+    printf("coring %s\n", coring_version());
     return CORING_OPTIONS_EXIT;
 }
 
 /* In db_routing's order (coring/db/db.h). */
 static const char *const db_routings[] = {"fill", "spread", "pack"};
-static const char *const todo_stores[] = {"memory", "postgres"};
-/* In app_embed_placement's order (coring/apps/apps.h). */
-static const char *const embed_placements[] = {"auto", "spare", "batch", "idle", "shared"};
 
-#define FIELD(f) .offset = offsetof(coring_config, f), .size = sizeof(((coring_config *)0)->f)
+#define FIELD(f) CORING_OPTION_FIELD(coring_config, f)
 
 const coring_option coring_config_options[] = {
     {.name = "host", .value = "ADDR", .kind = CORING_OPTION_STRING, FIELD(net.host),
@@ -294,90 +307,6 @@ const coring_option coring_config_options[] = {
              "reads go to the primary (default 0: no bound;\n"
              "docs/operating.md)",
      .default_doc = "0 s (no bound)"},
-    {.name = "seed-users", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.seed_users),
-     .min = 1, .max = 100000000, .implicit = "10000",
-     .help = "insert N users at start-up (default N: 10000)",
-     .default_doc = "off (N: 10000)"},
-    {.name = "cep-upstream", .value = "on|off", .kind = CORING_OPTION_ON_OFF,
-     FIELD(apps.cep_upstream_off), .inverted = true,
-     .help = "ask ViaCEP (VIACEP_URL) on a database miss (default on)",
-     .default_doc = "`on`"},
-    {.name = "cep-negative-ttl", .value = "S", .kind = CORING_OPTION_NUMBER,
-     FIELD(apps.cep_negative_ttl_ns), .min = 1, .max = 30 * 86400, .scale = CR_NS_PER_S,
-     .help = "remember unknown CEPs, seconds (default 3600)",
-     .default_doc = "3600 s"},
-    {.name = "cep-connect-timeout-ms", .value = "N", .kind = CORING_OPTION_NUMBER,
-     FIELD(apps.cep_connect_timeout_ns), .min = 1, .max = 600000, .scale = CR_NS_PER_MS,
-     .help = "upstream connect timeout (default 2000)",
-     .default_doc = "2000"},
-    {.name = "cep-timeout-ms", .value = "N", .kind = CORING_OPTION_NUMBER,
-     FIELD(apps.cep_total_timeout_ns), .min = 1, .max = 600000, .scale = CR_NS_PER_MS,
-     .help = "upstream request timeout (default 5000)",
-     .default_doc = "5000"},
-    {.name = "cep-max-connections", .value = "N", .kind = CORING_OPTION_NUMBER,
-     FIELD(apps.cep_max_connections), .min = 1, .max = 1024,
-     .help = "upstream connections per worker thread (default 8);\n"
-             "up to 32 per connection wait, more get 503 at once",
-     .default_doc = "8"},
-    {.name = "todo-max-items", .value = "N", .kind = CORING_OPTION_NUMBER,
-     FIELD(apps.todo_max_items), .min = 1, .max = 1ull << 32,
-     .help = "todos in the store (default 25000); past it POST /todos\n"
-             "answers 507. memory: all threads together, each\n"
-             "thread's shard holding N/threads; postgres: the table",
-     .default_doc = "25000"},
-    {.name = "todo-store", .value = "STORE", .kind = CORING_OPTION_CHOICE, FIELD(todo_postgres),
-     .words = todo_stores, .num_words = cr_countof(todo_stores),
-     .help = "where todos live: memory (default, the fastest; per\n"
-             "process: two processes or hosts hold two lists) or\n"
-             "postgres (the table todos on DATABASE_URL, required\n"
-             "then: one list for every process on the database;\n"
-             "docs/todo.md)",
-     .default_doc = "`memory`"},
-    {.name = "todo-list-cache", .value = "on|off", .kind = CORING_OPTION_ON_OFF,
-     FIELD(apps.todo_list_cache_off), .inverted = true,
-     .help = "memory store: each thread keeps the GET /todos body it\n"
-             "built until a write on any thread (default on; exact:\n"
-             "a GET read after a write's response lists it); off:\n"
-             "built per request, as the peers in perf/ (docs/todo.md)",
-     .default_doc = "`on`"},
-    {.name = "embed-model", .value = "DIR", .kind = CORING_OPTION_STRING, FIELD(embed.model_dir),
-     .help = "embedding model folder (config.json, model.safetensors,\n"
-             "vocab.txt); without it /embed answers 503",
-     .default_doc = "none"},
-    {.name = "embed-threads", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(embed.threads),
-     .min = 1, .max = 1024,
-     .help = "inference threads (default: one per spare CPU when\n"
-             "inference runs on them, else the CPUs in the mask)\n"
-             "(one text's pass splits across the idle ones)",
-     .default_doc = "one per spare CPU when inference runs on spare CPUs (`--embed-placement` auto "
-                    "or spare), else the CPUs in the affinity mask"},
-    {.name = "embed-placement", .value = "P", .kind = CORING_OPTION_CHOICE, FIELD(embed.placement),
-     .words = embed_placements, .num_words = cr_countof(embed_placements),
-     .help = "where inference runs: auto (default: spare when the\n"
-             "affinity mask has more CPUs than ring threads and\n"
-             "they are pinned, else batch), spare (pinned to the CPUs the rings leave),\n"
-             "batch (every CPU, SCHED_BATCH + nice 10, below the\n"
-             "rings), idle (every CPU, SCHED_IDLE: only when no\n"
-             "other thread wants it), shared (every CPU, the\n"
-             "rings' priority)",
-     .default_doc = "auto"},
-    {.name = "embed-max-batch", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(embed.max_batch),
-     .min = 1, .max = 1024,
-     .help = "texts per forward pass (default 16)",
-     .default_doc = "16"},
-    {.name = "embed-max-wait-us", .value = "N", .kind = CORING_OPTION_NUMBER,
-     FIELD(embed.max_wait_us), .min = 0, .max = 1000000,
-     .help = "time a batch may wait to fill, microseconds (default 1000)",
-     .default_doc = "1000"},
-    {.name = "embed-max-queue", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(embed.max_queue),
-     .min = 1, .max = 1u << 20,
-     .help = "texts waiting at most before 503 (default 1024)",
-     .default_doc = "1024"},
-    {.name = "embed-int8", .kind = CORING_OPTION_SWITCH, FIELD(embed.int8),
-     .help = "run the linear layers in int8 (dynamic quantisation):\n"
-             "~1.5x the throughput with AVX-512 VNNI, vectors within\n"
-             "~1e-3 of float32 (docs/embeddings.md); default float32",
-     .default_doc = "off"},
     {.name = "check-config", .kind = CORING_OPTION_COMMAND, .set = check_config,
      .help = "run every start-up check that needs no network (the\n"
              "options, DATABASE_URL set and well-formed, VIACEP_URL,\n"
@@ -386,6 +315,16 @@ const coring_option coring_config_options[] = {
      .default_doc = "off"},
     {.name = "list-routes", .kind = CORING_OPTION_COMMAND, .set = list_routes,
      .help = "print the routes mounted (METHOD PATTERN a line) and exit",
+     .default_doc = ""},
+    {.name = "list-apps", .value = "FORMAT", .kind = CORING_OPTION_COMMAND, .implicit = "text",
+     .set = list_apps,
+     .help = "print the apps this binary has and exit, one a line:\n"
+             "NAME, mounted or -, database (needs PostgreSQL with\n"
+             "these options) or -, summary; =json: a JSON object",
+     .default_doc = ""},
+    {.name = "openapi", .kind = CORING_OPTION_COMMAND, .set = print_openapi,
+     .help = "print the OpenAPI document of the apps mounted (what\n"
+             "GET /openapi.json answers) and exit",
      .default_doc = ""},
     {.name = "help", .kind = CORING_OPTION_COMMAND, .set = help,
      .help = "show this help and exit",
@@ -397,12 +336,23 @@ const coring_option coring_config_options[] = {
 
 const size_t coring_config_num_options = cr_countof(coring_config_options);
 
-/* --help: the options, each with its variable, between fixed parts. */
+/* Rows up to the first command: the settings (commands come last). */
+static size_t num_settings(void)
+{
+    size_t n = 0;
+    while (n < coring_config_num_options && coring_config_options[n].kind != CORING_OPTION_COMMAND)
+        n++;
+    return n;
+}
+
+/* --help: the server's settings, the apps' own, the commands, each with
+ * its variable, between fixed parts. */
 static int help(void *config, const char *value)
 {
     (void)value;
     const coring_config *cfg = config;
     FILE *f = stdout;
+    size_t settings = num_settings();
     fprintf(f, "Usage: coring [options]\n"
                "\n"
                "A HTTP/1.1 server with one io_uring per CPU core.\n"
@@ -410,24 +360,35 @@ static int help(void *config, const char *value)
                "Options (each can also be set by the environment variable under it, named\n"
                "--foo-bar -> CORING_FOO_BAR; the flag wins; empty is unset; switches take\n"
                "1/true/yes/on or 0/false/no/off; see docs/configuration.md):\n");
-    coring_options_help(f, coring_config_options, coring_config_num_options);
-    fprintf(f,
-            "\n"
-            "Environment:\n"
-            "  DATABASE_URL             libpq URI or conninfo of PostgreSQL (users, cep, and todo\n"
-            "                           with --todo-store postgres; required when one is mounted)\n"
-            "  DATABASE_READ_URL        optional libpq URI or conninfo of a read replica: reads of\n"
-            "                           users and CEPs go there while it is up, else to\n"
-            "                           DATABASE_URL (docs/operating.md)\n"
-            "  VIACEP_URL               the cep app's upstream (default https://viacep.com.br/ws)\n"
-            "  OPENBLAS_CORETYPE        read by OpenBLAS: forces its kernels for the embed app\n"
-            "                           (Haswell, SkylakeX, ...; used where coring's AVX-512\n"
-            "                           kernels do not run); unset, it picks them for the CPU\n"
-            "  CORING_EMBED_KERNELS     auto (default: AVX-512 where the CPU has it) or portable:\n"
-            "                           the embed app's element-wise kernels and int8 product\n"
-            "                           in portable C whatever the CPU (docs/embeddings.md)\n"
-            "\n"
-            "Apps:\n");
+    coring_options_help(f, coring_config_options, settings);
+    for (size_t i = 0; i < cfg->num_available; i++) {
+        const app_def *app = cfg->available[i];
+        if (!app->num_options)
+            continue;
+        fprintf(f, "\nOptions of the %s app (taken whether it is mounted or not):\n", app->name);
+        coring_options_help(f, app->options, app->num_options);
+    }
+    fprintf(f, "\nCommands:\n");
+    coring_options_help(f, coring_config_options + settings, coring_config_num_options - settings);
+    fprintf(f, "\n"
+               "Environment:\n"
+               "  DATABASE_URL             libpq URI or conninfo of PostgreSQL, required when an\n"
+               "                           app on it is mounted (");
+    const char *sep = "";
+    for (size_t i = 0; i < cfg->num_available; i++)
+        if (cfg->available[i]->database) {
+            fprintf(f, "%s%s", sep, cfg->available[i]->name);
+            sep = ", ";
+        }
+    fprintf(f, "%s--list-apps says which)\n"
+               "  DATABASE_READ_URL        optional libpq URI or conninfo of a read replica: the\n"
+               "                           apps' reads go there while it is up, else to\n"
+               "                           DATABASE_URL (docs/operating.md)\n",
+            *sep ? "; " : "");
+    for (size_t i = 0; i < cfg->num_available; i++)
+        if (cfg->available[i]->environment)
+            fputs(cfg->available[i]->environment, f);
+    fprintf(f, "\nApps:\n");
     for (size_t i = 0; i < cfg->num_available; i++)
         fprintf(f, "  %-8s %s\n", cfg->available[i]->name, cfg->available[i]->summary);
     fprintf(f, "\nAlways mounted:\n"
@@ -442,5 +403,21 @@ static int help(void *config, const char *value)
 
 int coring_config_parse(coring_config *cfg, int argc, char **argv)
 {
-    return coring_options_parse(coring_config_options, coring_config_num_options, cfg, argc, argv);
+    /* The server's rows, then each app's, with its own settings. */
+    coring_option_table *tables = calloc(cfg->num_available + 1, sizeof(*tables));
+    if (!tables)
+        return -ENOMEM;
+    size_t n = 0;
+    tables[n++] = (coring_option_table){
+        .rows = coring_config_options, .count = coring_config_num_options, .config = cfg};
+    for (size_t i = 0; i < cfg->num_available; i++) {
+        const app_def *app = cfg->available[i];
+        if (app->num_options)
+            tables[n++] = (coring_option_table){
+                .title = app->name, .rows = app->options, .count = app->num_options,
+                .config = app->config};
+    }
+    int err = coring_options_parse_tables(tables, n, argc, argv);
+    free(tables);
+    return err;
 }

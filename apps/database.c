@@ -21,6 +21,8 @@ static const char *users_of_db[8];
 static size_t num_users_of_db;
 static size_t statement_count; /* registered by the apps */
 static db_config config;
+static db_migration_set migrations[32]; /* to apply, in order */
+static size_t num_migrations;
 
 /* Note @app among the apps on the database, once. */
 static void note_user(const char *app)
@@ -42,9 +44,25 @@ int app_db_statement(const char *app, const db_statement *def, const db_stmt **o
     return 0;
 }
 
+int app_db_migrations(const db_migration_set *set)
+{
+    for (size_t i = 0; i < num_migrations; i++)
+        if (migrations[i].list == set->list)
+            return 0;
+    if (num_migrations == sizeof(migrations) / sizeof(migrations[0]))
+        return -ENOSPC;
+    migrations[num_migrations++] = *set;
+    return 0;
+}
+
+void app_db_require(const char *app)
+{
+    note_user(app);
+}
+
 bool app_db_used(void)
 {
-    return statement_count > 0;
+    return statement_count > 0 || num_users_of_db > 0;
 }
 
 int app_db_check(void)
@@ -87,7 +105,7 @@ static int migrate(const char *url, uint64_t wait_ns)
     for (;;) {
         char err[512];
         int applied = 0;
-        int ret = db_migrate(url, &applied, err, sizeof(err));
+        int ret = db_migrate(url, migrations, num_migrations, &applied, err, sizeof(err));
         uint64_t now = cr_clock_now_ns();
         if (ret == 0)
             return 0;

@@ -7,6 +7,7 @@
 #include "coring/apps/idempotency.h"
 
 #include "coring/apps/database.h"
+#include "coring/db/admin.h"
 #include "coring/core/log.h"
 
 #include <errno.h>
@@ -141,8 +142,39 @@ static const db_statement lookup_def = {
 };
 static const db_stmt *lookup_stmt;
 
+/* The table of keys, written in C rather than as a file of an app's
+ * migrations/ folder: the helper is no app, and its migrations are its
+ * own ("idempotency" in schema_migrations). It was
+ * db/migrations/0005_idempotency_keys.sql, whose number it keeps.
+ *
+ * A row is written by the same statement that inserts the resource
+ * (APP_IDEMPOTENT_INSERT_SQL), so the two commit together or not at all.
+ * fingerprint is sha256 of the request's fields as the app canonicalises
+ * them; status, location and body are the answer sent, replayed byte for
+ * byte. Kept at least 24 hours (created_at): each keyed POST deletes up to
+ * 4 of the oldest rows past that, so the table holds about a day of keyed
+ * POSTs; an operator may trim it with DELETE FROM idempotency_keys WHERE
+ * created_at < now() - interval '24 hours'. */
+static const db_migration table_sql[] = {
+    {"0005_idempotency_keys.sql",
+     "CREATE TABLE idempotency_keys ("
+     " scope text NOT NULL,"
+     " key text NOT NULL CHECK (octet_length(key) BETWEEN 1 AND 255),"
+     " fingerprint bytea NOT NULL,"
+     " status int NOT NULL,"
+     " location text,"
+     " body text NOT NULL,"
+     " created_at timestamptz NOT NULL DEFAULT now(),"
+     " PRIMARY KEY (scope, key));"
+     "CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);"},
+};
+static const db_migration_set table_migrations = {"idempotency", table_sql, 1};
+
 int app_idempotency_mount(const char *app)
 {
+    int err = app_db_migrations(&table_migrations);
+    if (err < 0)
+        return err;
     return lookup_stmt ? 0 : app_db_statement(app, &lookup_def, &lookup_stmt);
 }
 

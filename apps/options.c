@@ -36,6 +36,12 @@ typedef struct env_setting {
     char *label;        /* "CORING_PORT=8080", for messages */
 } env_setting;
 
+/* A row of one of the tables given, with the configuration it sets. */
+typedef struct table_row {
+    const coring_option *row;
+    void *config;
+} table_row;
+
 /* What was taken, for messages; and the vectors handed to getopt_long,
  * kept here for the process's life (their strings with them). */
 static struct {
@@ -44,6 +50,8 @@ static struct {
     bool named; /* a message named a variable itself */
     char **argv;
     struct option *long_options;
+    table_row *rows; /* every table's rows, in order: getopt_long's index */
+    size_t num_rows;
 } taken;
 
 void coring_option_variable(const char *name, char *buf, size_t len)
@@ -61,8 +69,10 @@ void coring_option_variable(const char *name, char *buf, size_t len)
 /* getopt_long's has_arg for @o. */
 static int has_arg(const coring_option *o)
 {
-    if (o->kind == CORING_OPTION_SWITCH || o->kind == CORING_OPTION_COMMAND)
+    if (o->kind == CORING_OPTION_SWITCH)
         return no_argument;
+    if (o->kind == CORING_OPTION_COMMAND)
+        return o->implicit ? optional_argument : no_argument;
     return o->implicit ? optional_argument : required_argument;
 }
 
@@ -80,15 +90,37 @@ static int boolean(const char *s)
     return -1;
 }
 
-/* getopt_long's table for the @num rows of @table (kept in taken). */
-static struct option *long_options(const coring_option *table, size_t num)
+/* The rows of the @num @tables in one list, and getopt_long's table for
+ * them (both kept in taken). Returns 0, -ENOMEM, or -EEXIST after a
+ * message when two rows have one name (a program's mistake, not the
+ * user's). */
+static int collect_rows(const coring_option_table *tables, size_t num)
 {
-    struct option *options = calloc(num + 1, sizeof(*options));
-    if (!options)
-        return NULL;
-    for (size_t i = 0; i < num; i++)
-        options[i] = (struct option){table[i].name, has_arg(&table[i]), NULL, ROW_VALUE(i)};
-    return options;
+    size_t count = 0;
+    for (size_t t = 0; t < num; t++)
+        count += tables[t].count;
+    free(taken.rows); /* a parse before this one's */
+    free(taken.long_options);
+    taken.rows = calloc(count ? count : 1, sizeof(*taken.rows));
+    taken.long_options = calloc(count + 1, sizeof(*taken.long_options));
+    if (!taken.rows || !taken.long_options)
+        return -ENOMEM;
+    taken.num_rows = 0;
+    for (size_t t = 0; t < num; t++)
+        for (size_t i = 0; i < tables[t].count; i++) {
+            const coring_option *o = &tables[t].rows[i];
+            for (size_t j = 0; j < taken.num_rows; j++)
+                if (strcmp(taken.rows[j].row->name, o->name) == 0) {
+                    fprintf(stderr, "coring: option --%s is declared twice%s%s\n", o->name,
+                            tables[t].title ? ", again by " : "",
+                            tables[t].title ? tables[t].title : "");
+                    return -EEXIST;
+                }
+            size_t k = taken.num_rows++;
+            taken.rows[k] = (table_row){o, tables[t].config};
+            taken.long_options[k] = (struct option){o->name, has_arg(o), NULL, ROW_VALUE(k)};
+        }
+    return 0;
 }
 
 /* Which rows the command line @argc/@argv gives: marks given[i] for row i.
@@ -128,14 +160,16 @@ static void list_on_failure(int status, void *arg)
 
 /*
  * Put the options that variables set in front of the command line: for
- * each row that is a setting and that the command line does not give, a
- * set, non-empty variable becomes "--name=value", or "--name" for a switch
- * that is on (or an optional value given as an on word). *@argc and *@argv
- * are replaced by the new vector. Returns 0, CORING_OPTIONS_REFUSED after a
- * message (a switch's variable that is no boolean word), or -ENOMEM.
+ * each row (of taken.rows) that is a setting and that the command line
+ * does not give, a set, non-empty variable becomes "--name=value", or
+ * "--name" for a switch that is on (or an optional value given as an on
+ * word). *@argc and *@argv are replaced by the new vector. Returns 0,
+ * CORING_OPTIONS_REFUSED after a message (a switch's variable that is no
+ * boolean word), or -ENOMEM.
  */
-static int apply_environment(const coring_option *table, size_t num, int *argc, char ***argv)
+static int apply_environment(int *argc, char ***argv)
 {
+    size_t num = taken.num_rows;
     bool *given = calloc(num ? num : 1, sizeof(*given));
     char **out = calloc((size_t)*argc + num + 1, sizeof(*out));
     taken.argv = out; /* reachable from here on, on every path */
@@ -150,7 +184,7 @@ static int apply_environment(const coring_option *table, size_t num, int *argc, 
     int n = 0;
     out[n++] = (*argv)[0];
     for (size_t i = 0; i < num; i++) {
-        const coring_option *o = &table[i];
+        const coring_option *o = taken.rows[i].row;
         if (given[i] || o->kind == CORING_OPTION_COMMAND)
             continue;
         char name[128];
@@ -339,34 +373,36 @@ static void bad_option(const struct option *options, const char *arg)
     fprintf(stderr, "Try 'coring --help'.\n");
 }
 
-int coring_options_parse(const coring_option *table, size_t num, void *config, int argc,
-                         char **argv)
+int coring_options_parse_tables(const coring_option_table *tables, size_t num, int argc,
+                                char **argv)
 {
-    taken.long_options = long_options(table, num);
-    if (!taken.long_options)
-        return -ENOMEM;
-    int err = apply_environment(table, num, &argc, &argv);
+    int err = collect_rows(tables, num);
+    if (err)
+        return err;
+    err = apply_environment(&argc, &argv);
     if (err)
         return err;
     opterr = 0;
     optind = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", taken.long_options, NULL)) != -1) {
-        size_t row = (size_t)(opt - ROW_VALUE(0));
-        if (opt < ROW_VALUE(0) || row >= num) {
+        size_t k = (size_t)(opt - ROW_VALUE(0));
+        if (opt < ROW_VALUE(0) || k >= taken.num_rows) {
             bad_option(taken.long_options, argv[optind - 1]);
             return CORING_OPTIONS_REFUSED;
         }
-        const coring_option *o = &table[row];
+        const coring_option *o = taken.rows[k].row;
         const char *value = optarg;
         if (o->implicit && !value) {
-            /* --name, --name=N or --name N */
-            if (optind < argc && argv[optind][0] >= '0' && argv[optind][0] <= '9')
+            /* --name, --name=N or --name N (a number's only: a command's
+             * value is given with '=') */
+            if (o->kind == CORING_OPTION_NUMBER && optind < argc && argv[optind][0] >= '0' &&
+                argv[optind][0] <= '9')
                 value = argv[optind++];
             else
                 value = o->implicit;
         }
-        err = set_row(o, config, value);
+        err = set_row(o, taken.rows[k].config, value);
         if (err)
             return err;
     }
@@ -375,6 +411,13 @@ int coring_options_parse(const coring_option *table, size_t num, void *config, i
         return CORING_OPTIONS_REFUSED;
     }
     return 0;
+}
+
+int coring_options_parse(const coring_option *table, size_t num, void *config, int argc,
+                         char **argv)
+{
+    coring_option_table one = {.rows = table, .count = num, .config = config};
+    return coring_options_parse_tables(&one, 1, argc, argv);
 }
 
 void coring_options_help(FILE *out, const coring_option *table, size_t num)

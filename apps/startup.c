@@ -11,9 +11,11 @@
 #include "coring/apps/database.h"
 #include "coring/apps/health.h"
 #include "coring/apps/metrics.h"
+#include "coring/core/buffer.h"
 #include "coring/core/error.h"
+#include "coring/core/json_writer.h"
 #include "coring/core/log.h"
-#include "coring/http/client.h"
+#include "coring/core/version.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -22,10 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifndef CORING_VERSION
-#define CORING_VERSION "0.0.0"
-#endif
 
 /* The configuration, and the apps mounted (in --apps' order): file-wide,
  * for the hooks below, and reachable on every early return out of
@@ -76,6 +74,14 @@ static int select_apps(const char *list)
     return 0;
 }
 
+/* The definition app @app is mounted as with these options: its variant's
+ * (todo on PostgreSQL) or its own. */
+static const app_def *resolved(const app_def *app)
+{
+    const app_def *instead = app->variant ? app->variant() : NULL;
+    return instead ? instead : app;
+}
+
 /* The checks that concern several options, or an option against the apps.
  * Returns 0, or CORING_OPTIONS_REFUSED after a message, or -ENOMEM. */
 static int check_config(void)
@@ -83,9 +89,9 @@ static int check_config(void)
     int err = select_apps(cfg.mount);
     if (err)
         return err;
-    for (size_t i = 0; i < num_mounted && cfg.todo_postgres; i++)
-        if (mounted[i] == &app_todo)
-            mounted[i] = &app_todo_postgres;
+    /* An app whose options chose another definition (todo on PostgreSQL). */
+    for (size_t i = 0; i < num_mounted; i++)
+        mounted[i] = resolved(mounted[i]);
     if (!net_host_valid(cfg.net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 coring_option_source("--host"), cfg.net.host);
@@ -185,13 +191,14 @@ static void on_listening(const char *host, uint16_t port, unsigned threads, void
         strncat(names, mounted[i]->name, sizeof(names) - strlen(names) - 1);
     }
     bool v6 = strchr(host, ':') != NULL;
-    cr_log_info("coring %s listening on http://%s%s%s:%u threads=%u apps=%s", CORING_VERSION,
+    cr_log_info("coring %s listening on http://%s%s%s:%u threads=%u apps=%s", coring_version(),
                 v6 ? "[" : "", host, v6 ? "]" : "", port, threads, names);
 }
 
 /* Descriptors the apps hold besides client connections, over all worker
- * threads: each thread's database pool and its upstream connections (plus
- * 2 for curl's resolver). --max-connections is computed without them. */
+ * threads: each thread's database pool and what each app says it keeps
+ * (app_def.reserved_fds: the cep app's upstream connections).
+ * --max-connections is computed without them. */
 static unsigned outbound_fds(const net_config *net, const app_options *opts)
 {
     unsigned threads = net->threads ? net->threads : net_affinity_cpus();
@@ -200,8 +207,8 @@ static unsigned outbound_fds(const net_config *net, const app_options *opts)
     if (app_db_used())
         per_thread += (opts->db_pool ? opts->db_pool : 2) * (read_url && *read_url ? 2 : 1);
     for (size_t i = 0; i < num_mounted; i++)
-        if (mounted[i] == &app_cep && !opts->cep_upstream_off)
-            per_thread += http_client_get_limits().max_connections + 2;
+        if (mounted[i]->reserved_fds)
+            per_thread += mounted[i]->reserved_fds();
     return threads * per_thread;
 }
 
@@ -228,11 +235,23 @@ static http_router *mount_routes(void)
         return NULL;
     }
     /* GET /metrics whatever --apps says (docs/metrics.md). */
-    if (app_metrics_mount(router, CORING_VERSION) < 0) {
+    if (app_metrics_mount(router, coring_version()) < 0) {
         cr_log_error("cannot mount /metrics");
         return NULL;
     }
     for (size_t i = 0; i < num_mounted; i++) {
+        const app_def *app = mounted[i];
+        if (app->database)
+            app_db_require(app->name);
+        if (app->migrations) {
+            db_migration_set set = *app->migrations;
+            set.owner = set.owner ? set.owner : app->name;
+            int err = app_db_migrations(&set);
+            if (err < 0) {
+                cr_log_error("app %s: cannot add its migrations: %s", app->name, cr_strerror(err));
+                return NULL;
+            }
+        }
         int err = mounted[i]->mount(router);
         if (err < 0) {
             cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
@@ -244,7 +263,7 @@ static http_router *mount_routes(void)
         cr_log_error("cannot mount /livez and /readyz: %s", cr_strerror(health_err));
         return NULL;
     }
-    int openapi_err = app_openapi_mount(router);
+    int openapi_err = app_openapi_mount(router, mounted, num_mounted);
     if (openapi_err < 0) {
         cr_log_error("cannot mount /openapi.json and /docs: %s", cr_strerror(openapi_err));
         return NULL;
@@ -253,12 +272,12 @@ static http_router *mount_routes(void)
 }
 
 /* Every start-up check that needs no network, after the options' own
- * (check_config) and the mounting (which loads an embed model): the
- * database's settings when an app uses it (DATABASE_URL set, it and
- * DATABASE_READ_URL conninfo strings libpq takes), each mounted app's own
- * (its check hook: VIACEP_URL), --user. A start runs them before anything
- * connects; --check-config runs them and stops. 0, or -errno after
- * logging why. */
+ * (check_config) and the mounting: the database's settings when an app
+ * uses it (DATABASE_URL set, it and DATABASE_READ_URL conninfo strings
+ * libpq takes), each mounted app's own (its check hook: the cep app's
+ * VIACEP_URL, the embed app's model), --user. A start runs them before
+ * anything connects; --check-config runs them and stops. 0, or -errno
+ * after logging why. */
 static int check_start(void)
 {
     int err = app_db_used() ? app_db_check() : 0;
@@ -295,6 +314,63 @@ static int serve(http_router *router)
     return ret == 0 ? 0 : 1;
 }
 
+/* --list-apps: every app this binary has, in its order: whether --apps
+ * mounts it and whether it needs PostgreSQL with these options (apps/run
+ * reads it). Returns the exit status. */
+static int list_apps(bool json)
+{
+    if (!json) {
+        for (size_t i = 0; i < cfg.num_available; i++) {
+            const app_def *app = resolved(cfg.available[i]);
+            bool in = false;
+            for (size_t k = 0; k < num_mounted; k++)
+                in = in || mounted[k] == app;
+            printf("%-12s %-7s %-8s %s\n", app->name, in ? "mounted" : "-",
+                   app->database ? "database" : "-", app->summary ? app->summary : "");
+        }
+        return 0;
+    }
+    cr_buf out = {0};
+    cr_json_writer w;
+    cr_json_writer_init(&w, &out);
+    cr_json_object_begin(&w);
+    cr_json_key(&w, "apps", 4);
+    cr_json_array_begin(&w);
+    for (size_t i = 0; i < cfg.num_available; i++) {
+        const app_def *app = resolved(cfg.available[i]);
+        bool in = false;
+        for (size_t k = 0; k < num_mounted; k++)
+            in = in || mounted[k] == app;
+        cr_json_object_begin(&w);
+        cr_json_key(&w, "name", 4);
+        cr_json_cstring(&w, app->name);
+        cr_json_key(&w, "summary", 7);
+        cr_json_cstring(&w, app->summary ? app->summary : "");
+        cr_json_key(&w, "mounted", 7);
+        cr_json_bool(&w, in);
+        cr_json_key(&w, "database", 8);
+        cr_json_bool(&w, app->database);
+        cr_json_key(&w, "options", 7);
+        cr_json_array_begin(&w);
+        for (size_t k = 0; k < cfg.available[i]->num_options; k++)
+            cr_json_cstring(&w, cfg.available[i]->options[k].name);
+        cr_json_array_end(&w);
+        cr_json_object_end(&w);
+    }
+    cr_json_array_end(&w);
+    cr_json_object_end(&w);
+    cr_buf_append_str(&out, "\n");
+    int status = 0;
+    if (out.failed) {
+        fprintf(stderr, "coring: out of memory\n");
+        status = 1;
+    } else {
+        fwrite(out.data, 1, out.len, stdout);
+    }
+    cr_buf_free(&out);
+    return status;
+}
+
 /* Exit status of an option step's result. */
 static int status_of(int err)
 {
@@ -311,10 +387,11 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         err = check_config();
     if (err)
         return status_of(err);
+    if (cfg.list_apps)
+        return list_apps(strcmp(cfg.list_apps, "json") == 0);
 
-    cfg.embed.ring_threads = cfg.net.threads;
-    cfg.embed.rings_pinned = cfg.net.pin;
-    app_embed_configure(&cfg.embed);
+    cfg.apps.threads = cfg.net.threads;
+    cfg.apps.threads_pinned = cfg.net.pin;
     http_router *router = mount_routes();
     if (!router)
         return cfg.check_only ? 2 : 1;
@@ -326,6 +403,11 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         ret = check_start() < 0 ? 2 : 0;
         if (ret == 0)
             printf("coring: configuration OK\n");
+    } else if (cfg.print_openapi) {
+        size_t len;
+        const char *doc = app_openapi_document(&len);
+        fwrite(doc, 1, len, stdout);
+        putchar('\n');
     } else {
         ret = check_start() < 0 ? 1 : serve(router);
     }

@@ -11,7 +11,7 @@
  *
  * The negative cache has two levels. In front, each worker thread's own
  * table (no lock, no query). Behind it, PostgreSQL's table cep_unknown
- * (db/migrations/0004_cep_unknown.sql), shared by every thread of every
+ * (apps/cep/migrations/0004_cep_unknown.sql), shared by every thread of every
  * host on the database: an unknown CEP is written there (on the primary)
  * with its expiry, and read back with the address lookup itself (one
  * query, on the read replica when DATABASE_READ_URL is set), so that once
@@ -515,6 +515,43 @@ static int mount(http_router *r)
     return 0;
 }
 
+/* The app's settings: its options' fields. */
+typedef struct cep_settings {
+    bool upstream_off;           /* --cep-upstream off: serve from the database only */
+    uint64_t negative_ttl_ns;    /* how long an unknown CEP is remembered; 0: 1 h */
+    uint64_t connect_timeout_ns; /* upstream connect timeout; 0: 2 s */
+    uint64_t total_timeout_ns;   /* upstream request timeout; 0: 5 s */
+    unsigned max_connections;    /* upstream connections per worker thread; 0: 8 */
+} cep_settings;
+
+static cep_settings settings;
+
+#define FIELD(f) CORING_OPTION_FIELD(cep_settings, f)
+
+static const coring_option options[] = {
+    {.name = "cep-upstream", .value = "on|off", .kind = CORING_OPTION_ON_OFF, FIELD(upstream_off),
+     .inverted = true,
+     .help = "ask ViaCEP (VIACEP_URL) on a database miss (default on)",
+     .default_doc = "`on`"},
+    {.name = "cep-negative-ttl", .value = "S", .kind = CORING_OPTION_NUMBER,
+     FIELD(negative_ttl_ns), .min = 1, .max = 30 * 86400, .scale = CR_NS_PER_S,
+     .help = "remember unknown CEPs, seconds (default 3600)",
+     .default_doc = "3600 s"},
+    {.name = "cep-connect-timeout-ms", .value = "N", .kind = CORING_OPTION_NUMBER,
+     FIELD(connect_timeout_ns), .min = 1, .max = 600000, .scale = CR_NS_PER_MS,
+     .help = "upstream connect timeout (default 2000)",
+     .default_doc = "2000"},
+    {.name = "cep-timeout-ms", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(total_timeout_ns),
+     .min = 1, .max = 600000, .scale = CR_NS_PER_MS,
+     .help = "upstream request timeout (default 5000)",
+     .default_doc = "5000"},
+    {.name = "cep-max-connections", .value = "N", .kind = CORING_OPTION_NUMBER,
+     FIELD(max_connections), .min = 1, .max = 1024,
+     .help = "upstream connections per worker thread (default 8);\n"
+             "up to 32 per connection wait, more get 503 at once",
+     .default_doc = "8"},
+};
+
 /* VIACEP_URL: an http:// or https:// URL that fits. */
 static int check(const app_options *opts)
 {
@@ -537,13 +574,14 @@ static int check(const app_options *opts)
 
 static int start(const app_options *opts)
 {
-    upstream_off = opts->cep_upstream_off;
-    if (opts->cep_negative_ttl_ns)
-        negative_ttl_ns = opts->cep_negative_ttl_ns;
-    fetch_options.connect_timeout_ns = opts->cep_connect_timeout_ns;
-    fetch_options.total_timeout_ns = opts->cep_total_timeout_ns;
+    (void)opts;
+    upstream_off = settings.upstream_off;
+    if (settings.negative_ttl_ns)
+        negative_ttl_ns = settings.negative_ttl_ns;
+    fetch_options.connect_timeout_ns = settings.connect_timeout_ns;
+    fetch_options.total_timeout_ns = settings.total_timeout_ns;
     fetch_options.max_body_bytes = 64 * 1024;
-    http_client_set_limits(&(http_client_limits){.max_connections = opts->cep_max_connections});
+    http_client_set_limits(&(http_client_limits){.max_connections = settings.max_connections});
     if (upstream_off)
         cr_log_info("cep: upstream off: answering from the database only");
     else
@@ -574,12 +612,32 @@ static void thread_fini(void)
     tl_cep = NULL;
 }
 
+/* apps/cep/openapi.json and migrations/, built in (apps/CMakeLists.txt). */
+extern const char cep_openapi[];
+extern const db_migration_set cep_migrations;
+
+/* The upstream's connections of a worker thread, and 2 for curl's
+ * resolver; none with the upstream off. */
+static unsigned reserved_fds(void)
+{
+    return upstream_off ? 0 : http_client_get_limits().max_connections + 2;
+}
+
 const app_def app_cep = {
     .name = "cep",
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
+    .openapi = cep_openapi,
+    .database = true,
+    .migrations = &cep_migrations,
+    .options = options,
+    .num_options = sizeof(options) / sizeof(options[0]),
+    .config = &settings,
+    .environment =
+        "  VIACEP_URL               the cep app's upstream (default https://viacep.com.br/ws)\n",
     .mount = mount,
     .check = check,
     .start = start,
+    .reserved_fds = reserved_fds,
     .ready = app_db_ready,
     .ready_check = "database",
     .thread_init = thread_init,

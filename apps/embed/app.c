@@ -37,14 +37,42 @@
 
 #define EMBED_MAX_TEXTS 64
 
-static app_embed_options options;
+/* Texts per forward pass by default: where a MiniLM-sized float32 pass
+ * peaks in sentences/s on a Zen 5 core (perf/tools' coring-embed-forward:
+ * 302 at 8, 322 at 16, 314 at 32); larger batches only make each request
+ * wait behind a longer pass (wrk, 32 connections, the embed scenario's
+ * sentences: p99 188 ms at 32 against 114 ms at 16). */
+#define APP_EMBED_DEFAULT_MAX_BATCH 16
+
+/* Where the inference threads run (--embed-placement; docs/embeddings.md). */
+typedef enum app_embed_placement {
+    APP_EMBED_PLACEMENT_AUTO = 0, /* spare when the affinity mask has CPUs the rings leave, else batch */
+    APP_EMBED_PLACEMENT_SPARE,    /* pinned to the CPUs the ring threads leave (batch when none) */
+    APP_EMBED_PLACEMENT_BATCH,    /* on every CPU, below the rings: SCHED_BATCH at nice 10 */
+    APP_EMBED_PLACEMENT_IDLE,     /* on every CPU, SCHED_IDLE: only when no normal thread wants it */
+    APP_EMBED_PLACEMENT_SHARED,   /* on every CPU, at the rings' priority */
+} app_embed_placement;
+
+/* The app's settings: its options' fields (at the end of this file), and
+ * the server's threads, which start() copies. */
+typedef struct app_embed_options {
+    const char *model_dir;   /* folder with config.json, model.safetensors, vocab.txt; NULL: 503 */
+    unsigned threads;        /* inference threads; 0: the CPUs in the affinity mask */
+    unsigned max_batch;      /* texts per forward pass; 0: APP_EMBED_DEFAULT_MAX_BATCH */
+    unsigned max_wait_us;    /* how long a batch may wait to fill, microseconds */
+    unsigned max_queue;      /* texts waiting at most before 503; 0: 1024 */
+    bool int8;               /* linear layers in int8 (embed_bert_quantize_int8) */
+    app_embed_placement placement;
+    unsigned ring_threads;   /* the server's ring threads (net_config.threads); 0: the CPUs in
+                              * the affinity mask. Pinned (--pin on), the rings take the
+                              * mask's first ones. */
+    bool rings_pinned;       /* net_config.pin: false, the rings may run on any CPU of the
+                              * mask, so "auto" never picks "spare" */
+} app_embed_options;
+
+static app_embed_options options = {.max_wait_us = 1000};
 static embed_model *model;
 static embed_pool *pool;
-
-void app_embed_configure(const app_embed_options *o)
-{
-    options = *o;
-}
 
 /* The texts of one request, after validation. */
 typedef struct embed_input {
@@ -593,6 +621,15 @@ static int mount(http_router *r)
     if ((err = http_router_add(r, HTTP_POST, "/embed", post_embed, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_POST, "/v1/embeddings", post_openai, NULL)) < 0)
         return err;
+    return 0;
+}
+
+/* The model is loaded before serving (not at mount: --list-routes does not
+ * need it). */
+static int start(const app_options *opts)
+{
+    options.ring_threads = opts->threads;
+    options.rings_pinned = opts->threads_pinned;
     if (!options.model_dir) {
         cr_log_info("embed: no --embed-model given: /embed and /v1/embeddings answer 503");
         return 0;
@@ -600,7 +637,7 @@ static int mount(http_router *r)
     return load();
 }
 
-/* /readyz: a model given with --embed-model is loaded at mount (coring
+/* /readyz: a model given with --embed-model is loaded at start (coring
  * does not start when it cannot be), so with one the app is ready. Without
  * one the app is not configured: its routes answer 503 by design, and that
  * does not hold the server's readiness (the default --apps mounts embed);
@@ -620,10 +657,71 @@ static void stop(void)
     model = NULL;
 }
 
+/* In app_embed_placement's order. */
+static const char *const placements[] = {"auto", "spare", "batch", "idle", "shared"};
+
+#define FIELD(f) CORING_OPTION_FIELD(app_embed_options, f)
+
+static const coring_option option_rows[] = {
+    {.name = "embed-model", .value = "DIR", .kind = CORING_OPTION_STRING, FIELD(model_dir),
+     .help = "embedding model folder (config.json, model.safetensors,\n"
+             "vocab.txt); without it /embed answers 503",
+     .default_doc = "none"},
+    {.name = "embed-threads", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(threads),
+     .min = 1, .max = 1024,
+     .help = "inference threads (default: one per spare CPU when\n"
+             "inference runs on them, else the CPUs in the mask)\n"
+             "(one text's pass splits across the idle ones)",
+     .default_doc = "one per spare CPU when inference runs on spare CPUs (`--embed-placement` auto "
+                    "or spare), else the CPUs in the affinity mask"},
+    {.name = "embed-placement", .value = "P", .kind = CORING_OPTION_CHOICE, FIELD(placement),
+     .words = placements, .num_words = sizeof(placements) / sizeof(placements[0]),
+     .help = "where inference runs: auto (default: spare when the\n"
+             "affinity mask has more CPUs than ring threads and\n"
+             "they are pinned, else batch), spare (pinned to the CPUs the rings leave),\n"
+             "batch (every CPU, SCHED_BATCH + nice 10, below the\n"
+             "rings), idle (every CPU, SCHED_IDLE: only when no\n"
+             "other thread wants it), shared (every CPU, the\n"
+             "rings' priority)",
+     .default_doc = "auto"},
+    {.name = "embed-max-batch", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(max_batch),
+     .min = 1, .max = 1024,
+     .help = "texts per forward pass (default 16)",
+     .default_doc = "16"},
+    {.name = "embed-max-wait-us", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(max_wait_us),
+     .min = 0, .max = 1000000,
+     .help = "time a batch may wait to fill, microseconds (default 1000)",
+     .default_doc = "1000"},
+    {.name = "embed-max-queue", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(max_queue),
+     .min = 1, .max = 1u << 20,
+     .help = "texts waiting at most before 503 (default 1024)",
+     .default_doc = "1024"},
+    {.name = "embed-int8", .kind = CORING_OPTION_SWITCH, FIELD(int8),
+     .help = "run the linear layers in int8 (dynamic quantisation):\n"
+             "~1.5x the throughput with AVX-512 VNNI, vectors within\n"
+             "~1e-3 of float32 (docs/embeddings.md); default float32",
+     .default_doc = "off"},
+};
+
+/* apps/embed/openapi.json, built in (apps/CMakeLists.txt). */
+extern const char embed_openapi[];
+
 const app_def app_embed = {
     .name = "embed",
     .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
+    .openapi = embed_openapi,
+    .options = option_rows,
+    .num_options = sizeof(option_rows) / sizeof(option_rows[0]),
+    .config = &options,
+    .environment =
+        "  OPENBLAS_CORETYPE        read by OpenBLAS: forces its kernels for the embed app\n"
+        "                           (Haswell, SkylakeX, ...; used where coring's AVX-512\n"
+        "                           kernels do not run); unset, it picks them for the CPU\n"
+        "  CORING_EMBED_KERNELS     auto (default: AVX-512 where the CPU has it) or portable:\n"
+        "                           the embed app's element-wise kernels and int8 product\n"
+        "                           in portable C whatever the CPU (docs/embeddings.md)\n",
     .mount = mount,
+    .start = start,
     .stop = stop,
     .ready = ready,
 };

@@ -43,8 +43,12 @@ static int mount(http_router *r)
     return 0;
 }
 
+/* apps/hello/openapi.json, built in (apps/CMakeLists.txt). */
+extern const char hello_openapi[];
+
 const app_def app_hello = {
     .name = "hello",
     .summary = "GET / , /plaintext and /json: fixed answers",
+    .openapi = hello_openapi,
     .mount = mount,
 };

@@ -1,23 +1,18 @@
 #!/usr/bin/env python3
-"""Turns apps/openapi/openapi.json (and, when given, Swagger UI's files) into
-C source that coring is linked with: the build step of apps/CMakeLists.txt.
+"""Turns the docs page's files (Swagger UI's and ours) into C source that
+coring is linked with: the build step of apps/CMakeLists.txt.
 
-  embed.py document openapi.json OUT.c
-      Writes the document cut into pieces (see openapi_data.h): the root's
-      members but tags and paths, one piece per tag, and per path its own
-      members and each operation, so that coring can serve the document
-      filtered to the routes it has mounted without parsing JSON.
   embed.py ui DIR-OR-EMPTY OUT.c FILE...
       Writes the docs page's files (openapi_data.h's openapi_docs_files):
       each FILE from DIR (Swagger UI's dist folder, installed by npm ci) or,
       when FILE has a slash, as given (our own page). With an empty DIR it
       writes no Swagger UI file and /docs answers 503.
+
+The OpenAPI document itself is put together at start-up from the server's
+openapi.json and the apps' fragments (apps/openapi/openapi.c).
 """
-import json
 import os
 import sys
-
-METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -44,50 +39,6 @@ def c_string(data: bytes) -> str:
     if line or not out:
         out.append('"' + "".join(line) + '"')
     return "\n    ".join(out)
-
-
-def compact(value) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def members(obj: dict) -> bytes:
-    """The members of @obj as JSON text without the braces."""
-    return compact(obj)[1:-1]
-
-
-def write_document(src: str, out: str) -> None:
-    with open(src, encoding="utf-8") as f:
-        doc = json.load(f)
-    head = {k: v for k, v in doc.items() if k not in ("tags", "paths")}
-    lines = ['#include "openapi_data.h"', ""]
-    lines.append("const char openapi_head[] = %s;" % c_string(members(head)))
-    lines.append("const openapi_tag openapi_tags[] = {")
-    for tag in doc.get("tags", []):
-        lines.append("    {%s, %s}," % (c_string(tag["name"].encode()), c_string(compact(tag))))
-    lines.append("};")
-    lines.append("const unsigned openapi_num_tags = %d;" % len(doc.get("tags", [])))
-    ops = []
-    paths = []
-    for pattern, item in doc["paths"].items():
-        first = len(ops)
-        for method, op in item.items():
-            if method not in METHODS:
-                continue
-            tag = (op.get("tags") or [""])[0]
-            ops.append("    {%s, %s, %s}," % (c_string(method.upper().encode()), c_string(tag.encode()),
-                                              c_string(b'"' + method.encode() + b'":' + compact(op))))
-        rest = {k: v for k, v in item.items() if k not in METHODS}
-        paths.append("    {%s, %s, %d, %d}," % (c_string(pattern.encode()), c_string(members(rest)), first,
-                                                len(ops) - first))
-    lines.append("const openapi_operation openapi_operations[] = {")
-    lines += ops
-    lines.append("};")
-    lines.append("const unsigned openapi_num_operations = %d;" % len(ops))
-    lines.append("const openapi_path openapi_paths[] = {")
-    lines += paths
-    lines.append("};")
-    lines.append("const unsigned openapi_num_paths = %d;" % len(paths))
-    write(out, lines)
 
 
 def write_ui(folder: str, out: str, names: list) -> None:
@@ -125,9 +76,7 @@ def write(out: str, lines: list) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) >= 4 and sys.argv[1] == "document":
-        write_document(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) >= 4 and sys.argv[1] == "ui":
+    if len(sys.argv) >= 4 and sys.argv[1] == "ui":
         write_ui(sys.argv[2], sys.argv[3], sys.argv[4:])
     else:
         sys.exit(__doc__)

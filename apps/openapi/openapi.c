@@ -2,23 +2,31 @@
  * GET /openapi.json and GET /docs: the OpenAPI document of the routes this
  * server has mounted, and a Swagger UI page that renders it.
  *
- * The document is written once, as data, in apps/openapi/openapi.json;
- * embed.py cuts it into pieces at build time (openapi_data.h). The first
- * request for it puts together the pieces whose (method, pattern) the
- * router holds, so that a server started with --apps hello describes only
- * hello's routes and never a route it would answer 404. The page's files
- * (Swagger UI's, from npm, and ours) are embedded the same way: nothing is
- * read from disk or from the internet when the page is viewed.
+ * The document is put together at start-up from pieces of JSON: the
+ * server's own (apps/openapi/openapi.json: info, the operations of
+ * /livez, /readyz, /metrics and the docs, the components every app may
+ * refer to) and each mounted app's fragment (app_def.openapi: its tags,
+ * paths and components). Every fragment is parsed and cut into its tags,
+ * its operations and its components; an operation is kept while the
+ * router holds its method and pattern, so that a server started with
+ * --apps hello describes only hello's routes and never a route it would
+ * answer 404; components are merged by name (one name, one definition).
+ * The page's files (Swagger UI's, from npm, and ours) are embedded at
+ * build time (openapi_data.h): nothing is read from disk or from the
+ * internet when the page is viewed.
  */
 #include "openapi_data.h"
 
 #include "coring/apps/apps.h"
 #include "coring/core/buffer.h"
+#include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
+#include "coring/core/version.h"
 #include "coring/http/server.h"
 
-#include <pthread.h>
+#include <ctype.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,22 +35,35 @@
     "the docs page was not built: npm was missing at build time; install it "                      \
     "(.ci/install-deps test) and rebuild"
 
-static const http_router *router; /* set by app_openapi_mount, complete by the first request */
-static pthread_once_t built = PTHREAD_ONCE_INIT;
-static cr_buf document; /* the filtered document; failed set when out of memory */
+/* The document, put together by app_openapi_mount; served as it is. */
+static cr_buf document;
 
-/* One (method, pattern) pair the router holds, for the filter. */
-typedef struct mounted_route {
-    const char *method;
-    const char *pattern;
-} mounted_route;
+/* The pieces of every fragment, each a JSON text of its own (malloc'd). */
+typedef struct piece {
+    const char *owner;   /* the app's name, or "server" */
+    char *key;           /* tag: its name; operation: its pattern; members: the pattern;
+                          * component: "section/name" */
+    char *method;        /* operation: "GET", as the router names it */
+    char *tag;           /* operation: its first tag, "" when none */
+    char *json;          /* tag: the object; operation: `"get":{...}`; members: the path
+                          * item's other members without braces; component: the value */
+    bool kept;           /* operation: routed; tag: used by a kept operation */
+} piece;
 
-typedef struct route_list {
-    size_t count;
-    size_t cap;
-    mounted_route *items;
-    bool failed;
-} route_list;
+typedef struct piece_list {
+    piece *items;
+    size_t count, cap;
+} piece_list;
+
+/* Everything cut from the fragments. */
+static struct {
+    cr_buf head;          /* the server's root members but tags, paths, components */
+    piece_list tags, operations, members, components;
+    bool failed;          /* out of memory */
+} cut;
+
+static const char *const METHODS[] = {"get", "put", "post", "delete", "options", "head", "patch",
+                                      "trace"};
 
 static const char *method_name(http_method m)
 {
@@ -54,109 +75,540 @@ static const char *method_name(http_method m)
     return (unsigned)m < sizeof(names) / sizeof(names[0]) && names[m] ? names[m] : "";
 }
 
-static void collect_route(http_method method, const char *pattern, void *user)
+/* A copy of @len bytes at @s, NUL-terminated; NULL (and cut.failed) when
+ * out of memory. */
+static char *copy(const char *s, size_t len)
 {
-    route_list *l = user;
+    char *out = malloc(len + 1);
+    if (!out) {
+        cut.failed = true;
+        return NULL;
+    }
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return out;
+}
+
+static piece *add_piece(piece_list *l)
+{
     if (l->count == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 32;
-        mounted_route *items = realloc(l->items, cap * sizeof(*items));
+        piece *items = realloc(l->items, cap * sizeof(*items));
         if (!items) {
-            l->failed = true;
-            return;
+            cut.failed = true;
+            return NULL;
         }
         l->items = items;
         l->cap = cap;
     }
-    l->items[l->count++] = (mounted_route){method_name(method), pattern};
+    piece *p = &l->items[l->count++];
+    *p = (piece){0};
+    return p;
 }
 
-static bool is_mounted(const route_list *l, const char *method, const char *pattern)
+static void free_pieces(piece_list *l)
 {
-    for (size_t i = 0; i < l->count; i++)
-        if (strcmp(l->items[i].method, method) == 0 && strcmp(l->items[i].pattern, pattern) == 0)
+    for (size_t i = 0; i < l->count; i++) {
+        free(l->items[i].key);
+        free(l->items[i].method);
+        free(l->items[i].tag);
+        free(l->items[i].json);
+    }
+    free(l->items);
+    *l = (piece_list){0};
+}
+
+/* Write value @v of a parsed document as JSON text. The writer refuses
+ * more than CR_JSON_WRITER_MAX_DEPTH levels (out->failed); an OpenAPI
+ * document has a dozen. */
+static void write_value(cr_json_writer *w, cr_json_value v, unsigned depth)
+{
+    if (depth > CR_JSON_WRITER_MAX_DEPTH) {
+        w->out->failed = true;
+        return;
+    }
+    const char *s;
+    size_t len;
+    bool b;
+    int64_t i;
+    uint64_t u;
+    double d;
+    switch (cr_json_type_of(v)) {
+    case CR_JSON_NULL:
+        cr_json_null(w);
+        break;
+    case CR_JSON_BOOL:
+        cr_json_get_bool(v, &b);
+        cr_json_bool(w, b);
+        break;
+    case CR_JSON_INT:
+        cr_json_get_int64(v, &i);
+        cr_json_int64(w, i);
+        break;
+    case CR_JSON_UINT:
+        cr_json_get_uint64(v, &u);
+        cr_json_uint64(w, u);
+        break;
+    case CR_JSON_DOUBLE:
+        cr_json_get_double(v, &d);
+        cr_json_double(w, d);
+        break;
+    case CR_JSON_STRING:
+        cr_json_get_string(v, &s, &len);
+        cr_json_string(w, s, len);
+        break;
+    case CR_JSON_ARRAY: {
+        cr_json_array_begin(w);
+        long n = cr_json_array_size(v);
+        for (long k = 0; k < n; k++) {
+            cr_json_value e;
+            cr_json_array_at(v, (size_t)k, &e);
+            write_value(w, e, depth + 1);
+        }
+        cr_json_array_end(w);
+        break;
+    }
+    case CR_JSON_OBJECT: {
+        cr_json_object_begin(w);
+        long n = cr_json_object_size(v);
+        for (long k = 0; k < n; k++) {
+            cr_json_value e;
+            cr_json_object_at(v, (size_t)k, &s, &len, &e);
+            cr_json_key(w, s, len);
+            write_value(w, e, depth + 1);
+        }
+        cr_json_object_end(w);
+        break;
+    }
+    }
+}
+
+/* @v as a JSON text of its own (malloc'd), or NULL when out of memory. */
+static char *json_text(cr_json_value v)
+{
+    cr_buf b = {0};
+    cr_json_writer w;
+    cr_json_writer_init(&w, &b);
+    write_value(&w, v, 0);
+    char *out = b.failed ? NULL : copy(b.data ? b.data : "", b.len);
+    if (b.failed)
+        cut.failed = true;
+    cr_buf_free(&b);
+    return out;
+}
+
+/* @key (@len bytes) is one of the operations' methods. */
+static bool is_method(const char *key, size_t len)
+{
+    for (size_t i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++)
+        if (strlen(METHODS[i]) == len && memcmp(METHODS[i], key, len) == 0)
             return true;
     return false;
 }
 
-/* Puts the document together once (pthread_once: the first request of any
- * thread; the others wait for it). */
-static void build_document(void)
+/* Log why @owner's fragment is refused; returns -EINVAL. */
+static int refuse(const char *owner, const char *why, const char *what, size_t len)
 {
-    route_list routes = {0};
-    http_router_each(router, collect_route, &routes);
-    bool *op_in = calloc(openapi_num_operations ? openapi_num_operations : 1, sizeof(bool));
-    bool *tag_in = calloc(openapi_num_tags ? openapi_num_tags : 1, sizeof(bool));
-    cr_buf *b = &document;
-    if (routes.failed || !op_in || !tag_in) {
-        b->failed = true;
-        goto out;
-    }
-    for (unsigned p = 0; p < openapi_num_paths; p++)
-        for (unsigned k = 0; k < openapi_paths[p].count; k++) {
-            const openapi_operation *op = &openapi_operations[openapi_paths[p].first + k];
-            if (!is_mounted(&routes, op->method, openapi_paths[p].pattern))
-                continue;
-            op_in[openapi_paths[p].first + k] = true;
-            for (unsigned t = 0; t < openapi_num_tags; t++)
-                if (strcmp(openapi_tags[t].name, op->tag) == 0)
-                    tag_in[t] = true;
-        }
+    cr_log_error("openapi: the description of %s: %s%s%.*s", owner, why, what ? ": " : "",
+                 (int)len, what ? what : "");
+    return -EINVAL;
+}
 
-    cr_buf_append_str(b, "{");
-    cr_buf_append_str(b, openapi_head);
-    cr_buf_append_str(b, ",\"tags\":[");
-    bool first = true;
-    for (unsigned t = 0; t < openapi_num_tags; t++) {
-        if (!tag_in[t])
+/* Cut the path item @item of @pattern (@len bytes) of @owner's fragment. */
+static int cut_path(const char *owner, const char *pattern, size_t len, cr_json_value item)
+{
+    if (cr_json_type_of(item) != CR_JSON_OBJECT)
+        return refuse(owner, "a path item that is not an object", pattern, len);
+    cr_buf rest = {0};
+    cr_json_writer w;
+    cr_json_writer_init(&w, &rest);
+    long n = cr_json_object_size(item);
+    for (long k = 0; k < n; k++) {
+        const char *key;
+        size_t key_len;
+        cr_json_value v;
+        cr_json_object_at(item, (size_t)k, &key, &key_len, &v);
+        if (!is_method(key, key_len)) {
+            /* "parameters", "summary"...: members of the path item. The
+             * writer wants an object around them: its braces go after. */
+            if (rest.len == 0)
+                cr_json_object_begin(&w);
+            cr_json_key(&w, key, key_len);
+            write_value(&w, v, 1);
             continue;
-        if (!first)
-            cr_buf_append_str(b, ",");
-        cr_buf_append_str(b, openapi_tags[t].json);
+        }
+        if (cr_json_type_of(v) != CR_JSON_OBJECT) {
+            cr_buf_free(&rest);
+            return refuse(owner, "an operation that is not an object", pattern, len);
+        }
+        char method[8];
+        for (size_t c = 0; c < key_len; c++)
+            method[c] = (char)toupper((unsigned char)key[c]);
+        method[key_len] = '\0';
+        for (size_t e = 0; e < cut.operations.count; e++) {
+            piece *other = &cut.operations.items[e];
+            if (strcmp(other->method, method) == 0 && strlen(other->key) == len &&
+                memcmp(other->key, pattern, len) == 0) {
+                cr_buf_free(&rest);
+                cr_log_error("openapi: %s %.*s is described by %s and by %s", method, (int)len,
+                             pattern, other->owner, owner);
+                return -EINVAL;
+            }
+        }
+        cr_json_value tags, first;
+        const char *tag = "";
+        size_t tag_len = 0;
+        if (cr_json_object_get(v, "tags", 4, &tags) == CR_JSON_OK &&
+            cr_json_array_at(tags, 0, &first) == CR_JSON_OK)
+            cr_json_get_string(first, &tag, &tag_len);
+        cr_buf op = {0};
+        cr_json_writer ow;
+        cr_json_writer_init(&ow, &op);
+        cr_json_object_begin(&ow);
+        cr_json_key(&ow, key, key_len);
+        write_value(&ow, v, 1);
+        cr_json_object_end(&ow);
+        piece *p = add_piece(&cut.operations);
+        if (p && !op.failed) {
+            p->owner = owner;
+            p->key = copy(pattern, len);
+            p->method = copy(method, key_len);
+            p->tag = copy(tag, tag_len);
+            /* `{"get":{...}}` without its braces: a member of the path item. */
+            p->json = copy(op.data + 1, op.len - 2);
+        } else {
+            cut.failed = true;
+        }
+        cr_buf_free(&op);
+    }
+    if (rest.len) {
+        cr_json_object_end(&w);
+        piece *p = add_piece(&cut.members);
+        if (p && !rest.failed) {
+            p->owner = owner;
+            p->key = copy(pattern, len);
+            p->json = copy(rest.data + 1, rest.len - 2);
+        } else {
+            cut.failed = true;
+        }
+    }
+    cr_buf_free(&rest);
+    return 0;
+}
+
+/* Cut the components of @owner's fragment: each definition once by
+ * name, or the same definition again. */
+static int cut_components(const char *owner, cr_json_value components)
+{
+    long sections = cr_json_object_size(components);
+    if (sections < 0)
+        return refuse(owner, "\"components\" is not an object", NULL, 0);
+    for (long k = 0; k < sections; k++) {
+        const char *section, *name;
+        size_t section_len, name_len;
+        cr_json_value defs, def;
+        cr_json_object_at(components, (size_t)k, &section, &section_len, &defs);
+        long n = cr_json_object_size(defs);
+        if (n < 0)
+            return refuse(owner, "a section of components that is not an object", section,
+                          section_len);
+        for (long d = 0; d < n; d++) {
+            cr_json_object_at(defs, (size_t)d, &name, &name_len, &def);
+            char key[256];
+            int key_len = snprintf(key, sizeof(key), "%.*s/%.*s", (int)section_len, section,
+                                   (int)name_len, name);
+            if (key_len < 0 || (size_t)key_len >= sizeof(key))
+                return refuse(owner, "a component's name is too long", name, name_len);
+            char *json = json_text(def);
+            if (!json)
+                return -ENOMEM;
+            bool same = false;
+            for (size_t e = 0; e < cut.components.count; e++) {
+                piece *other = &cut.components.items[e];
+                if (strcmp(other->key, key) != 0)
+                    continue;
+                if (strcmp(other->json, json) != 0) {
+                    free(json);
+                    cr_log_error("openapi: #/components/%s is defined by %s and otherwise by %s",
+                                 key, other->owner, owner);
+                    return -EINVAL;
+                }
+                same = true;
+            }
+            if (same) {
+                free(json);
+                continue;
+            }
+            piece *p = add_piece(&cut.components);
+            if (!p) {
+                free(json);
+                return -ENOMEM;
+            }
+            p->owner = owner;
+            p->key = copy(key, (size_t)key_len);
+            p->json = json;
+        }
+    }
+    return 0;
+}
+
+/* The root's members but tags, paths and components, with info.version
+ * the running coring's. */
+static void cut_head(cr_json_value root)
+{
+    cr_json_writer w;
+    cr_json_writer_init(&w, &cut.head);
+    cr_json_object_begin(&w);
+    long n = cr_json_object_size(root);
+    for (long k = 0; k < n; k++) {
+        const char *key;
+        size_t len;
+        cr_json_value v;
+        cr_json_object_at(root, (size_t)k, &key, &len, &v);
+        if ((len == 4 && memcmp(key, "tags", 4) == 0) || (len == 5 && memcmp(key, "paths", 5) == 0) ||
+            (len == 10 && memcmp(key, "components", 10) == 0))
+            continue;
+        cr_json_key(&w, key, len);
+        if (!(len == 4 && memcmp(key, "info", 4) == 0) || cr_json_type_of(v) != CR_JSON_OBJECT) {
+            write_value(&w, v, 1);
+            continue;
+        }
+        cr_json_object_begin(&w);
+        long m = cr_json_object_size(v);
+        for (long i = 0; i < m; i++) {
+            const char *ikey;
+            size_t ilen;
+            cr_json_value iv;
+            cr_json_object_at(v, (size_t)i, &ikey, &ilen, &iv);
+            cr_json_key(&w, ikey, ilen);
+            if (ilen == 7 && memcmp(ikey, "version", 7) == 0)
+                cr_json_cstring(&w, coring_version());
+            else
+                write_value(&w, iv, 2);
+        }
+        cr_json_object_end(&w);
+    }
+    cr_json_object_end(&w);
+}
+
+/* Parse @owner's fragment @text and cut it into pieces; the server's
+ * (@head) gives the root's other members too. 0, or -EINVAL after
+ * logging why, or -ENOMEM. */
+static int cut_fragment(cr_json_parser *parser, const char *owner, const char *text, bool head)
+{
+    cr_json_value root, v;
+    cr_json_error e = cr_json_parse(parser, text, strlen(text), &root);
+    if (e != CR_JSON_OK) {
+        const char *detail = cr_json_parser_detail(parser);
+        cr_log_error("openapi: the description of %s is not JSON: %s", owner,
+                     detail ? detail : cr_json_error_message(e));
+        return e == CR_JSON_ENOMEM ? -ENOMEM : -EINVAL;
+    }
+    if (cr_json_type_of(root) != CR_JSON_OBJECT)
+        return refuse(owner, "not a JSON object", NULL, 0);
+    if (head)
+        cut_head(root);
+    if (cr_json_object_get(root, "tags", 4, &v) == CR_JSON_OK) {
+        long n = cr_json_array_size(v);
+        if (n < 0)
+            return refuse(owner, "\"tags\" is not an array", NULL, 0);
+        for (long k = 0; k < n; k++) {
+            cr_json_value tag, name;
+            const char *s;
+            size_t len;
+            cr_json_array_at(v, (size_t)k, &tag);
+            if (cr_json_object_get(tag, "name", 4, &name) != CR_JSON_OK ||
+                cr_json_get_string(name, &s, &len) != CR_JSON_OK)
+                return refuse(owner, "a tag without a name", NULL, 0);
+            bool known = false;
+            for (size_t t = 0; t < cut.tags.count; t++)
+                known = known || (strlen(cut.tags.items[t].key) == len &&
+                                  memcmp(cut.tags.items[t].key, s, len) == 0);
+            if (known)
+                continue; /* the first description of a tag stands */
+            piece *p = add_piece(&cut.tags);
+            if (!p)
+                return -ENOMEM;
+            p->owner = owner;
+            p->key = copy(s, len);
+            p->json = json_text(tag);
+        }
+    }
+    if (cr_json_object_get(root, "paths", 5, &v) == CR_JSON_OK) {
+        long n = cr_json_object_size(v);
+        if (n < 0)
+            return refuse(owner, "\"paths\" is not an object", NULL, 0);
+        for (long k = 0; k < n; k++) {
+            const char *pattern;
+            size_t len;
+            cr_json_value item;
+            cr_json_object_at(v, (size_t)k, &pattern, &len, &item);
+            int err = cut_path(owner, pattern, len, item);
+            if (err < 0)
+                return err;
+        }
+    }
+    if (cr_json_object_get(root, "components", 10, &v) == CR_JSON_OK) {
+        int err = cut_components(owner, v);
+        if (err < 0)
+            return err;
+    }
+    return cut.failed ? -ENOMEM : 0;
+}
+
+/* For http_router_each: mark the operation of (@method, @pattern) kept,
+ * or warn that the route is not described. */
+static void keep_route(http_method method, const char *pattern, void *user)
+{
+    (void)user;
+    const char *name = method_name(method);
+    if (method == HTTP_HEAD || method == HTTP_OPTIONS)
+        return; /* implied by GET; CORS preflights */
+    for (size_t i = 0; i < cut.operations.count; i++) {
+        piece *op = &cut.operations.items[i];
+        if (strcmp(op->method, name) == 0 && strcmp(op->key, pattern) == 0) {
+            op->kept = true;
+            return;
+        }
+    }
+    cr_log_warn("openapi: %s %s is served but described by no app: /openapi.json leaves it out",
+                name, pattern);
+}
+
+/* The pieces put together: the head, the tags of the operations kept, the
+ * path items (their members and kept operations, in the order the
+ * fragments gave them), the components. */
+static void assemble(cr_buf *b)
+{
+    for (size_t i = 0; i < cut.operations.count; i++) {
+        piece *op = &cut.operations.items[i];
+        if (!op->kept)
+            continue;
+        for (size_t t = 0; t < cut.tags.count; t++)
+            if (strcmp(cut.tags.items[t].key, op->tag) == 0)
+                cut.tags.items[t].kept = true;
+    }
+    cr_buf_append(b, cut.head.data, cut.head.len - 1); /* without its closing brace */
+    cr_buf_append_str(b, cut.head.len > 2 ? ",\"tags\":[" : "\"tags\":[");
+    bool first = true;
+    for (size_t t = 0; t < cut.tags.count; t++) {
+        if (!cut.tags.items[t].kept)
+            continue;
+        cr_buf_append_str(b, first ? "" : ",");
+        cr_buf_append_str(b, cut.tags.items[t].json);
         first = false;
     }
     cr_buf_append_str(b, "],\"paths\":{");
     first = true;
-    for (unsigned p = 0; p < openapi_num_paths; p++) {
-        const openapi_path *path = &openapi_paths[p];
-        bool any = false;
-        for (unsigned k = 0; k < path->count; k++)
-            any = any || op_in[path->first + k];
-        if (!any)
+    for (size_t i = 0; i < cut.operations.count; i++) {
+        piece *op = &cut.operations.items[i];
+        if (!op->kept)
             continue;
-        if (!first)
-            cr_buf_append_str(b, ",");
+        bool seen = false; /* the path item was written with an earlier operation */
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = cut.operations.items[k].kept && strcmp(cut.operations.items[k].key, op->key) == 0;
+        if (seen)
+            continue;
+        cr_buf_append_str(b, first ? "" : ",");
         first = false;
-        cr_json_escape_string(b, path->pattern, strlen(path->pattern));
+        cr_json_escape_string(b, op->key, strlen(op->key));
         cr_buf_append_str(b, ":{");
-        cr_buf_append_str(b, path->members);
-        bool first_member = path->members[0] == '\0';
-        for (unsigned k = 0; k < path->count; k++) {
-            if (!op_in[path->first + k])
+        bool first_member = true;
+        for (size_t m = 0; m < cut.members.count; m++)
+            if (strcmp(cut.members.items[m].key, op->key) == 0) {
+                cr_buf_append_str(b, cut.members.items[m].json);
+                first_member = false;
+                break;
+            }
+        for (size_t k = i; k < cut.operations.count; k++) {
+            piece *same = &cut.operations.items[k];
+            if (!same->kept || strcmp(same->key, op->key) != 0)
                 continue;
-            if (!first_member)
-                cr_buf_append_str(b, ",");
+            cr_buf_append_str(b, first_member ? "" : ",");
+            cr_buf_append_str(b, same->json);
             first_member = false;
-            cr_buf_append_str(b, openapi_operations[path->first + k].json);
+        }
+        cr_buf_append_str(b, "}");
+    }
+    cr_buf_append_str(b, "},\"components\":{");
+    first = true;
+    for (size_t c = 0; c < cut.components.count; c++) {
+        const char *key = cut.components.items[c].key;
+        size_t section_len = (size_t)(strchr(key, '/') - key);
+        bool seen = false;
+        for (size_t k = 0; k < c && !seen; k++)
+            seen = strncmp(cut.components.items[k].key, key, section_len + 1) == 0;
+        if (seen)
+            continue; /* its section was written with an earlier one */
+        cr_buf_append_str(b, first ? "" : ",");
+        first = false;
+        cr_json_escape_string(b, key, section_len);
+        cr_buf_append_str(b, ":{");
+        bool first_def = true;
+        for (size_t k = c; k < cut.components.count; k++) {
+            const piece *def = &cut.components.items[k];
+            if (strncmp(def->key, key, section_len + 1) != 0)
+                continue;
+            cr_buf_append_str(b, first_def ? "" : ",");
+            first_def = false;
+            cr_json_escape_string(b, def->key + section_len + 1, strlen(def->key + section_len + 1));
+            cr_buf_append_str(b, ":");
+            cr_buf_append_str(b, def->json);
         }
         cr_buf_append_str(b, "}");
     }
     cr_buf_append_str(b, "}}");
-out:
-    if (b->failed)
+}
+
+static int build_document(const http_router *router, const app_def *const *apps, size_t count)
+{
+    cr_json_parser *parser = cr_json_parser_create(0, 0);
+    if (!parser)
+        return -ENOMEM;
+    int err = 0;
+    for (size_t i = 0; i < count && !err; i++) {
+        if (!apps[i]->openapi) {
+            cr_log_warn("openapi: the %s app describes none of its routes", apps[i]->name);
+            continue;
+        }
+        err = cut_fragment(parser, apps[i]->name, apps[i]->openapi, false);
+    }
+    if (!err)
+        err = cut_fragment(parser, "the server", openapi_server, true);
+    cr_json_parser_destroy(parser);
+    if (!err) {
+        http_router_each(router, keep_route, NULL);
+        for (size_t i = 0; i < cut.operations.count; i++) {
+            const piece *op = &cut.operations.items[i];
+            if (!op->kept && strcmp(op->owner, "the server") != 0)
+                cr_log_warn("openapi: the %s app describes %s %s, which no route serves: "
+                            "/openapi.json leaves it out",
+                            op->owner, op->method, op->key);
+        }
+        assemble(&document);
+        if (document.failed || cut.failed)
+            err = -ENOMEM;
+    }
+    if (err == -ENOMEM)
         cr_log_error("openapi: out of memory putting the document together");
-    free(op_in);
-    free(tag_in);
-    free(routes.items);
+    cr_buf_free(&cut.head);
+    free_pieces(&cut.tags);
+    free_pieces(&cut.operations);
+    free_pieces(&cut.members);
+    free_pieces(&cut.components);
+    cut.failed = false;
+    return err;
+}
+
+const char *app_openapi_document(size_t *len)
+{
+    *len = document.len;
+    return document.data;
 }
 
 static void get_openapi(http_ctx *ctx, void *user)
 {
     (void)user;
-    pthread_once(&built, build_document);
-    if (document.failed) {
-        http_respond_error(ctx, 500, "out of memory");
-        return;
-    }
     http_respond(ctx, 200, "application/json", document.data, document.len);
 }
 
@@ -196,13 +648,13 @@ static void get_docs_file(http_ctx *ctx, void *user)
     serve_docs_file(ctx, file->ptr, file->len);
 }
 
-int app_openapi_mount(http_router *r)
+int app_openapi_mount(http_router *r, const app_def *const *apps, size_t count)
 {
     int err;
     if ((err = http_router_add(r, HTTP_GET, "/openapi.json", get_openapi, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_GET, "/docs", get_docs, NULL)) < 0 ||
         (err = http_router_add(r, HTTP_GET, "/docs/{file}", get_docs_file, NULL)) < 0)
         return err;
-    router = r;
-    return 0;
+    cr_buf_free(&document);
+    return build_document(r, apps, count);
 }

@@ -1,43 +1,17 @@
 /*
- * The OpenAPI document and the docs page's files as C data, generated at
- * build time by embed.py from openapi.json and Swagger UI's dist folder
- * (apps/CMakeLists.txt). Read only by openapi.c.
+ * The server's OpenAPI description and the docs page's files as C data,
+ * generated at build time from openapi.json and (embed.py) Swagger UI's
+ * dist folder (apps/CMakeLists.txt). Read only by openapi.c.
  */
 #ifndef CORING_APPS_OPENAPI_DATA_H
 #define CORING_APPS_OPENAPI_DATA_H
 
 #include <stddef.h>
 
-/* One entry of the root's "tags": its name and its whole JSON object. */
-typedef struct openapi_tag {
-    const char *name;
-    const char *json;
-} openapi_tag;
-
-/* One operation of a path item. */
-typedef struct openapi_operation {
-    const char *method; /* "GET", as the router names it */
-    const char *tag;    /* its first tag, "" when none */
-    const char *json;   /* `"get":{...}`, a member of the path item */
-} openapi_operation;
-
-/* One path item: its members other than operations ("parameters"), and
- * its operations, openapi_operations[first .. first + count). */
-typedef struct openapi_path {
-    const char *pattern; /* "/todos/{id}": the router's pattern */
-    const char *members; /* `"parameters":[...]`, or "" */
-    unsigned first;
-    unsigned count;
-} openapi_path;
-
-/* The root object's members other than tags and paths, without braces. */
-extern const char openapi_head[];
-extern const openapi_tag openapi_tags[];
-extern const unsigned openapi_num_tags;
-extern const openapi_operation openapi_operations[];
-extern const unsigned openapi_num_operations;
-extern const openapi_path openapi_paths[];
-extern const unsigned openapi_num_paths;
+/* apps/openapi/openapi.json: the server's own description (info, the
+ * operations of /livez, /readyz, /metrics and the docs, the components
+ * the apps may refer to), NUL-terminated. */
+extern const char openapi_server[];
 
 /* A file of the docs page, served at /docs/NAME (index.html at /docs). */
 typedef struct openapi_docs_file {

@@ -934,9 +934,10 @@ static int mount(http_router *r)
 
 static int start(const app_options *opts)
 {
-    if (opts->todo_max_items)
-        max_items = opts->todo_max_items;
-    list_cache = !opts->todo_list_cache_off;
+    (void)opts;
+    if (todo_config.max_items)
+        max_items = todo_config.max_items;
+    list_cache = !todo_config.list_cache_off;
     return 0;
 }
 
@@ -991,9 +992,50 @@ static void thread_fini(void)
     shard = NULL;
 }
 
+todo_settings todo_config;
+
+static const char *const todo_stores[] = {"memory", "postgres"};
+
+#define FIELD(f) CORING_OPTION_FIELD(todo_settings, f)
+
+static const coring_option options[] = {
+    {.name = "todo-max-items", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(max_items),
+     .min = 1, .max = 1ull << 32,
+     .help = "todos in the store (default 25000); past it POST /todos\n"
+             "answers 507. memory: all threads together, each\n"
+             "thread's shard holding N/threads; postgres: the table",
+     .default_doc = "25000"},
+    {.name = "todo-store", .value = "STORE", .kind = CORING_OPTION_CHOICE, FIELD(postgres),
+     .words = todo_stores, .num_words = 2,
+     .help = "where todos live: memory (default, the fastest; per\n"
+             "process: two processes or hosts hold two lists) or\n"
+             "postgres (the table todos on DATABASE_URL, required\n"
+             "then: one list for every process on the database;\n"
+             "docs/todo.md)",
+     .default_doc = "`memory`"},
+    {.name = "todo-list-cache", .value = "on|off", .kind = CORING_OPTION_ON_OFF,
+     FIELD(list_cache_off), .inverted = true,
+     .help = "memory store: each thread keeps the GET /todos body it\n"
+             "built until a write on any thread (default on; exact:\n"
+             "a GET read after a write's response lists it); off:\n"
+             "built per request, as the peers in perf/ (docs/todo.md)",
+     .default_doc = "`on`"},
+};
+
+/* --todo-store postgres: the PostgreSQL store is mounted instead. */
+static const app_def *variant(void)
+{
+    return todo_config.postgres ? &app_todo_postgres : NULL;
+}
+
 const app_def app_todo = {
     .name = "todo",
     .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (--todo-store)",
+    .openapi = todo_openapi,
+    .options = options,
+    .num_options = sizeof(options) / sizeof(options[0]),
+    .config = &todo_config,
+    .variant = variant,
     .mount = mount,
     .start = start,
     .thread_init = thread_init,

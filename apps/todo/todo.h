@@ -8,6 +8,7 @@
 #ifndef CORING_APPS_TODO_TODO_H
 #define CORING_APPS_TODO_TODO_H
 
+#include "coring/apps/apps.h"
 #include "coring/apps/idempotency.h"
 #include "coring/core/json_writer.h"
 #include "coring/http/router.h"
@@ -62,5 +63,28 @@ void todo_write_json(cr_json_writer *w, uint64_t id, const char *title, size_t t
  * app's mount(). Returns 0 or http_router_add's -errno.
  */
 int todo_mount_routes(http_router *r, const todo_store *store);
+
+/* Todos the store holds by default, all threads together. At the worst
+ * (1,000-byte titles that JSON escapes six-fold) a todo costs 1.5 KB
+ * stored and 19.5 KB at the peak of a GET /todos listing
+ * (perf/todo_rss.py): 25,000 of them stay under 0.5 GB, inside 1 GB. */
+#define APP_TODO_DEFAULT_MAX_ITEMS 25000ull
+
+/* The todo app's settings: its options' fields (todo.c), read by both
+ * stores' start(). */
+typedef struct todo_settings {
+    unsigned long long max_items; /* --todo-max-items; 0: APP_TODO_DEFAULT_MAX_ITEMS */
+    bool postgres;                /* --todo-store postgres */
+    bool list_cache_off;          /* --todo-list-cache off (memory store) */
+} todo_settings;
+
+extern todo_settings todo_config;
+
+/* apps/todo/openapi.json, built in (apps/CMakeLists.txt): both stores'. */
+extern const char todo_openapi[];
+
+/* The app on PostgreSQL (todo_pg.c): app_todo's variant on --todo-store
+ * postgres, the same routes on the table todos. */
+extern const app_def app_todo_postgres;
 
 #endif

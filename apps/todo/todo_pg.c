@@ -1,6 +1,6 @@
 /*
  * todo on PostgreSQL (--todo-store postgres): the todo routes of todo.c,
- * answered from the table todos (db/migrations/0003_todos.sql) through the
+ * answered from the table todos (apps/todo/migrations/0003_todos.sql) through the
  * pipelined db layer, so that every process on the database sees one list.
  *
  * todo.c parses and validates each request; this file runs one typed
@@ -275,14 +275,21 @@ static int mount(http_router *r)
 
 static int start(const app_options *opts)
 {
-    if (opts->todo_max_items)
-        max_items = (int64_t)opts->todo_max_items;
+    (void)opts;
+    if (todo_config.max_items)
+        max_items = (int64_t)todo_config.max_items;
     return 0;
 }
+
+/* apps/todo/migrations/, built in (apps/CMakeLists.txt). */
+extern const db_migration_set todo_migrations;
 
 const app_def app_todo_postgres = {
     .name = "todo",
     .summary = "the todo app on PostgreSQL (--todo-store postgres)",
+    .openapi = todo_openapi,
+    .database = true,
+    .migrations = &todo_migrations,
     .mount = mount,
     .start = start,
     .ready = app_db_ready,

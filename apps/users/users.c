@@ -13,7 +13,7 @@
  *                                      (coring/apps/idempotency.h)
  *
  * A user is {"id": <int>, "name": "...", "email": "...", "created_at":
- * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
+ * "<RFC 3339 UTC>"}. The schema is apps/users/migrations/0001_users.sql, applied
  * at start-up. While the database is unreachable every route answers 503
  * {"error":"database unavailable"} at once.
  *
@@ -47,7 +47,7 @@
 #define USERS_LIMIT_MAX 100
 
 /* The columns every statement returns: id bigint, name text, email text,
- * created_at timestamptz (db/migrations/0001_users.sql). */
+ * created_at timestamptz (apps/users/migrations/0001_users.sql). */
 #define USER_COLUMNS "id, name, email, created_at"
 
 /* The reads may be answered by the read replica (DATABASE_READ_URL), lag
@@ -458,16 +458,31 @@ static int mount(http_router *r)
     return 0;
 }
 
+/* The app's settings: its options' fields. */
+typedef struct users_settings {
+    unsigned long long seed; /* --seed-users: users to insert at start-up; 0: none */
+} users_settings;
+
+static users_settings settings;
+
+static const coring_option options[] = {
+    {.name = "seed-users", .value = "N", .kind = CORING_OPTION_NUMBER,
+     CORING_OPTION_FIELD(users_settings, seed), .min = 1, .max = 100000000, .implicit = "10000",
+     .help = "insert N users at start-up (default N: 10000)",
+     .default_doc = "off (N: 10000)"},
+};
+
 static int start(const app_options *opts)
 {
-    if (!opts->seed_users)
+    (void)opts;
+    if (!settings.seed)
         return 0;
-    if (opts->seed_users > INT64_MAX) {
-        cr_log_error("users: cannot seed %llu users", opts->seed_users);
+    if (settings.seed > INT64_MAX) {
+        cr_log_error("users: cannot seed %llu users", settings.seed);
         return -ERANGE;
     }
     char err[512];
-    db_param count = db_param_int64((int64_t)opts->seed_users);
+    db_param count = db_param_int64((int64_t)settings.seed);
     long long rows = 0;
     /* Emails carry the transaction id: seeding twice adds new users. */
     int ret = db_exec(app_db_url(),
@@ -482,9 +497,19 @@ static int start(const app_options *opts)
     return 0;
 }
 
+/* apps/users/openapi.json and migrations/, built in (apps/CMakeLists.txt). */
+extern const char users_openapi[];
+extern const db_migration_set users_migrations;
+
 const app_def app_users = {
     .name = "users",
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
+    .openapi = users_openapi,
+    .database = true,
+    .migrations = &users_migrations,
+    .options = options,
+    .num_options = sizeof(options) / sizeof(options[0]),
+    .config = &settings,
     .mount = mount,
     .start = start,
     .ready = app_db_ready,

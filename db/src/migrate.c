@@ -157,25 +157,55 @@ static long long version_of(const char *file)
     return strtoll(file, NULL, 10);
 }
 
-/* Apply migration @m (version @v) unless recorded. 1 applied, 0 skipped, -errno. */
-static int apply(PGconn *pg, const db_migration *m, long long v, char *err, size_t err_len)
+/* The table of applied migrations, made or brought up to date: an app
+ * column (rows from before it get '') in its primary key. Under the
+ * migration lock. */
+static const char *const table_steps[] = {
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    " app text NOT NULL DEFAULT '',"
+    " version bigint NOT NULL,"
+    " name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now(),"
+    " PRIMARY KEY (app, version))",
+    "ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS app text NOT NULL DEFAULT ''",
+    "DO $$ DECLARE pk name; BEGIN"
+    " SELECT conname INTO pk FROM pg_constraint WHERE conrelid = 'schema_migrations'::regclass"
+    " AND contype = 'p' AND array_length(conkey, 1) = 1;"
+    " IF pk IS NOT NULL THEN"
+    " EXECUTE format('ALTER TABLE schema_migrations DROP CONSTRAINT %I,"
+    " ADD PRIMARY KEY (app, version)', pk);"
+    " END IF; END $$",
+};
+
+/* Apply migration @m (version @v) of @owner unless recorded. 1 applied,
+ * 0 skipped, -errno. */
+static int apply(PGconn *pg, const char *owner, const db_migration *m, long long v, char *err,
+                 size_t err_len)
 {
     char version[24];
     snprintf(version, sizeof(version), "%lld", v);
-    const char *params[2] = {version, m->file};
+    const char *params[3] = {owner, version, m->file};
     PGresult *r = NULL;
-    if (!run(pg, "reading schema_migrations", "SELECT 1 FROM schema_migrations WHERE version = $1",
-             1, params, &r, err, err_len))
+    /* Its own row, or one from before owners with its number and name. */
+    if (!run(pg, "reading schema_migrations",
+             "SELECT app FROM schema_migrations WHERE version = $2"
+             " AND (app = $1 OR (app = '' AND name = $3))",
+             3, params, &r, err, err_len))
         return -EIO;
-    bool done = PQntuples(r) > 0;
+    bool done = PQntuples(r) > 0, legacy = done && PQgetvalue(r, 0, 0)[0] == '\0';
     PQclear(r);
+    if (legacy && !run(pg, "giving a migration to its app",
+                       "UPDATE schema_migrations SET app = $1 WHERE app = '' AND version = $2"
+                       " AND name = $3",
+                       3, params, NULL, err, err_len))
+        return -EIO;
     if (done)
         return 0;
-    char what[128];
-    snprintf(what, sizeof(what), "migration %s", m->file);
+    char what[160];
+    snprintf(what, sizeof(what), "migration %s/%s", owner, m->file);
     if (!run(pg, what, "BEGIN", 0, NULL, NULL, err, err_len))
         return -EIO;
-    /* PQexec: a migration file may hold several statements. */
+    /* PQexec: a migration may hold several statements. */
     r = PQexec(pg, m->sql);
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -186,54 +216,85 @@ static int apply(PGconn *pg, const db_migration *m, long long v, char *err, size
         return -EIO;
     }
     PQclear(r);
-    if (!run(pg, what, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, params,
-             NULL, err, err_len) ||
+    if (!run(pg, what, "INSERT INTO schema_migrations (app, version, name) VALUES ($1, $2, $3)",
+             3, params, NULL, err, err_len) ||
         !run(pg, what, "COMMIT", 0, NULL, NULL, err, err_len)) {
         run(pg, "rollback", "ROLLBACK", 0, NULL, NULL, NULL, 0);
         return -EIO;
     }
-    cr_log_info("database: applied migration %s", m->file);
+    cr_log_info("database: applied migration %s/%s", owner, m->file);
     return 1;
 }
 
-int db_migrate(const char *conninfo, int *applied, char *err, size_t err_len)
+/* The sets' owners and numbers checked before anything is applied:
+ * 0, or -EINVAL with @err saying which. */
+static int check_sets(const db_migration_set *sets, size_t num, char *err, size_t err_len)
 {
-    size_t count;
-    const db_migration *list = db_migrations(&count);
-    if (applied)
-        *applied = 0;
-    for (size_t i = 0; i < count; i++)
-        if (version_of(list[i].file) < 0) {
-            set_err(err, err_len, "migration %s: the name must start with its number",
-                    list[i].file);
+    for (size_t s = 0; s < num; s++) {
+        const char *owner = sets[s].owner;
+        if (!owner || !*owner) {
+            set_err(err, err_len, "migrations without an owner (the app they belong to)");
             return -EINVAL;
         }
+        for (size_t t = 0; t < s; t++)
+            if (strcmp(sets[t].owner, owner) == 0) {
+                set_err(err, err_len, "migrations of %s given twice", owner);
+                return -EINVAL;
+            }
+        long long last = -1;
+        for (size_t i = 0; i < sets[s].count; i++) {
+            const char *file = sets[s].list[i].file;
+            long long v = file ? version_of(file) : -1;
+            if (v < 0 || !sets[s].list[i].sql) {
+                set_err(err, err_len, "migration %s/%s: the name must start with its number",
+                        owner, file ? file : "(none)");
+                return -EINVAL;
+            }
+            if (v <= last) {
+                set_err(err, err_len, "migration %s/%s: numbers must increase (after %lld)",
+                        owner, file, last);
+                return -EINVAL;
+            }
+            last = v;
+        }
+    }
+    return 0;
+}
+
+int db_migrate(const char *conninfo, const db_migration_set *sets, size_t num_sets, int *applied,
+               char *err, size_t err_len)
+{
+    if (applied)
+        *applied = 0;
+    int ret = check_sets(sets, num_sets, err, err_len);
+    if (ret < 0)
+        return ret;
     PGconn *pg = connect_blocking(conninfo, err, err_len);
     if (!pg)
         return -ECONNREFUSED;
-    int ret = 0;
     failed_read_only = false;
     /* The session lock serialises concurrent starts; it ends with the session. */
     if (!run(pg, "taking the migration lock", "SELECT pg_advisory_lock(" DB_MIGRATION_LOCK ")", 0,
-             NULL, NULL, err, err_len) ||
-        !run(pg, "creating schema_migrations",
-             "CREATE TABLE IF NOT EXISTS schema_migrations ("
-             " version bigint PRIMARY KEY,"
-             " name text NOT NULL,"
-             " applied_at timestamptz NOT NULL DEFAULT now())",
-             0, NULL, NULL, err, err_len)) {
+             NULL, NULL, err, err_len)) {
         ret = -EIO;
         goto out;
     }
-    for (size_t i = 0; i < count; i++) {
-        int r = apply(pg, &list[i], version_of(list[i].file), err, err_len);
-        if (r < 0) {
-            ret = r;
+    for (size_t i = 0; i < sizeof(table_steps) / sizeof(table_steps[0]); i++)
+        if (!run(pg, "preparing schema_migrations", table_steps[i], 0, NULL, NULL, err, err_len)) {
+            ret = -EIO;
             goto out;
         }
-        if (applied)
-            *applied += r;
-    }
+    for (size_t s = 0; s < num_sets; s++)
+        for (size_t i = 0; i < sets[s].count; i++) {
+            const db_migration *m = &sets[s].list[i];
+            int r = apply(pg, sets[s].owner, m, version_of(m->file), err, err_len);
+            if (r < 0) {
+                ret = r;
+                goto out;
+            }
+            if (applied)
+                *applied += r;
+        }
 out:
     PQfinish(pg);
     return ret == -EIO && failed_read_only ? -EROFS : ret;

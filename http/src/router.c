@@ -359,6 +359,38 @@ const http_str *http_route_param(const http_route_params *p, const char *name)
     return NULL;
 }
 
+int http_route_param_int64(const http_route_params *p, const char *name, int64_t min, int64_t max,
+                           int64_t *out)
+{
+    const http_str *v = http_route_param(p, name);
+    if (!v)
+        return -ENOENT;
+    size_t i = v->len && v->ptr[0] == '-';
+    if (i == v->len)
+        return -EINVAL;
+    /* Accumulate the magnitude as unsigned; past 2^63 it is out of range
+     * whatever the sign (digits still to come are checked). */
+    uint64_t magnitude = 0;
+    bool over = false;
+    for (; i < v->len; i++) {
+        unsigned char c = (unsigned char)v->ptr[i];
+        if (c < '0' || c > '9')
+            return -EINVAL;
+        if (magnitude > (UINT64_MAX - (c - '0')) / 10)
+            over = true;
+        else
+            magnitude = magnitude * 10 + (c - '0');
+    }
+    bool negative = v->ptr[0] == '-';
+    if (over || magnitude > (uint64_t)INT64_MAX + negative)
+        return -ERANGE;
+    int64_t value = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
+    if (value < min || value > max)
+        return -ERANGE;
+    *out = value;
+    return 0;
+}
+
 unsigned http_router_route_count(const http_router *r)
 {
     return r ? r->num_handlers : 0;

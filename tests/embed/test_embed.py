@@ -396,7 +396,9 @@ class NoModel(CoringTestCase):
 
     def test_bad_model_folder_is_a_clear_start_up_error(self):
         with tempfile.TemporaryDirectory() as empty:
-            cmd = [coring_server.binary(), "--port", "0", "--embed-model", empty]
+            # embed alone: with every app, no DATABASE_URL is said first (the
+            # model is loaded in the app's start(), after the database's).
+            cmd = [coring_server.binary(), "--port", "0", "--apps", "embed", "--embed-model", empty]
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             self.assertEqual(res.returncode, 1, res.stderr)
             self.assertIn("config.json", res.stderr)

@@ -137,6 +137,23 @@ class AppsRunTest(cs.CoringTestCase):
             self.assertEqual(first.stop(), 0, "".join(first.lines))
         self.assertFalse(pg_running(self.pgdir))
 
+    def test_database_as_the_binary_says(self):
+        # The todo app needs PostgreSQL only on --todo-store postgres: apps/run
+        # asks the binary (coring --list-apps), it names no app itself.
+        run = AppsRun(self.pgdir, ["--threads", "1", "--apps", "todo", "--todo-store", "postgres"])
+        try:
+            self.assertTrue(pg_running(self.pgdir), "no PostgreSQL for todo on --todo-store postgres")
+            self.assertEqual(run.get("/todos/1").status, 404)
+        finally:
+            self.assertEqual(run.stop(), 0, "".join(run.lines))
+        fresh = os.path.join(self.pgdir, "never")
+        hello = AppsRun(fresh, ["--threads", "1", "--apps", "hello,todo"])
+        try:
+            self.assertEqual(hello.get("/").status, 200)
+            self.assertFalse(os.path.exists(fresh), "a cluster for apps that need none")
+        finally:
+            self.assertEqual(hello.stop(), 0, "".join(hello.lines))
+
     def ctrl_c(self, argv, env):
         """Run @argv on a pseudo-terminal, wait for the start-up line, type
         the interrupt character once; return (exit status, output)."""

@@ -18,7 +18,7 @@ import coring_server as cs  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOC = os.path.join(ROOT, "docs", "configuration.md")
-COMMANDS = {"help", "version", "check-config", "list-routes"}  # no variable
+COMMANDS = {"help", "version", "check-config", "list-routes", "list-apps", "openapi"}  # no variable
 
 
 clean_env = cs.clean_env

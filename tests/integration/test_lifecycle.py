@@ -83,7 +83,7 @@ class CommandLineTest(cs.CoringTestCase):
         env = r.stdout.split("Environment:", 1)[1].split("Apps:", 1)[0]
         for var in ("DATABASE_URL", "VIACEP_URL", "OPENBLAS_CORETYPE"):
             self.assertIn(var, env, "--help's Environment section lacks " + var)
-        self.assertRegex(env, r"DATABASE_URL[^\n]*users, cep, and todo")
+        self.assertRegex(env, r"DATABASE_URL[^\n]*\n[^\n]*mounted \(users, cep; --list-apps says which\)")
 
     def test_check_config(self):
         r = run_cli("--check-config", "--apps", "nosuchapp")

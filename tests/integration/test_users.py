@@ -880,8 +880,9 @@ class UsersTest(cs.CoringTestCase):
         finally:
             other.stop(expect_status=0)
         self.assertNotIn("applied migration", other.stderr_text(200))
-        out = pg("psql", "-tAc", "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations")
-        files = sorted(int(f.split("_")[0]) for f in os.listdir(os.path.join(ROOT, "db", "migrations"))
+        out = pg("psql", "-tAc", "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations"
+                 " WHERE app = 'users'")
+        files = sorted(int(f.split("_")[0]) for f in os.listdir(os.path.join(ROOT, "apps", "users", "migrations"))
                        if f.endswith(".sql"))
         self.assertEqual(out.strip(), ",".join(map(str, files)), "each migration recorded once")
 

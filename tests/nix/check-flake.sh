@@ -9,7 +9,8 @@
 #   3. nix flake check --no-build;
 #   4. nix eval: every package, dev shell and check's drvPath, on both
 #      systems, and every app (type "app", program a store path's bin/NAME);
-#      nix 2.8's flake check does not look into apps;
+#      nix 2.8's flake check does not look into apps; libcoring's outputs
+#      (out, and dev: the headers and the package files);
 #   5. every app's script, as writeShellApplication writes it: bash -n, and
 #      when it is installed, shellcheck;
 #   6. the stub is strict: copies of flake.nix with one misspelt attribute or
@@ -99,9 +100,9 @@ eval_outputs() {  # eval_outputs DIR
     got=$(run_nix eval --raw "${flake_args[@]}" "$dir#$coll" --apply "$drvs" 2>"$tmp/err") ||
       { cat "$tmp/err"; return 1; }
     case $coll in
-      packages) want=(coring coring-frame-pointers default) ;;
+      packages) want=(coring coring-frame-pointers default libcoring) ;;
       devShells) want=(clang default) ;;
-      checks) want=(coring devShell) ;;
+      checks) want=(coring devShell libcoring) ;;
     esac
     local expect=()
     for sys in "${systems[@]}"; do for name in "${want[@]}"; do expect+=("$sys/$name"); done; done
@@ -124,6 +125,17 @@ eval_outputs() {  # eval_outputs DIR
     for name in bench cep coring default embed flame hello todo users; do expect+=("$sys/$name"); done
   done
   [[ $got == "${expect[*]}" ]] || { echo "apps: got '$got', want '${expect[*]}'"; return 1; }
+  # The library has its dev output (headers, coring.pc, the CMake package),
+  # a derivation output of its own, on both systems.
+  for sys in "${systems[@]}"; do
+    # shellcheck disable=SC2016 # a Nix expression
+    got=$(run_nix eval --raw "${flake_args[@]}" "$dir#packages.$sys.libcoring" \
+            --apply 'p: builtins.concatStringsSep " " p.outputs + " " +
+                        (if builtins.isString p.dev.drvPath && p.dev.outputName == "dev"
+                         then "dev-ok" else "dev-bad")' 2>"$tmp/err") ||
+      { cat "$tmp/err"; return 1; }
+    [[ $got == "out dev dev-ok" ]] || { echo "libcoring on $sys: outputs '$got'"; return 1; }
+  done
 }
 
 step "1. nix-instantiate --parse"
@@ -139,7 +151,7 @@ show=$(run_nix flake show "${flake_args[@]}" "$repo" 2>"$tmp/err") || { cat "$tm
 # shellcheck disable=SC2001 # a regular expression
 show=$(sed 's/\x1b\[[0-9;]*m//g' <<<"$show")  # colours off
 echo "$show"
-for want in "package 'coring-0.1.0'" "package 'coring-frame-pointers-0.1.0'" \
+for want in "package 'coring-0.1.0'" "package 'coring-frame-pointers-0.1.0'" "package 'libcoring-0.1.0'" \
             "development environment 'coring-dev'" "development environment 'coring-dev-clang'"; do
   grep -qF "$want" <<<"$show" || fail "nix flake show lacks $want"
 done
@@ -184,6 +196,7 @@ mutations=(
   'runtimeInputs = [|runtimeInput = [|runtimeInput'           # not an argument of writeShellApplication
   'cmakeFlags = [|cmakeFlag = [|cmakeFlag'                    # not an attribute of mkDerivation
   'pkgs.mkShell.override|pkgs.mkShelll.override|mkShelll'     # the dev shell builder
+  'outputs = [|output = [|output'                             # the library's outputs
 )
 i=0
 for m in "${mutations[@]}"; do

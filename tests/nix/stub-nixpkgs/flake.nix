@@ -111,6 +111,7 @@
             "pname"
             "version"
             "name"
+            "outputs"
             "src"
             "nativeBuildInputs"
             "buildInputs"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "coring/apps/startup.h"
+#include "coring/apps/stock.h"
 #include "coring/core/clock.h"
 
 #ifndef CORING_SOURCE_DIR
@@ -76,23 +77,43 @@ static size_t read_doc_rows(doc_row *rows, size_t max)
     return n;
 }
 
+/* The rows in docs/configuration.md's order: the server's settings, each
+ * stock app's own options in the coring binary's order, the commands. */
+static size_t expected_rows(const coring_option **out, size_t max)
+{
+    static const app_def *const apps[] = {CORING_STOCK_APPS};
+    size_t n = 0, settings = 0;
+    while (settings < coring_config_num_options &&
+           coring_config_options[settings].kind != CORING_OPTION_COMMAND)
+        settings++;
+    for (size_t i = 0; i < settings && n < max; i++)
+        out[n++] = &coring_config_options[i];
+    for (size_t a = 0; a < sizeof(apps) / sizeof(apps[0]); a++)
+        for (size_t i = 0; i < apps[a]->num_options && n < max; i++)
+            out[n++] = &apps[a]->options[i];
+    for (size_t i = settings; i < coring_config_num_options && n < max; i++)
+        out[n++] = &coring_config_options[i];
+    return n;
+}
+
 /* The page's table is the rows': flag, variable and default, in order. */
 Test(options, documented_as_the_table_says)
 {
     static doc_row rows[128];
+    static const coring_option *want[128];
     size_t n = read_doc_rows(rows, 128);
-    cr_expect_eq(n, coring_config_num_options, "docs/configuration.md lists %zu flags, the table %zu",
-                 n, coring_config_num_options);
-    for (size_t i = 0; i < n && i < coring_config_num_options; i++) {
-        const coring_option *o = &coring_config_options[i];
+    size_t m = expected_rows(want, 128);
+    cr_expect_eq(n, m, "docs/configuration.md lists %zu flags, the tables %zu", n, m);
+    for (size_t i = 0; i < n && i < m; i++) {
+        const coring_option *o = want[i];
         cr_expect_str_eq(rows[i].flag, o->name, "row %zu of docs/configuration.md", i);
-        char want[80] = "—";
+        char var_want[80] = "—";
         if (o->kind != CORING_OPTION_COMMAND) {
             char var[64];
             coring_option_variable(o->name, var, sizeof(var));
-            snprintf(want, sizeof(want), "`%s`", var);
+            snprintf(var_want, sizeof(var_want), "`%s`", var);
         }
-        cr_expect_str_eq(rows[i].variable, want, "--%s: its variable in docs/configuration.md",
+        cr_expect_str_eq(rows[i].variable, var_want, "--%s: its variable in docs/configuration.md",
                          o->name);
         cr_expect_str_eq(rows[i].fallback, o->default_doc,
                          "--%s: its default in docs/configuration.md", o->name);
@@ -108,10 +129,14 @@ static int parse(coring_config *cfg, const char *const *args)
     for (size_t i = 0; args[i]; i++)
         argv[argc++] = (char *)args[i];
     argv[argc] = NULL;
+    static const app_def *const apps[] = {CORING_STOCK_APPS};
+    cfg->available = apps;
+    cfg->num_available = sizeof(apps) / sizeof(apps[0]);
     return coring_config_parse(cfg, argc, argv);
 }
 
-/* Each kind of row: the value lands in its field, in its unit. */
+/* Each kind of row of the server's: the value lands in its field, in its
+ * unit (the kinds only apps use: tables_each_set_their_own). */
 Test(options, each_kind_sets_its_field)
 {
     coring_config cfg = coring_config_default();
@@ -123,12 +148,10 @@ Test(options, each_kind_sets_its_field)
         "--pin", "on",                   /* ON_OFF */
         "--db-coalesce", "off",          /* ON_OFF inverted: db_coalesce_off */
         "--db-routing", "pack",          /* CHOICE into an unsigned */
-        "--todo-store", "postgres",      /* CHOICE into a bool */
-        "--embed-placement", "idle",     /* CHOICE into an enum */
         "--apps", "hello,todo",          /* STRING */
         "--access-log",                  /* SWITCH */
         "--recv-buffers", "64",          /* CUSTOM */
-        "--seed-users",                  /* an optional value, not given */
+        "--todo-store", "postgres",      /* an app's: taken beside the server's */
         "--check-config",                /* COMMAND */
         NULL,
     };
@@ -140,30 +163,14 @@ Test(options, each_kind_sets_its_field)
     cr_expect(cfg.net.pin);
     cr_expect(cfg.apps.db_coalesce_off);
     cr_expect_eq(cfg.apps.db_routing, 2);
-    cr_expect(cfg.todo_postgres);
-    cr_expect_eq(cfg.embed.placement, APP_EMBED_PLACEMENT_IDLE);
     cr_expect_str_eq(cfg.mount, "hello,todo");
     cr_expect(cfg.http.access_log);
     cr_expect_eq(cfg.net.provided_buffers, 64);
-    cr_expect_eq(cfg.apps.seed_users, 10000);
     cr_expect(cfg.check_only);
     /* Untouched: the defaults. */
     coring_config d = coring_config_default();
     cr_expect_eq(cfg.net.threads, d.net.threads);
     cr_expect_eq(cfg.http.header_timeout_ns, d.http.header_timeout_ns);
-    cr_expect(!cfg.apps.cep_upstream_off);
-}
-
-/* --seed-users N and --seed-users=N take the number. */
-Test(options, optional_value)
-{
-    coring_config cfg = coring_config_default();
-    static const char *const spaced[] = {"--seed-users", "5", NULL};
-    cr_assert_eq(parse(&cfg, spaced), 0);
-    cr_expect_eq(cfg.apps.seed_users, 5);
-    static const char *const joined[] = {"--seed-users=7", NULL};
-    cr_assert_eq(parse(&cfg, joined), 0);
-    cr_expect_eq(cfg.apps.seed_users, 7);
 }
 
 /* A variable sets its row's field unless the flag is given; empty is unset. */
@@ -172,16 +179,16 @@ Test(options, variables)
     setenv("CORING_PORT", "8123", 1);
     setenv("CORING_THREADS", "3", 1);
     setenv("CORING_HEADER_TIMEOUT", "", 1);
-    setenv("CORING_EMBED_INT8", "yes", 1);
-    setenv("CORING_CEP_UPSTREAM", "off", 1);
+    setenv("CORING_ACCESS_LOG", "yes", 1);
+    setenv("CORING_DB_COALESCE", "off", 1);
     coring_config cfg = coring_config_default();
     static const char *const args[] = {"--threads", "2", NULL};
     cr_assert_eq(parse(&cfg, args), 0);
     cr_expect_eq(cfg.net.port, 8123);
     cr_expect_eq(cfg.net.threads, 2, "the flag wins over CORING_THREADS");
     cr_expect_eq(cfg.http.header_timeout_ns, coring_config_default().http.header_timeout_ns);
-    cr_expect(cfg.embed.int8);
-    cr_expect(cfg.apps.cep_upstream_off);
+    cr_expect(cfg.http.access_log);
+    cr_expect(cfg.apps.db_coalesce_off);
     cr_expect_str_eq(coring_option_source("--port"), "CORING_PORT=8123");
     cr_expect_str_eq(coring_option_source("--threads"), "--threads");
 }
@@ -200,4 +207,109 @@ Test(options, refused, .init = cr_redirect_stderr)
         cr_expect_eq(parse(&cfg, cases[i]), CORING_OPTIONS_REFUSED, "case %zu: %s", i,
                      cases[i][0]);
     }
+}
+
+/* An app's own rows and settings, beside the server's. */
+typedef enum demo_color { DEMO_RED, DEMO_GREEN, DEMO_BLUE } demo_color;
+
+typedef struct demo_settings {
+    unsigned limit;
+    bool verbose;
+    const char *format;
+    bool postgres;           /* CHOICE of two words into a bool */
+    demo_color color;        /* CHOICE into an enum */
+    unsigned long long seed; /* NUMBER with an optional value */
+} demo_settings;
+
+static const char *const demo_stores[] = {"memory", "postgres"};
+static const char *const demo_colors[] = {"red", "green", "blue"};
+
+static int demo_list(void *config, const char *value)
+{
+    ((demo_settings *)config)->format = value;
+    return 0;
+}
+
+static const coring_option demo_rows[] = {
+    {.name = "demo-limit", .value = "N", .kind = CORING_OPTION_NUMBER,
+     .offset = offsetof(demo_settings, limit), .size = sizeof(unsigned), .min = 1, .max = 9},
+    {.name = "demo-verbose", .kind = CORING_OPTION_SWITCH,
+     .offset = offsetof(demo_settings, verbose), .size = sizeof(bool)},
+    {.name = "demo-list", .value = "FORMAT", .kind = CORING_OPTION_COMMAND, .implicit = "text",
+     .set = demo_list},
+    {.name = "demo-store", .value = "STORE", .kind = CORING_OPTION_CHOICE,
+     CORING_OPTION_FIELD(demo_settings, postgres), .words = demo_stores, .num_words = 2},
+    {.name = "demo-color", .value = "C", .kind = CORING_OPTION_CHOICE,
+     CORING_OPTION_FIELD(demo_settings, color), .words = demo_colors, .num_words = 3},
+    {.name = "demo-seed", .value = "N", .kind = CORING_OPTION_NUMBER,
+     CORING_OPTION_FIELD(demo_settings, seed), .min = 1, .max = 100, .implicit = "10"},
+};
+
+#define DEMO_ROWS (sizeof(demo_rows) / sizeof(demo_rows[0]))
+
+/* The kinds only apps use: CHOICE into a bool and into an enum, a number
+ * whose value is optional (not given, --x N, --x=N). */
+Test(options, app_kinds)
+{
+    demo_settings demo = {0};
+    coring_option_table table = {.rows = demo_rows, .count = DEMO_ROWS, .config = &demo};
+    char *argv[] = {"coring", "--demo-store", "postgres", "--demo-color=blue", "--demo-seed", NULL};
+    cr_assert_eq(coring_options_parse_tables(&table, 1, 5, argv), 0);
+    cr_expect(demo.postgres);
+    cr_expect_eq(demo.color, DEMO_BLUE);
+    cr_expect_eq(demo.seed, 10, "the implicit value");
+    char *spaced[] = {"coring", "--demo-seed", "5", NULL};
+    cr_assert_eq(coring_options_parse_tables(&table, 1, 3, spaced), 0);
+    cr_expect_eq(demo.seed, 5);
+    char *joined[] = {"coring", "--demo-seed=7", NULL};
+    cr_assert_eq(coring_options_parse_tables(&table, 1, 2, joined), 0);
+    cr_expect_eq(demo.seed, 7);
+}
+
+/* Several tables: each row sets its own table's configuration, from a
+ * flag or a variable, and the server's rows still set the server's. */
+Test(options, tables_each_set_their_own)
+{
+    coring_config cfg = coring_config_default();
+    demo_settings demo = {0};
+    coring_option_table tables[] = {
+        {.rows = coring_config_options, .count = coring_config_num_options, .config = &cfg},
+        {.title = "the demo app", .rows = demo_rows, .count = DEMO_ROWS, .config = &demo},
+    };
+    setenv("CORING_DEMO_VERBOSE", "on", 1);
+    char *argv[] = {"coring", "--port", "9001", "--demo-limit", "7", "--demo-list", NULL};
+    cr_assert_eq(coring_options_parse_tables(tables, 2, 6, argv), 0);
+    unsetenv("CORING_DEMO_VERBOSE");
+    cr_expect_eq(cfg.net.port, 9001);
+    cr_expect_eq(demo.limit, 7);
+    cr_expect(demo.verbose, "CORING_DEMO_VERBOSE=on sets the app's switch");
+    cr_expect_str_eq(demo.format, "text", "a command without its value gets the implicit one");
+
+    char *with_value[] = {"coring", "--demo-list=json", NULL};
+    cr_assert_eq(coring_options_parse_tables(tables, 2, 2, with_value), 0);
+    cr_expect_str_eq(demo.format, "json");
+}
+
+/* A command's value comes only with '=': the next argument stays an
+ * argument (refused), unlike a number's. */
+Test(options, command_value_only_with_equals, .init = cr_redirect_stderr)
+{
+    demo_settings demo = {0};
+    coring_option_table table = {.rows = demo_rows, .count = DEMO_ROWS, .config = &demo};
+    char *argv[] = {"coring", "--demo-list", "json", NULL};
+    cr_expect_eq(coring_options_parse_tables(&table, 1, 3, argv), CORING_OPTIONS_REFUSED);
+}
+
+/* Two rows of one name, in two tables: the program's mistake, said. */
+Test(options, one_name_twice, .init = cr_redirect_stderr)
+{
+    demo_settings a = {0}, b = {0};
+    coring_option_table tables[] = {
+        {.rows = demo_rows, .count = DEMO_ROWS, .config = &a},
+        {.title = "the second app", .rows = demo_rows, .count = 1, .config = &b},
+    };
+    char *argv[] = {"coring", NULL};
+    cr_expect_eq(coring_options_parse_tables(tables, 2, 1, argv), -EEXIST);
+    fflush(stderr);
+    cr_expect_stderr_eq_str("coring: option --demo-limit is declared twice, again by the second app\n");
 }

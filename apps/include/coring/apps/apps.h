@@ -1,17 +1,28 @@
 /*
- * The apps that the `coring` binary can mount. Each app adds its routes to
- * the router at start-up and may keep per-thread state (its shard).
+ * An app: what a service built on coring mounts. Its one definition, an
+ * app_def, says everything the start-up (coring_main, coring/apps/startup.h)
+ * needs: its name for --apps, its routes (mount), the OpenAPI description
+ * of them, whether it needs PostgreSQL and its migrations, its own options,
+ * its readiness check for /readyz, and hooks around serving. A service's
+ * main() hands coring_main() its apps, its own and any of coring's
+ * (declared below), and nothing else names them: --apps, --help,
+ * --list-apps, /openapi.json and /readyz read the definitions.
+ * docs/handlers.md builds one from an empty folder.
  */
 #ifndef CORING_APPS_APPS_H
 #define CORING_APPS_APPS_H
 
+#include "coring/apps/options.h"
+#include "coring/db/admin.h"
 #include "coring/http/router.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Settings from the command line that apps may use. */
+/* The server's settings that an app's check() and start() may read: the
+ * database's (the pool every app on it shares) and the worker threads'. An
+ * app's own settings are its options' (app_def.options). */
 typedef struct app_options {
     unsigned db_pool;                 /* database connections per worker thread; 0: default (2) */
     uint64_t db_timeout_ns;           /* per database query; 0: default (5 s) */
@@ -19,35 +30,74 @@ typedef struct app_options {
     bool db_coalesce_off;             /* --db-coalesce off: no batch forms */
     uint64_t replica_max_lag_ns;      /* --replica-max-lag: reads to the primary past it; 0: none */
     uint64_t db_start_wait_ns;        /* --db-start-wait: migrations retried that long; 0: once */
-    unsigned long long seed_users;    /* users to insert at start-up; 0: none */
-    bool cep_upstream_off;            /* CEP: serve from the database only */
-    uint64_t cep_negative_ttl_ns;     /* CEP: how long an unknown CEP is remembered; 0: 1 h */
-    uint64_t cep_connect_timeout_ns;  /* CEP: upstream connect timeout; 0: 2 s */
-    uint64_t cep_total_timeout_ns;    /* CEP: upstream request timeout; 0: 5 s */
-    unsigned cep_max_connections;     /* CEP: upstream connections per worker thread; 0: 8 */
-    unsigned long long todo_max_items; /* todos in the whole store; 0: APP_TODO_DEFAULT_MAX_ITEMS */
-    bool todo_list_cache_off;         /* todo (memory): build GET /todos per request */
+    unsigned threads;                 /* --threads: worker (ring) threads; 0: the CPUs of the
+                                       * affinity mask */
+    bool threads_pinned;              /* --pin on: worker i on the mask's i-th CPU */
 } app_options;
 
-/* Todos the in-memory store holds by default, all threads together. At
- * the worst (1,000-byte titles that JSON escapes six-fold) a todo costs
- * 1.5 KB stored and 19.5 KB at the peak of a GET /todos listing
- * (perf/todo_rss.py): 25,000 of them stay under 0.5 GB, inside 1 GB. */
-#define APP_TODO_DEFAULT_MAX_ITEMS 25000ull
+/* The text of a JSON value written as C tokens, for an app's OpenAPI
+ * fragment without a build step: APP_JSON({"paths": {...}}) is the string
+ * literal "{\"paths\": {...}}" (the # operator, C17 6.10.3.2, escapes
+ * the quotes and backslashes of the JSON's strings; white space between
+ * tokens becomes one space). The JSON must hold no parenthesis outside its
+ * strings, and its strings only escapes C also has (\" \\ \n \t
+ * \uXXXX; not \/). */
+#define APP_JSON(...) #__VA_ARGS__
 
-typedef struct app_def {
-    const char *name;       /* as given to --apps */
-    const char *summary;    /* one line for --help */
+typedef struct app_def app_def;
+
+struct app_def {
+    const char *name;       /* as given to --apps: letters, digits, '_' */
+    const char *summary;    /* one line for --help and --list-apps */
+    /* The OpenAPI 3.1 description of the app's routes, a JSON object with
+     * "paths" (each operation's first tag naming the app), and optionally
+     * "tags" and "components" (schemas, responses, parameters...; the
+     * server's own, such as #/components/responses/BadRequest and
+     * #/components/schemas/Error, may be referred to). /openapi.json is the
+     * mounted apps' fragments put together, each operation kept while the
+     * router holds its method and pattern (docs/openapi.md). Checked at
+     * start-up: invalid JSON, or a component another app defines
+     * otherwise, stops it. NULL: the app's routes are not described (a
+     * warning names each). Static. */
+    const char *openapi;
+    /* Needs PostgreSQL (DATABASE_URL): coring refuses to start without
+     * it when the app is mounted, and apps/run starts a local cluster. */
+    bool database;
+    /* The app's schema: its migrations, applied in order at start-up
+     * (before start()) under its name in schema_migrations
+     * (coring/db/admin.h; owner NULL: the app's name). NULL: none. */
+    const db_migration_set *migrations;
+    /* The app's own options: @num_options rows (coring/apps/options.h)
+     * whose offsets are into @config, its settings struct. Given whether
+     * or not the app is mounted; --help lists them under the app, and
+     * each has its CORING_ variable. A flag must not be another's. */
+    const coring_option *options;
+    size_t num_options;
+    void *config;
+    /* After the options are read: the definition to mount in this one's
+     * place (the todo app's PostgreSQL store on --todo-store postgres),
+     * of the same name, or NULL for this one. Optional. Main thread. */
+    const app_def *(*variant)(void);
+    /* --help's lines on the environment variables the app reads, printed
+     * as they are under "Environment:" (two spaces, the name in a
+     * 25-column field, the text; '\n' after each line). NULL: none. */
+    const char *environment;
     /* Add the app's routes (main thread, before serving). 0 or -errno. */
     int (*mount)(http_router *router);
-    /* Main thread, after mounting, before start: check the settings the
-     * app reads that need no network (its environment variables), as
-     * --check-config does too. 0, or -errno after logging why. Optional. */
+    /* Main thread, after mounting, before the migrations and start():
+     * check the settings the app reads that need no network (its options,
+     * its environment variables, files it will load), as --check-config
+     * does too, which runs no further. @opts: the server's settings. 0, or
+     * -errno after logging why. Optional. */
     int (*check)(const app_options *opts);
-    /* Main thread, after check and before serving: prepare what the app
-     * needs (migrations). May block. 0, or -errno after logging why.
-     * Optional. */
+    /* Main thread, after check and the migrations, before serving: prepare
+     * what the app needs (a model, a seed). @opts: the server's settings.
+     * May block. 0, or -errno after logging why. Optional. */
     int (*start)(const app_options *opts);
+    /* Descriptors each worker thread keeps open for the app besides client
+     * connections (its upstream connections), after start(): counted out
+     * of --max-connections' default. Optional: none. */
+    unsigned (*reserved_fds)(void);
     /* On each worker thread before it serves / after it stopped. */
     int (*thread_init)(void);
     void (*thread_fini)(void);
@@ -65,18 +115,17 @@ typedef struct app_def {
      * apps that check the same thing give the same key and it is checked
      * once. NULL: the app's name. */
     const char *ready_check;
-} app_def;
+};
+
+/* coring's own apps, for a service's list beside its own
+ * (coring/apps/stock.h has them all, in the coring binary's order). */
 
 /* hello: GET / , /plaintext, /json (the TechEmpower shapes). */
 extern const app_def app_hello;
 
-/* todo: an in-memory todo API sharded by id across the worker threads. */
+/* todo: an in-memory todo API sharded by id across the worker threads;
+ * on PostgreSQL with --todo-store postgres (its variant). */
 extern const app_def app_todo;
-
-/* todo on PostgreSQL (--todo-store postgres, DATABASE_URL): the same routes
- * on the table todos, one list for every process on the database. Mounted
- * in app_todo's place. */
-extern const app_def app_todo_postgres;
 
 /* cep: Brazilian postal-code lookup, cache-aside in PostgreSQL in front of
  * the ViaCEP API (VIACEP_URL). */
@@ -89,49 +138,24 @@ extern const app_def app_users;
  * inference pool; POST /embed and POST /v1/embeddings. */
 extern const app_def app_embed;
 
-/* Texts per forward pass by default: where a MiniLM-sized float32 pass
- * peaks in sentences/s on a Zen 5 core (perf/tools' coring-embed-forward:
- * 302 at 8, 322 at 16, 314 at 32); larger batches only make each request
- * wait behind a longer pass (wrk, 32 connections, the embed scenario's
- * sentences: p99 188 ms at 32 against 114 ms at 16). */
-#define APP_EMBED_DEFAULT_MAX_BATCH 16
-
-/* Where the inference threads run (--embed-placement; docs/embeddings.md). */
-typedef enum app_embed_placement {
-    APP_EMBED_PLACEMENT_AUTO = 0, /* spare when the affinity mask has CPUs the rings leave, else batch */
-    APP_EMBED_PLACEMENT_SPARE,    /* pinned to the CPUs the ring threads leave (batch when none) */
-    APP_EMBED_PLACEMENT_BATCH,    /* on every CPU, below the rings: SCHED_BATCH at nice 10 */
-    APP_EMBED_PLACEMENT_IDLE,     /* on every CPU, SCHED_IDLE: only when no normal thread wants it */
-    APP_EMBED_PLACEMENT_SHARED,   /* on every CPU, at the rings' priority */
-} app_embed_placement;
-
-typedef struct app_embed_options {
-    const char *model_dir;   /* folder with config.json, model.safetensors, vocab.txt; NULL: 503 */
-    unsigned threads;        /* inference threads; 0: the CPUs in the affinity mask */
-    unsigned max_batch;      /* texts per forward pass; 0: APP_EMBED_DEFAULT_MAX_BATCH */
-    unsigned max_wait_us;    /* how long a batch may wait to fill, microseconds */
-    unsigned max_queue;      /* texts waiting at most before 503; 0: 1024 */
-    bool int8;               /* linear layers in int8 (embed_bert_quantize_int8) */
-    app_embed_placement placement;
-    unsigned ring_threads;   /* the server's ring threads (net_config.threads); 0: the CPUs in
-                              * the affinity mask. Pinned (--pin on), the rings take the
-                              * mask's first ones. */
-    bool rings_pinned;       /* net_config.pin: false, the rings may run on any CPU of the
-                              * mask, so "auto" never picks "spare" */
-} app_embed_options;
-
-/* app_embed_configure - set the embed app's options (copied; @o->model_dir
- * must stay valid). Main thread, before mounting. */
-void app_embed_configure(const app_embed_options *o);
-
 /*
- * app_openapi_mount - add GET /openapi.json (apps/openapi/openapi.json, the
- * operations whose method and pattern @r holds when the first request for
- * it comes), GET /docs (Swagger UI on it) and GET /docs/{file} (the page's
- * files, embedded at build time; 503 when the build had no npm). Mounted
- * whatever --apps says. Main thread, before serving; @r must outlive the
- * server. Returns 0 or http_router_add's -errno. See docs/openapi.md.
+ * app_openapi_mount - add GET /openapi.json, GET /docs (Swagger UI on it)
+ * and GET /docs/{file} (the page's files, embedded at build time; 503 when
+ * the build had no npm) to @r, and put the document together: the
+ * server's own description and the app_def.openapi fragments of the
+ * @count @apps mounted, each operation kept while @r holds its method and
+ * pattern. @r must hold every route by then: mount it last. A route that
+ * no fragment describes, and an operation of a fragment that no route
+ * serves, are left out with a warning each. Main thread, before serving.
+ * Returns 0, -EINVAL after logging why (a fragment that is not JSON, an
+ * operation or a component described twice otherwise), -ENOMEM, or
+ * http_router_add's -errno. See docs/openapi.md.
  */
-int app_openapi_mount(http_router *r);
+int app_openapi_mount(http_router *r, const app_def *const *apps, size_t count);
+
+/* app_openapi_document - the document app_openapi_mount put together (its
+ * @len bytes, valid until the next app_openapi_mount): what GET
+ * /openapi.json answers, and coring --openapi prints. Any thread. */
+const char *app_openapi_document(size_t *len);
 
 #endif

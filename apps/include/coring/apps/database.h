@@ -3,9 +3,10 @@
  * whose prepared statements are those of every mounted app that uses it.
  *
  * An app registers each statement when it mounts (app_db_statement) and
- * keeps its handle; main() then, once, checks DATABASE_URL, applies the
- * migrations and opens each worker's pool before the apps' own per-thread
- * set-up.
+ * keeps its handle; coring_main() then, once, checks DATABASE_URL, applies
+ * the migrations of the mounted apps (app_def.migrations, and those added
+ * with app_db_migrations) and opens each worker's pool before the apps'
+ * own per-thread set-up.
  */
 #ifndef CORING_APPS_DATABASE_H
 #define CORING_APPS_DATABASE_H
@@ -14,6 +15,7 @@
 #include <stddef.h>
 
 #include "coring/apps/apps.h"
+#include "coring/db/admin.h"
 #include "coring/db/db.h"
 
 /*
@@ -25,7 +27,24 @@
  */
 int app_db_statement(const char *app, const db_statement *def, const db_stmt **out);
 
-/* app_db_used - whether any mounted app registered statements. */
+/*
+ * app_db_migrations - apply @set (kept by pointer: static) with the
+ * mounted apps' migrations, after those added before it; a set added
+ * again is applied once. For what owns tables besides the apps (the
+ * Idempotency-Key helper); coring_main() adds each mounted app's
+ * app_def.migrations itself. Returns 0, or -ENOSPC past 32 sets. Main
+ * thread, before app_db_start (an app's mount()).
+ */
+int app_db_migrations(const db_migration_set *set);
+
+/* app_db_require - note that app @app (its name, static) needs the
+ * database even if it registers no statement (coring_main() does it for
+ * every mounted app whose app_def.database is set). Main thread, before
+ * app_db_start. */
+void app_db_require(const char *app);
+
+/* app_db_used - whether any mounted app needs the database: it
+ * registered statements, or app_db_require named it. */
 bool app_db_used(void);
 
 /*
@@ -39,12 +58,12 @@ int app_db_check(void);
 
 /*
  * app_db_start - read DATABASE_URL (and DATABASE_READ_URL, the optional
- * read replica: docs/operating.md), apply the migrations (db_migrate,
- * tried again every second for up to @opts->db_start_wait_ns while the
- * primary is unreachable or read-only) and prepare the pool settings from
- * @opts. Main thread, after mounting and before serving; blocks. Returns
- * 0, or -EINVAL (no DATABASE_URL) or the migration's error, after logging
- * what went wrong and how to fix it.
+ * read replica: docs/operating.md), apply the migrations added (db_migrate,
+ * in the order added; tried again every second for up to
+ * @opts->db_start_wait_ns while the primary is unreachable or read-only)
+ * and prepare the pool settings from @opts. Main thread, after mounting
+ * and before serving; blocks. Returns 0, or -EINVAL (no DATABASE_URL) or
+ * the migration's error, after logging what went wrong and how to fix it.
  */
 int app_db_start(const app_options *opts);
 

@@ -15,7 +15,7 @@
  * did nothing, and a retry is performed again.
  *
  * On PostgreSQL the key is a row of idempotency_keys
- * (db/migrations/0005_idempotency_keys.sql) written by the very statement
+ * (its migration is in apps/idempotency.c) written by the very statement
  * that inserts the resource (APP_IDEMPOTENT_INSERT_SQL), so that the two
  * commit together or not at all, on any host; kept at least
  * APP_IDEMPOTENCY_TTL_S. The in-memory todo store keeps its keys itself
@@ -154,8 +154,10 @@ void app_idempotency_claim_release(app_idempotency_claim *c);
 
 /*
  * app_idempotency_mount - register the key's lookup for app @app (static;
- * for messages), once whatever the number of apps that call it. Main
- * thread, in an app's mount(). Returns 0 or app_db_statement's error.
+ * for messages) and the table's migration (app_db_migrations, owner
+ * "idempotency"), once whatever the number of apps that call it. Main
+ * thread, in an app's mount(). Returns 0 or app_db_statement's or
+ * app_db_migrations' error.
  */
 int app_idempotency_mount(const char *app);
 

@@ -42,8 +42,15 @@ typedef enum coring_option_kind {
     CORING_OPTION_CHOICE,  /* one of words[]: its index into an unsigned field (or an enum,
                             * or a bool for two words) */
     CORING_OPTION_CUSTOM,  /* set() reads the value */
-    CORING_OPTION_COMMAND, /* not a setting but a command (--help): no variable; set() */
+    CORING_OPTION_COMMAND, /* not a setting but a command (--help): no variable; set(). A
+                            * command with an implicit value takes one with '='
+                            * (--list-apps=json), else it gets the implicit one */
 } coring_option_kind;
+
+/* A row's .offset and .size for field @field of settings struct @type:
+ * {.name = "limit", ..., CORING_OPTION_FIELD(my_settings, limit)}. */
+#define CORING_OPTION_FIELD(type, field)                                                           \
+    .offset = offsetof(type, field), .size = sizeof(((type *)0)->field)
 
 /* What set() and coring_options_parse() return besides 0 (go on). */
 #define CORING_OPTIONS_EXIT 1    /* a command did what was asked: exit 0 */
@@ -60,8 +67,9 @@ typedef struct coring_option {
     size_t size;             /* ... and its size, bytes */
     unsigned long long min, max; /* NUMBER: the values allowed; SECONDS: max */
     unsigned long long scale;    /* NUMBER: the field is the value times this (0: 1) */
-    const char *implicit;    /* NUMBER: the value taken when the flag comes without one,
-                              * which makes the value optional (--seed-users[=N]) */
+    const char *implicit;    /* NUMBER and COMMAND: the value taken when the flag comes
+                              * without one, which makes the value optional
+                              * (--seed-users[=N], --list-apps[=FORMAT]) */
     const char *const *words; /* CHOICE: the words, in the field's order */
     unsigned num_words;
     bool inverted;           /* ON_OFF: the field is true for "off" */
@@ -70,6 +78,24 @@ typedef struct coring_option {
      * after printing why (naming the option with coring_option_source). */
     int (*set)(void *config, const char *value);
 } coring_option;
+
+/* Rows and the configuration they set: each row's offset is into @config
+ * (an app's own settings, or the server's coring_config). */
+typedef struct coring_option_table {
+    const char *title;         /* --help's heading over the rows ("the cep app"); NULL: none */
+    const coring_option *rows;
+    size_t count;
+    void *config;
+} coring_option_table;
+
+/*
+ * coring_options_parse_tables - coring_options_parse() over the rows of
+ * the @num @tables together, each row setting its own table's config: one
+ * command line and one environment for all of them. Same returns and
+ * context, and -EEXIST after a message when two rows have one name.
+ */
+int coring_options_parse_tables(const coring_option_table *tables, size_t num, int argc,
+                                char **argv);
 
 /*
  * coring_options_parse - set @config from the environment's CORING_

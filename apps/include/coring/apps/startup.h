@@ -22,17 +22,18 @@
 typedef struct coring_config {
     net_config net;            /* the runtime: threads, port, stacks, timeouts */
     http_server_config http;   /* the HTTP layer: limits, timeouts, logs, CORS */
-    app_options apps;          /* what the apps read (database, cep, todo) */
-    app_embed_options embed;   /* the embed app's inference */
+    app_options apps;          /* what the apps' start() may read (the database's) */
     const char *mount;         /* --apps: comma-separated names; NULL: every app */
-    bool todo_postgres;        /* --todo-store postgres: the todo app on PostgreSQL */
     const char *user;          /* --user: the account to run as once bound; NULL: none */
     http_cors *cors;           /* --cors-origins' policy (owned: http_cors_destroy) */
     http_trusted_proxies *trusted_proxies; /* --trusted-proxies (owned:
                                               http_trusted_proxies_destroy) */
     bool check_only;           /* --check-config */
     bool list_routes;          /* --list-routes */
-    const app_def *const *available; /* the apps --apps may name, for it and --help */
+    const char *list_apps;     /* --list-apps: "text" or "json"; NULL: not asked */
+    bool print_openapi;        /* --openapi */
+    const app_def *const *available; /* the apps --apps may name, for it and --help; their
+                                      * options are read with the server's */
     size_t num_available;
 } coring_config;
 
@@ -45,10 +46,12 @@ extern const coring_option coring_config_options[];
 extern const size_t coring_config_num_options;
 
 /*
- * coring_config_parse - coring_options_parse() with coring's rows into
- * @cfg (whose available apps --help lists). Returns 0 to go on,
- * CORING_OPTIONS_EXIT (--help or --version printed), CORING_OPTIONS_REFUSED
- * after a message, or -ENOMEM. Main thread, once.
+ * coring_config_parse - coring_options_parse_tables() with coring's rows
+ * into @cfg and each of @cfg's available apps' rows into its own settings
+ * (app_def.options, .config). Returns 0 to go on, CORING_OPTIONS_EXIT
+ * (--help or --version printed), CORING_OPTIONS_REFUSED after a message,
+ * -EEXIST after a message (an app's option named as another), or
+ * -ENOMEM. Main thread, once.
  */
 int coring_config_parse(coring_config *cfg, int argc, char **argv);
 
@@ -58,7 +61,8 @@ int coring_config_parse(coring_config *cfg, int argc, char **argv);
  * @apps (every one by default; kept by pointer, they must outlive the
  * call) with the server's own routes, start them and serve until SIGINT or
  * SIGTERM, then stop them. Returns the process's exit status: 0 after a
- * clean shutdown, --help, --version, --check-config or --list-routes; 2
+ * clean shutdown, --help, --version, --check-config, --list-routes,
+ * --list-apps or --openapi; 2
  * for a refused option (with a message); 1 when start-up failed (logged).
  * Main thread, once per process.
  */

@@ -108,6 +108,20 @@ const char *http_router_route_pattern(const http_router *r, unsigned index);
 /* http_route_param - the value of parameter @name in @p, or NULL. */
 const http_str *http_route_param(const http_route_params *p, const char *name);
 
+/*
+ * http_route_param_int64 - path parameter @name of @p ("/things/{id}") as
+ * a decimal integer in [@min, @max], into *@out (untouched on any error):
+ * an optional '-' and one or more decimal digits, nothing else (the value
+ * is not percent-decoded: "%31" is no number); leading zeros are allowed.
+ * The id every app reads: answer -EINVAL and -ERANGE with 400 (or 404
+ * where any integer names a resource that may exist).
+ * Returns 0, or -ENOENT (the route has no such parameter), -EINVAL (not a
+ * decimal integer) or -ERANGE (outside [@min, @max], including beyond
+ * int64_t). Request handler (any thread: it only reads @p).
+ */
+int http_route_param_int64(const http_route_params *p, const char *name, int64_t min, int64_t max,
+                           int64_t *out);
+
 /* Called by http_router_each once per (method, pattern) route. */
 typedef void (*http_route_visit_fn)(http_method method, const char *pattern, void *user);
 
