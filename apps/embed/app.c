@@ -553,21 +553,42 @@ static void place_pool(embed_pool_config *cfg, char *what, size_t len)
     }
 }
 
-static int load(void)
+/* How long opening the model took (check), for load's line. */
+static double open_ms;
+
+/* With --embed-model, once: CORING_EMBED_KERNELS, and the model opened
+ * (the weights read and checked; no thread started yet): what a start
+ * needs that no network does, so --check-config runs it too (check()).
+ * 0, or -errno after logging why. */
+static int open_model(void)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    char err[512];
+    if (model || !options.model_dir)
+        return 0;
     const char *kernels = getenv("CORING_EMBED_KERNELS");
     if (embed_kernels_select(kernels) < 0) {
         cr_log_error("embed: CORING_EMBED_KERNELS=%s: expected auto or portable", kernels);
         return -EINVAL;
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char err[512];
     int ret = embed_model_open(options.model_dir, &model, err, sizeof(err));
     if (ret < 0) {
         cr_log_error("embed: cannot load the model: %s", err);
         return ret;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    open_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    return 0;
+}
+
+static int load(void)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int ret = open_model();
+    if (ret < 0)
+        return ret;
     if (options.int8 && (ret = embed_bert_quantize_int8(model->bert)) < 0) {
         cr_log_error("embed: cannot quantise the model to int8: %s", cr_strerror(ret));
         embed_model_close(model);
@@ -604,7 +625,8 @@ static int load(void)
                 "loaded in %.1f ms; %u inference threads %s, batches of up to %u, wait %u us; %s",
                 model->name, c->num_layers, c->hidden_size, c->num_heads, c->vocab_size,
                 model->max_tokens,
-                (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                open_ms + (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
                 cfg.threads, placement, cfg.max_batch, cfg.max_wait_us, blas);
     if (cfg.threads > 1)
         cr_log_info("embed: split passes on: a pass that leaves the queue empty splits across "
@@ -624,8 +646,16 @@ static int mount(http_router *r)
     return 0;
 }
 
-/* The model is loaded before serving (not at mount: --list-routes does not
- * need it). */
+/* --check-config and a start, before the migrations: the kernels' word
+ * and the model, opened here (not at mount: --list-routes does not need
+ * it) and kept for start(). */
+static int check(const app_options *opts)
+{
+    (void)opts;
+    return open_model();
+}
+
+/* The model's inference threads start before serving. */
 static int start(const app_options *opts)
 {
     options.ring_threads = opts->threads;
@@ -721,6 +751,7 @@ const app_def app_embed = {
         "                           the embed app's element-wise kernels and int8 product\n"
         "                           in portable C whatever the CPU (docs/embeddings.md)\n",
     .mount = mount,
+    .check = check,
     .start = start,
     .stop = stop,
     .ready = ready,

@@ -110,6 +110,11 @@ class CommandLineTest(cs.CoringTestCase):
             ({"DATABASE_URL": cs.CHECK_DATABASE_URL, "VIACEP_URL": "ftp://viacep"}, ["--apps", "cep"],
              "VIACEP_URL must be an http:// or https:// URL"),
             ({}, ["--apps", "hello", "--user", "no-such-user-here"], "no such user"),
+            # The embed app's check hook: with a model, the kernels' word is one and the model opens.
+            ({}, ["--apps", "embed", "--embed-model", "/nonexistent/model"],
+             "embed: cannot load the model: /nonexistent/model/config.json"),
+            ({"CORING_EMBED_KERNELS": "fastest"}, ["--apps", "embed", "--embed-model", "/nonexistent/model"],
+             "CORING_EMBED_KERNELS=fastest"),
         )
         for env, args, want in cases:
             r = check(env, *args)
