@@ -150,7 +150,7 @@ int app_db_start(const app_options *opts)
         int err = app_health_add_check("database_read", app_db_read_ready);
         if (err < 0 || (err = db_lag_register()) < 0)
             return err;
-        cr_log_info("database: reads of users and CEPs from DATABASE_READ_URL while it is up");
+        cr_log_info("database: the apps' reads from DATABASE_READ_URL while it is up");
     }
 
     return migrate(url, opts->db_start_wait_ns);

@@ -55,9 +55,6 @@ static PGconn *connect_blocking(const char *conninfo, char *err, size_t err_len)
     return pg;
 }
 
-/* Run @sql with parameters as PQexecParams takes them (NULL @types,
- * @lengths, @formats: text, types inferred); true when it succeeded.
- * @what names it in the error. */
 /* Whether the last statement that failed here failed because the
  * session is read-only (SQLSTATE 25006: a hot standby, or
  * default_transaction_read_only). Main thread only, as this file is. */
@@ -70,6 +67,9 @@ static void note_failure(const PGresult *r)
     failed_read_only = state && strcmp(state, "25006") == 0;
 }
 
+/* Run @sql with parameters as PQexecParams takes them (NULL @types,
+ * @lengths, @formats: text, types inferred); true when it succeeded.
+ * @what names it in the error. */
 static bool run_params(PGconn *pg, const char *what, const char *sql, int nparams,
                        const Oid *types, const char *const *values, const int *lengths,
                        const int *formats, PGresult **keep, char *err, size_t err_len)
