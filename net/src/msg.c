@@ -9,9 +9,10 @@
  * message is running elsewhere waits for it (a message's fn never blocks).
  *
  * A post the kernel refuses because the target's CQ is full is retried
- * from a 1 ms timer; a reply or wake-up that cannot be posted at all (or,
- * from a thread that is not a worker, at once) goes to its origin's inbox,
- * an atomic list the origin's tick reads: nothing is lost. See
+ * from a 1 ms timer; a reply or wake-up that surely was not posted (a
+ * worker's that cannot be, or, from a thread that is not a worker, at
+ * once) goes to its origin's inbox, an atomic list the origin's tick
+ * reads. Never one that may have been posted: it would arrive twice. See
  * coring/net/io.h.
  */
 #include "msg.h"
@@ -305,25 +306,67 @@ static struct io_uring *wake_ring(void)
     return r;
 }
 
-/* From a thread that is not a worker: post @e to its origin's ring through
- * this thread's wake ring. Returns 0, or -errno when it was not posted
- * (-ENOMEM: no wake ring; -EOVERFLOW: the origin's CQ is full). */
+/* Close this thread's wake ring, whose state is unknown (an SQE that may
+ * still be submitted, a CQE that may still come): the next post makes a
+ * new one. */
+static void drop_wake_ring(void)
+{
+    pthread_setspecific(wake_key, NULL);
+    free_wake_ring(tl_wake_ring);
+    tl_wake_ring = NULL;
+}
+
+/* The user_data of the wake ring's own MSG_RING, told apart from anything
+ * else that lands in its CQ. */
+#define NET_WAKE_RING_POST UINT64_C(1)
+
+/*
+ * From a thread that is not a worker: post @e to its origin's ring through
+ * this thread's wake ring, and wait for the kernel's answer. Returns 0
+ * (posted), -EINPROGRESS (submitted, but the wait for its answer failed:
+ * it may have been posted), or another -errno: not posted (-ENOMEM: no
+ * wake ring; the submit's error; the kernel's, -EOVERFLOW: the origin's
+ * CQ is full).
+ *
+ * The wait goes through io_uring_wait_cqe_nr (liburing's
+ * __io_uring_get_cqe, whichever liburing), which tests/unit/net/
+ * test_msg_faults.c wraps to inject the failures handled here.
+ */
 static int post_foreign(net_envelope *e)
 {
     struct io_uring *r = wake_ring();
     if (!r)
         return -ENOMEM;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r); /* one post at a time: never NULL */
     io_uring_prep_msg_ring(sqe, net_rt.ring_fds[e->origin], 0, net_ptr_name(e, NET_TAG_MSG), 0);
+    io_uring_sqe_set_data64(sqe, NET_WAKE_RING_POST);
     NET_TSAN_RELEASE(e);
-    io_uring_submit(r);
+    int ret = io_uring_submit(r);
+    if (ret != 1) {
+        /* Not submitted. The SQE may still sit in the SQ, where a later
+         * submit would send it after all: a new ring for the next post. */
+        drop_wake_ring();
+        return ret < 0 ? ret : -EAGAIN;
+    }
     struct io_uring_cqe *cqe;
-    int ret = io_uring_wait_cqe(r, &cqe);
-    if (ret < 0)
-        return ret; /* not waited for: the ring is unusable (never seen) */
-    ret = cqe->res;
-    io_uring_cqe_seen(r, cqe);
-    return ret < 0 ? ret : 0;
+    for (;;) {
+        /* A signal (SIGSTOP/SIGCONT, ptrace, a cgroup freeze: this thread
+         * is not ours and may not block them) ends the wait, not the post. */
+        while ((ret = io_uring_wait_cqe_nr(r, &cqe, 1)) == -EINTR)
+            ;
+        if (ret < 0) {
+            cr_log_error("wake-up MSG_RING submitted, but waiting for its result failed (%s): "
+                         "it may or may not arrive",
+                         cr_strerror(ret));
+            drop_wake_ring();
+            return -EINPROGRESS;
+        }
+        uint64_t data = cqe->user_data;
+        int res = cqe->res;
+        io_uring_cqe_seen(r, cqe);
+        if (data == NET_WAKE_RING_POST)
+            return res < 0 ? res : 0;
+    }
 }
 
 int net_wake(net_wait_handle *h)
@@ -344,14 +387,18 @@ int net_wake(net_wait_handle *h)
         return -ESHUTDOWN;
     }
     int ret = post_foreign(e);
-    if (ret < 0) {
-        /* Never lost: the origin's tick takes it from its inbox. */
+    if (ret < 0 && ret != -EINPROGRESS) {
+        /* Surely not posted (the wake ring, its submit, or the kernel
+         * refused it): the origin's tick takes it from its inbox. Never
+         * after a post that may have arrived: the envelope would then be
+         * delivered twice. */
         cr_log_debug("wake-up MSG_RING failed (%s): through the inbox", cr_strerror(ret));
         NET_TSAN_RELEASE(e);
         inbox_push(e);
+        ret = 0;
     }
     atomic_fetch_sub(&net_rt.foreign_wakes, 1);
-    return 0;
+    return ret;
 }
 
 /* --- the loop's handlers ----------------------------------------------- */
