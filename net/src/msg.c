@@ -34,6 +34,7 @@ struct net_msgs {
     struct __kernel_timespec retry_ts;
     _Atomic(net_envelope *) inbox; /* pushed by other threads: replies and wake-ups for
                                       waiters here that could not be posted */
+    bool stale_logged;             /* a stale delivery was logged on this thread */
 };
 
 static net_envelope *envelope_take(struct net_msgs *m)
@@ -43,11 +44,14 @@ static net_envelope *envelope_take(struct net_msgs *m)
         m->free = e->next;
     else if (!(e = malloc(sizeof(*e))))
         return NULL;
+    else
+        e->gen = 0;
     return e;
 }
 
 static void envelope_recycle(struct net_msgs *m, net_envelope *e)
 {
+    atomic_store_explicit(&e->state, NET_ENVELOPE_FREE, memory_order_relaxed);
     e->next = m->free;
     m->free = e;
 }
@@ -56,7 +60,8 @@ static void envelope_fill(net_envelope *e, net_msg *msg, int origin, int target,
 {
     e->msg = msg;
     e->waiter = 0;
-    atomic_init(&e->state, NET_ENVELOPE_OUT);
+    atomic_store_explicit(&e->state, NET_ENVELOPE_OUT, memory_order_relaxed);
+    e->gen++; /* a new use: deliveries of the last one no longer match */
     e->origin = origin;
     e->target = target;
     e->phase = phase;
@@ -69,7 +74,7 @@ static void post(net_loop *loop, net_envelope *e, int to)
 {
     NET_TSAN_RELEASE(e);
     NET_STAT_ADD(messages_sent, 1);
-    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG),
+    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG), e->gen,
                  net_ptr_name(e, NET_TAG_MSG_FAILED));
 }
 
@@ -85,11 +90,33 @@ static void inbox_push(net_envelope *e)
                                                   memory_order_relaxed));
 }
 
-/* @e is back on its origin (@loop): recycle it if its waiter gave up on
- * it; else mark it back and resume its waiter once nothing else is out. */
+/* A delivery of @e that is not its current use's (an earlier use's, or a
+ * second one of this use): dropped, so that it never ends the wait of
+ * whoever holds @e now; counted, and logged once per thread. */
+static void drop_stale(net_loop *loop, net_envelope *e)
+{
+    NET_STAT_ADD(messages_stale, 1);
+    if (!loop->msgs->stale_logged) {
+        loop->msgs->stale_logged = true;
+        cr_log_warn("dropped a stale cross-core message (envelope %p): delivered twice, or after "
+                    "its use ended (logged once per thread; coring_messages_stale_total counts "
+                    "them)",
+                    (void *)e);
+    }
+}
+
+/* @e is back on its origin (@loop), as a reply or wake-up: dropped if it
+ * is not in use as one, or already back; recycled if its waiter gave up
+ * on it; else marked back, and its waiter resumed once nothing else is
+ * out. */
 static void came_back(net_loop *loop, net_envelope *e)
 {
-    if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
+    int state = atomic_load_explicit(&e->state, memory_order_relaxed);
+    if (state == NET_ENVELOPE_FREE || e->back || e->phase != NET_MSG_REPLY) {
+        drop_stale(loop, e);
+        return;
+    }
+    if (state == NET_ENVELOPE_ABANDONED) {
         envelope_recycle(loop->msgs, e);
         return;
     }
@@ -338,7 +365,8 @@ static int post_foreign(net_envelope *e)
     if (!r)
         return -ENOMEM;
     struct io_uring_sqe *sqe = io_uring_get_sqe(r); /* one post at a time: never NULL */
-    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[e->origin], 0, net_ptr_name(e, NET_TAG_MSG), 0);
+    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[e->origin], e->gen, net_ptr_name(e, NET_TAG_MSG),
+                           0);
     io_uring_sqe_set_data64(sqe, NET_WAKE_RING_POST);
     NET_TSAN_RELEASE(e);
     int ret = io_uring_submit(r);
@@ -405,9 +433,13 @@ int net_wake(net_wait_handle *h)
 
 static void arrived(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
 {
-    (void)ctx, (void)res, (void)flags;
+    (void)ctx, (void)flags;
     net_envelope *e = net_name_ptr(data);
     NET_TSAN_ACQUIRE(e);
+    if ((uint32_t)res != e->gen) {
+        drop_stale(loop, e);
+        return;
+    }
     if (e->phase != NET_MSG_REQUEST) {
         came_back(loop, e);
         return;
@@ -441,10 +473,12 @@ static void post_failed(net_loop *loop, void *ctx, uint64_t data, int res, uint3
     cr_log_error("MSG_RING to thread %d failed: %s",
                  e->phase == NET_MSG_REQUEST ? e->target : e->origin, cr_strerror(res));
     e->error = res;
-    if (e->phase == NET_MSG_REQUEST)
-        came_back(loop, e); /* we are its origin: its fn never ran */
-    else
+    if (e->phase == NET_MSG_REQUEST) {
+        e->phase = NET_MSG_REPLY; /* back with its error: its fn never ran */
+        came_back(loop, e);       /* we are its origin */
+    } else {
         inbox_push(e); /* its waiter is on the origin, which no MSG_RING reaches */
+    }
 }
 
 static void retry(net_loop *loop, void *ctx)

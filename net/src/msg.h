@@ -22,15 +22,24 @@ enum {
     NET_ENVELOPE_TAKEN,     /* the target runs (or ran) its fn: its reply will come */
     NET_ENVELOPE_ABANDONED, /* its waiter gave up first: its fn never runs, and it only
                                comes back to be recycled */
+    NET_ENVELOPE_FREE,      /* recycled: on its origin's free list, nobody's */
 };
 
 enum { NET_MSG_REQUEST = 1, NET_MSG_REPLY = 2 };
 
+/*
+ * An envelope belongs to its origin thread and serves one message or
+ * wake-up at a time: each use is a generation of it, which every MSG_RING
+ * that carries it names (the CQE's res), so that a delivery of an earlier
+ * use, or a second one of this use, is recognised and dropped instead of
+ * ending the wait of whoever holds the envelope now.
+ */
 typedef struct net_envelope {
     net_msg *msg;                 /* the caller's message (fn runs on the target), or NULL: a
                                      wake-up (net_wait_handle) */
     uint64_t waiter;              /* the name of the wait that awaits it (wait.h), or 0 */
     atomic_int state;             /* NET_ENVELOPE_* */
+    uint32_t gen;                 /* this use of it: bumped each time it is taken */
     int origin;                   /* the thread it belongs to, and comes back to */
     int target;                   /* the thread it goes to */
     int phase;                    /* NET_MSG_REQUEST (going) or NET_MSG_REPLY (coming back) */

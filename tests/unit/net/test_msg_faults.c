@@ -5,12 +5,15 @@
  * -Wl,--wrap (tests/CMakeLists.txt) on liburing's io_uring_submit and
  * __io_uring_get_cqe (what io_uring_wait_cqe_nr calls), only in a thread
  * that asks for it: a signal's -EINTR after the MSG_RING was really
- * delivered, and a submit that fails. Each Criterion test runs in its own
- * process, so net_run() may take the process's signals.
+ * delivered, and a submit that fails; and a second delivery, made by hand
+ * with the runtime's internals (net/src/msg.h). Each Criterion test runs
+ * in its own process, so net_run() may take the process's signals.
  */
 #include "coring/core/clock.h"
 
 #include "runtime_util.h"
+
+#include "net/src/msg.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -216,6 +219,54 @@ Test(msg_faults, an_interrupted_wake_never_ends_a_net_call_whose_message_is_out,
     cr_expect_eq(atomic_load(&late.fn_runs), 1);
     cr_expect_eq(atomic_load(&late.fn_runs_after_return), 0,
                  "the target ran the message's fn after net_call had returned");
+}
+
+/* --- a delivery of an earlier use of an envelope is dropped ------------- */
+
+static struct {
+    int first_res;
+    int second_res;
+    bool reused;
+} stale = {.first_res = 1, .second_res = 1};
+
+/* What a second delivery of a wake-up brings, made by hand: the MSG_RING
+ * of the envelope's first use arrives again while its second use waits. */
+static void stale_waiter(void *arg)
+{
+    (void)arg;
+    net_wait_handle *h, *again;
+    if (net_wait_init(&h) < 0)
+        return;
+    net_envelope *e = (net_envelope *)(void *)h;
+    uint32_t first_gen = e->gen;
+    net_wake(h); /* from this worker: a MSG_RING to its own ring */
+    stale.first_res = net_wait(h, 0);
+    if (net_wait_init(&again) == 0) {
+        stale.reused = again == h;
+        net_loop *loop = net_loop_current();
+        net_ring_msg(&loop->ring, loop->ring.ring.ring_fd, net_ptr_name(e, NET_TAG_MSG), first_gen,
+                     net_ptr_name(e, NET_TAG_MSG_FAILED));
+        stale.second_res = net_wait(again, 300 * CR_NS_PER_MS);
+    }
+    kill(getpid(), SIGTERM);
+}
+
+static int thread_init_stale(void *user)
+{
+    (void)user;
+    net_spawn(stale_waiter, NULL);
+    return 0;
+}
+
+Test(msg_faults, a_delivery_of_an_envelopes_earlier_use_ends_no_wait, .timeout = 30)
+{
+    net_config cfg = test_config(1, CR_NS_PER_S);
+    net_hooks hooks = {.thread_init = thread_init_stale, .on_connection = never_connected};
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    cr_expect_eq(stale.first_res, 0);
+    cr_assert(stale.reused, "the envelope was not reused: this run proves nothing");
+    cr_expect_eq(stale.second_res, -ETIMEDOUT,
+                 "the wait of the envelope's second use returned %d", stale.second_res);
 }
 
 /* --- a submit that fails: through the inbox, and shutdown does not hang - */
