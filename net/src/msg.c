@@ -67,6 +67,7 @@ static void envelope_fill(net_envelope *e, net_msg *msg, int origin, int target,
     e->phase = phase;
     e->error = 0;
     e->back = false;
+    e->let_go = false;
     e->next = e->sibling = NULL;
 }
 
@@ -105,10 +106,22 @@ static void drop_stale(net_loop *loop, net_envelope *e)
     }
 }
 
+/* The waiter of @e, which it abandoned, is done with it: recycle it now
+ * if it is back, else when it comes back (came_back). Only the waiter
+ * recycles an envelope it abandoned before letting go, so that it never
+ * reads one that another owner holds. */
+static void envelope_let_go(struct net_msgs *m, net_envelope *e)
+{
+    if (e->back)
+        envelope_recycle(m, e);
+    else
+        e->let_go = true;
+}
+
 /* @e is back on its origin (@loop), as a reply or wake-up: dropped if it
- * is not in use as one, or already back; recycled if its waiter gave up
- * on it; else marked back, and its waiter resumed once nothing else is
- * out. */
+ * is not in use as one, or already back; else marked back, and recycled
+ * if its waiter abandoned it and let go, left to that waiter if it has
+ * not resumed yet, or its waiter resumed once nothing else is out. */
 static void came_back(net_loop *loop, net_envelope *e)
 {
     int state = atomic_load_explicit(&e->state, memory_order_relaxed);
@@ -116,11 +129,12 @@ static void came_back(net_loop *loop, net_envelope *e)
         drop_stale(loop, e);
         return;
     }
+    e->back = true;
     if (state == NET_ENVELOPE_ABANDONED) {
-        envelope_recycle(loop->msgs, e);
+        if (e->let_go)
+            envelope_recycle(loop->msgs, e);
         return;
     }
-    e->back = true;
     net_waiter *w = e->waiter ? net_waiter_of(loop, e->waiter) : NULL;
     if (w && w->name == e->waiter && net_waiting(w) && w->kind == NET_WAIT_MESSAGE && w->pending &&
         --w->pending == 0)
@@ -198,8 +212,9 @@ static int call(net_msg *const *msgs, const unsigned *targets, size_t n, uint64_
     bool abandoned = false;
     for (net_envelope *e = out, *next; e; e = next) {
         next = e->sibling;
-        if (!e->back) {
-            abandoned = true; /* it comes back to be recycled */
+        if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
+            abandoned = true; /* its fn never runs */
+            envelope_let_go(m, e);
             continue;
         }
         if (e->error < 0 && !err)
@@ -257,7 +272,7 @@ int net_wait_init(net_wait_handle **out)
     return 0;
 }
 
-/* End a wake-up's wait early: the wake-up, when it comes, is recycled. */
+/* End a wake-up's wait early: the wake-up, when it comes, is dropped. */
 static bool abandon_wake(net_waiter *w)
 {
     net_envelope *e = w->abandon_ctx;
@@ -279,6 +294,7 @@ int net_wait(net_wait_handle *h, uint64_t timeout_ns)
          * be handled before this coroutine yields. */
         if (net_waiter_cancelled(w)) {
             atomic_store_explicit(&e->state, NET_ENVELOPE_ABANDONED, memory_order_relaxed);
+            envelope_let_go(loop->msgs, e);
             return -ECANCELED;
         }
         e->waiter = net_wait_begin(w, NET_WAIT_MESSAGE, timeout_ns ? loop->now_ns + timeout_ns : 0);
@@ -286,8 +302,12 @@ int net_wait(net_wait_handle *h, uint64_t timeout_ns)
         w->abandon = abandon_wake;
         w->abandon_ctx = e;
         net_wait_suspend(w);
-        if (!e->back)
+        if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
+            /* Ended first (it may have come back since: the first end
+             * decides). */
+            envelope_let_go(loop->msgs, e);
             return w->ended == NET_END_DEADLINE ? -ETIMEDOUT : -ECANCELED;
+        }
     }
     int err = e->error;
     envelope_recycle(loop->msgs, e);

@@ -45,6 +45,8 @@ typedef struct net_envelope {
     int phase;                    /* NET_MSG_REQUEST (going) or NET_MSG_REPLY (coming back) */
     int error;                    /* it could not be posted (-errno) */
     bool back;                    /* on the origin: it came back (read by its waiter) */
+    bool let_go;                  /* abandoned, and its waiter has moved on: recycled as soon
+                                     as it is back (until then only its waiter recycles it) */
     struct net_envelope *next;    /* in the free list, the retry queue, an inbox */
     struct net_envelope *sibling; /* the next envelope of one net_call_all */
 } net_envelope;

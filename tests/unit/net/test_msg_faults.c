@@ -6,7 +6,8 @@
  * __io_uring_get_cqe (what io_uring_wait_cqe_nr calls), only in a thread
  * that asks for it: a signal's -EINTR after the MSG_RING was really
  * delivered, and a submit that fails; and a second delivery, made by hand
- * with the runtime's internals (net/src/msg.h). Each Criterion test runs
+ * with the runtime's internals (net/src/msg.h), as is the return of an
+ * abandoned envelope before its waiter resumed. Each Criterion test runs
  * in its own process, so net_run() may take the process's signals.
  */
 #include "coring/core/clock.h"
@@ -338,4 +339,74 @@ Test(msg_faults, a_wake_whose_submit_fails_goes_through_the_inbox_and_shutdown_e
                  submit.second_wait_res);
     cr_expect_lt(took, 5 * CR_NS_PER_S, "net_run took %lu ms",
                  (unsigned long)(took / CR_NS_PER_MS));
+}
+
+/* --- an abandoned envelope that comes back before its waiter resumes ---- */
+
+static struct {
+    net_task *waiter;
+    net_wait_handle *handle;
+    net_wait_handle *other; /* the helper's handle, in use while the waiter resumes */
+    int wait_res;
+    bool other_free; /* the waiter's next handle was the helper's: it was recycled under it */
+} late_back = {.wait_res = 1};
+
+/* Deliver @h on this thread, as its MSG_RING's completion would. */
+static void deliver_by_hand(net_wait_handle *h)
+{
+    net_envelope *e = (net_envelope *)(void *)h;
+    net_loop *loop = net_loop_current();
+    loop->on_cqe[NET_TAG_MSG].fn(loop, loop->on_cqe[NET_TAG_MSG].ctx,
+                                 net_ptr_name(e, NET_TAG_MSG), (int)e->gen, 0);
+}
+
+static void abandoning_waiter(void *arg)
+{
+    (void)arg;
+    late_back.waiter = net_task_current();
+    if (net_wait_init(&late_back.handle) < 0)
+        return;
+    late_back.wait_res = net_wait(late_back.handle, 0);
+    net_wait_handle *next;
+    if (net_wait_init(&next) == 0) {
+        late_back.other_free = next == late_back.other;
+        net_wait_release(next);
+    }
+    if (!late_back.other_free)
+        net_wait_release(late_back.other); /* the helper left it to this task */
+    kill(getpid(), SIGTERM);
+}
+
+/* While the waiter waits: cancel it (it is ready, not resumed), then its
+ * wake-up comes back, then this task takes a handle and is woken, all
+ * before the waiter runs again. */
+static void abandoning_helper(void *arg)
+{
+    (void)arg;
+    net_task_cancel(late_back.waiter);
+    deliver_by_hand(late_back.handle);
+    if (net_wait_init(&late_back.other) < 0)
+        return;
+    deliver_by_hand(late_back.other);
+}
+
+static int thread_init_late_back(void *user)
+{
+    (void)user;
+    net_spawn(abandoning_waiter, NULL);
+    net_spawn(abandoning_helper, NULL);
+    return 0;
+}
+
+Test(msg_faults, an_abandoned_envelope_is_recycled_by_its_waiter_not_under_another_owner,
+     .timeout = 30)
+{
+    net_config cfg = test_config(1, CR_NS_PER_S);
+    net_hooks hooks = {.thread_init = thread_init_late_back, .on_connection = never_connected};
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    cr_expect_eq(late_back.wait_res, -ECANCELED,
+                 "the cancelled wait returned %d (it read an envelope another task held)",
+                 late_back.wait_res);
+    cr_expect_not(late_back.other_free,
+                  "the helper's handle, still in use, was on the free list (recycled under it)");
 }
