@@ -28,6 +28,9 @@
 #include <stdlib.h>
 
 struct net_msgs {
+    net_envelope *all;   /* every envelope of this thread's, linked by ->all: freed by
+                            net_msgs_detach, wherever they are (free, out, abandoned,
+                            in an inbox or a retry queue) */
     net_envelope *free;  /* recycled envelopes */
     net_envelope *retry; /* to re-post at the retry timer */
     bool retry_armed;
@@ -44,8 +47,11 @@ static net_envelope *envelope_take(struct net_msgs *m)
         m->free = e->next;
     else if (!(e = malloc(sizeof(*e))))
         return NULL;
-    else
+    else {
         e->gen = 0;
+        e->all = m->all;
+        m->all = e;
+    }
     return e;
 }
 
@@ -368,12 +374,13 @@ static void drop_wake_ring(void)
 #define NET_WAKE_RING_POST UINT64_C(1)
 
 /*
- * From a thread that is not a worker: post @e to its origin's ring through
- * this thread's wake ring, and wait for the kernel's answer. Returns 0
- * (posted), -EINPROGRESS (submitted, but the wait for its answer failed:
- * it may have been posted), or another -errno: not posted (-ENOMEM: no
- * wake ring; the submit's error; the kernel's, -EOVERFLOW: the origin's
- * CQ is full).
+ * From a thread that is not a worker, counted in foreign_wakes: post @e to
+ * its origin's ring through this thread's wake ring, and wait for the
+ * kernel's answer. Returns 0 (posted), -ESHUTDOWN (the origin's loop has
+ * left: nobody waits there), -EINPROGRESS (submitted, but the wait for its
+ * answer failed: it may have been posted), or another -errno: not posted
+ * (-ENOMEM: no wake ring; the submit's error; the kernel's, -EOVERFLOW:
+ * the origin's CQ is full).
  *
  * The wait goes through io_uring_wait_cqe_nr (liburing's
  * __io_uring_get_cqe, whichever liburing), which tests/unit/net/
@@ -381,12 +388,15 @@ static void drop_wake_ring(void)
  */
 static int post_foreign(net_envelope *e)
 {
+    /* Stays open while foreign_wakes counts this post (setup.c). */
+    int fd = net_rt.ring_fds[e->origin];
+    if (fd < 0)
+        return -ESHUTDOWN;
     struct io_uring *r = wake_ring();
     if (!r)
         return -ENOMEM;
     struct io_uring_sqe *sqe = io_uring_get_sqe(r); /* one post at a time: never NULL */
-    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[e->origin], e->gen, net_ptr_name(e, NET_TAG_MSG),
-                           0);
+    io_uring_prep_msg_ring(sqe, fd, e->gen, net_ptr_name(e, NET_TAG_MSG), 0);
     io_uring_sqe_set_data64(sqe, NET_WAKE_RING_POST);
     NET_TSAN_RELEASE(e);
     int ret = io_uring_submit(r);
@@ -428,14 +438,15 @@ int net_wake(net_wait_handle *h)
         return 0;
     }
     /* Not a worker: the runtime must still be there (net_run waits for
-     * the wakes under way before it frees the loops). */
+     * the wakes under way before it frees the loops), and so must the
+     * origin's ring (its worker waits for them before it closes it). */
     atomic_fetch_add(&net_rt.foreign_wakes, 1);
     if (atomic_load(&net_rt.wakes_closed)) {
         atomic_fetch_sub(&net_rt.foreign_wakes, 1);
         return -ESHUTDOWN;
     }
     int ret = post_foreign(e);
-    if (ret < 0 && ret != -EINPROGRESS) {
+    if (ret < 0 && ret != -EINPROGRESS && ret != -ESHUTDOWN) {
         /* Surely not posted (the wake ring, its submit, or the kernel
          * refused it): the origin's tick takes it from its inbox. Never
          * after a post that may have arrived: the envelope would then be
@@ -555,10 +566,10 @@ void net_msgs_detach(net_loop *loop)
     struct net_msgs *m = loop->msgs;
     if (!m)
         return;
-    while (m->free) {
-        net_envelope *next = m->free->next;
-        free(m->free);
-        m->free = next;
+    while (m->all) {
+        net_envelope *next = m->all->all;
+        free(m->all);
+        m->all = next;
     }
     free(m);
     loop->msgs = NULL;

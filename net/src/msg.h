@@ -49,12 +49,16 @@ typedef struct net_envelope {
                                      as it is back (until then only its waiter recycles it) */
     struct net_envelope *next;    /* in the free list, the retry queue, an inbox */
     struct net_envelope *sibling; /* the next envelope of one net_call_all */
+    struct net_envelope *all;     /* the next of its origin's envelopes (msg.c) */
 } net_envelope;
 
 /* Attach the messages part to @loop and register its handlers (messages,
  * failed posts, retries, the inbox on the tick). 0 or -ENOMEM. */
 int net_msgs_attach(net_loop *loop);
-/* Free the recycled envelopes (those still out are left to their fate). */
+/* Free the messages part of @loop and every envelope it ever made, wherever
+ * it is (recycled, out, abandoned, in an inbox or a retry queue, its own or
+ * another loop's). Once no thread can reach any loop's envelopes: net_run,
+ * after every worker has left and no net_wake is under way. */
 void net_msgs_detach(net_loop *loop);
 
 /* A message crosses threads through the kernel (IORING_OP_MSG_RING), which

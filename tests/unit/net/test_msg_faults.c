@@ -7,7 +7,8 @@
  * that asks for it: a signal's -EINTR after the MSG_RING was really
  * delivered, and a submit that fails; and a second delivery, made by hand
  * with the runtime's internals (net/src/msg.h), as is the return of an
- * abandoned envelope before its waiter resumed. Each Criterion test runs
+ * abandoned envelope before its waiter resumed. And a wake-up for a
+ * thread whose loop has left. Each Criterion test runs
  * in its own process, so net_run() may take the process's signals.
  */
 #include "coring/core/clock.h"
@@ -15,6 +16,7 @@
 #include "runtime_util.h"
 
 #include "net/src/msg.h"
+#include "net/src/rt.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -409,4 +411,77 @@ Test(msg_faults, an_abandoned_envelope_is_recycled_by_its_waiter_not_under_anoth
                  late_back.wait_res);
     cr_expect_not(late_back.other_free,
                   "the helper's handle, still in use, was on the free list (recycled under it)");
+}
+
+/* --- a wake-up for a thread whose loop has left ----------------------- */
+
+static struct {
+    _Atomic(net_wait_handle *) handle;
+    atomic_int wake_res;
+    atomic_bool woken;   /* the waker is done: thread 1 may leave */
+    atomic_bool saw_closed; /* thread 0's ring fd read -1 before the wake-up */
+    int wait_res;
+} gone = {.wake_res = 1, .wait_res = 1};
+
+static void *after_exit_waker(void *arg)
+{
+    (void)arg;
+    net_wait_handle *h;
+    while (!(h = atomic_load(&gone.handle)))
+        usleep(1000);
+    kill(getpid(), SIGTERM); /* the drain cancels the wait; the loops leave */
+    /* Thread 0 has left its loop (thread 1 waits in its thread_fini for
+     * this wake-up, so net_run is still joining). */
+    for (int i = 0; i < 5000 && net_rt.ring_fds[0] >= 0; i++)
+        usleep(1000);
+    atomic_store(&gone.saw_closed, net_rt.ring_fds[0] < 0);
+    atomic_store(&gone.wake_res, net_wake(h));
+    /* Nothing of the test's keeps the envelope reachable: LeakSanitizer
+     * sees it unless the runtime frees it. */
+    atomic_store(&gone.handle, NULL);
+    h = NULL;
+    atomic_store(&gone.woken, true);
+    return NULL;
+}
+
+static void gone_waiter(void *arg)
+{
+    (void)arg;
+    net_wait_handle *h;
+    if (net_wait_init(&h) < 0)
+        return;
+    atomic_store(&gone.handle, h);
+    gone.wait_res = net_wait(h, 0);
+}
+
+static int thread_init_gone(void *user)
+{
+    (void)user;
+    if (net_thread_index() == 0)
+        net_spawn(gone_waiter, NULL);
+    return 0;
+}
+
+static void thread_fini_gone(void *user)
+{
+    (void)user;
+    for (int i = 0; net_thread_index() == 1 && i < 10000 && !atomic_load(&gone.woken); i++)
+        usleep(1000);
+}
+
+Test(msg_faults, a_wake_for_a_thread_whose_loop_has_left_is_refused_and_nothing_leaks,
+     .timeout = 30)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, after_exit_waker, NULL), 0);
+    net_config cfg = test_config(2, CR_NS_PER_S);
+    net_hooks hooks = {.thread_init = thread_init_gone,
+                       .thread_fini = thread_fini_gone,
+                       .on_connection = never_connected};
+    cr_assert_eq(net_run(&cfg, &hooks), 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(gone.wait_res, -ECANCELED);
+    cr_assert(atomic_load(&gone.saw_closed), "thread 0's ring fd still names its closed ring");
+    cr_expect_eq(atomic_load(&gone.wake_res), -ESHUTDOWN, "net_wake returned %d",
+                 atomic_load(&gone.wake_res));
 }

@@ -233,7 +233,9 @@ int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n);
  * MSG_RING (the waiter's CQ is full: -EOVERFLOW), the wake-up goes to the
  * waiter's thread's inbox, which that thread reads every tick (100 ms);
  * it is delivered once, never twice. Returns 0, -EINVAL for a NULL @w,
- * -ESHUTDOWN once net_run has returned (nobody waits any more), or
+ * -ESHUTDOWN from a thread that is not a worker once the waiter's thread
+ * has left its loop (shutdown) or net_run has returned (nobody waits any
+ * more; the handle is freed when net_run returns), or
  * -EINPROGRESS in the one case nobody can know: the MSG_RING was
  * submitted but waiting for its answer failed with another error (logged);
  * it may or may not arrive, must not be repeated, and the waiter's
