@@ -79,9 +79,11 @@ static void envelope_fill(net_envelope *e, net_msg *msg, int origin, int target,
 
 static void post(net_loop *loop, net_envelope *e, int to)
 {
+    /* Read before the release: once released, the origin may reuse @e. */
+    uint32_t gen = e->gen;
     NET_TSAN_RELEASE(e);
     NET_STAT_ADD(messages_sent, 1);
-    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG), e->gen,
+    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG), gen,
                  net_ptr_name(e, NET_TAG_MSG_FAILED));
 }
 
