@@ -149,10 +149,10 @@ void net_ring_timeout(net_ring *r, struct __kernel_timespec *ts, uint64_t ns, ui
 /*
  * net_ring_msg - post @data to the ring whose fd is @ring_fd
  * (IORING_OP_MSG_RING): it arrives there as a CQE with user_data @data and
- * res 0. Only a failure posts a CQE here, with user_data @failed (e.g.
- * -EOVERFLOW: the target's CQ is full).
+ * res @res (the SQE's len). Only a failure posts a CQE here, with
+ * user_data @failed (e.g. -EOVERFLOW: the target's CQ is full).
  */
-void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint64_t failed);
+void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint32_t res, uint64_t failed);
 
 /* net_ring_submit - submit what the SQ holds. Returns the SQEs submitted
  * or -errno (io_uring_enter(2)). */

@@ -147,11 +147,19 @@ static void *net_worker_main(void *p)
     net_drain_detach(loop);
     net_waits_detach(loop);
     if (net_rt.ring_fds[loop->index] >= 0) {
+        /* Other threads post to this ring (net_wake, the broadcast) while
+         * they read its fd: from now on none does (-ESHUTDOWN), and those
+         * that read it have posted before it closes, so that nothing is
+         * sent to the number of a closed ring, which the next open(2)
+         * reuses. Both sides seq_cst: each sees the other's write. */
+        atomic_store(&net_rt.ring_fds[loop->index], -1);
+        while (atomic_load(&net_rt.foreign_wakes))
+            sched_yield();
         net_buf_ring_free(&loop->ring.ring, &loop->bufs);
         net_ring_exit(&loop->ring);
     }
-    /* The messages part stays: other threads may still reach its inbox
-     * (net_wake); net_run frees it once none can. */
+    /* The messages part stays: other workers may still reach its inbox
+     * (a reply that could not be posted); net_run frees it once none can. */
     atomic_fetch_sub(&net_rt.running, 1);
     return NULL;
 }
@@ -257,7 +265,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     net_rt.cpus = calloc(net_rt.threads, sizeof(int));
     net_rt.listen_fds = calloc(net_rt.threads, sizeof(int));
-    net_rt.ring_fds = calloc(net_rt.threads, sizeof(int));
+    net_rt.ring_fds = calloc(net_rt.threads, sizeof(atomic_int));
     net_rt.loops = calloc(net_rt.threads, sizeof(net_loop *));
     pthread_t *tids = calloc(net_rt.threads, sizeof(pthread_t));
     if (!net_rt.cpus || !net_rt.listen_fds || !net_rt.ring_fds || !net_rt.loops || !tids)

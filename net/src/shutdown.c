@@ -138,8 +138,9 @@ static void on_stop_signal(int sig)
     errno = saved;
 }
 
-/* Post control command @cmd to every worker, through a small ring of the
- * main thread's. */
+/* Post control command @cmd to every worker whose loop has not left,
+ * through a small ring of the main thread's; counted in foreign_wakes, so
+ * that no worker closes its ring while its fd is read here (setup.c). */
 static void broadcast(unsigned cmd)
 {
     struct io_uring ring;
@@ -149,9 +150,11 @@ static void broadcast(unsigned cmd)
         _exit(1);
     }
     for (unsigned i = 0; i < net_rt.threads; i++) {
-        for (int tries = 0; tries < 1000; tries++) {
+        atomic_fetch_add(&net_rt.foreign_wakes, 1);
+        int fd = net_rt.ring_fds[i];
+        for (int tries = 0; fd >= 0 && tries < 1000; tries++) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-            io_uring_prep_msg_ring(sqe, net_rt.ring_fds[i], 0, NET_CTRL(cmd), 0);
+            io_uring_prep_msg_ring(sqe, fd, 0, NET_CTRL(cmd), 0);
             io_uring_sqe_set_data64(sqe, i);
             io_uring_submit(&ring);
             struct io_uring_cqe *cqe;
@@ -163,6 +166,7 @@ static void broadcast(unsigned cmd)
                 break;
             usleep(1000); /* the worker's CQ is full: it drains as it runs */
         }
+        atomic_fetch_sub(&net_rt.foreign_wakes, 1);
     }
     io_uring_queue_exit(&ring);
 }

@@ -17,6 +17,7 @@ typedef struct net_stats {
     cr_metric buffers_exhausted;/* recvs that found no provided buffer (-ENOBUFS) */
     cr_metric messages_sent;    /* MSG_RING posts: requests, replies, wake-ups */
     cr_metric messages_retried; /* MSG_RING posts retried (the target's CQ was full) */
+    cr_metric messages_stale;   /* deliveries of a message no longer in use, dropped (msg.c) */
     cr_metric coroutines;       /* live tasks (set by the tick) */
     cr_metric stacks_cached;    /* free stacks in the pool (set by the tick) */
 } net_stats;

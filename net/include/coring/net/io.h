@@ -227,11 +227,19 @@ int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n);
  * net_wake - from any thread, including a worker: resume @w's coroutine.
  * Exactly once per handle. A wake-up from a thread that is not a worker
  * travels through a small ring of that thread's (made on first use, freed
- * at thread exit); when that ring cannot be made or its MSG_RING fails
- * (the waiter's CQ is full: -EOVERFLOW) it goes to the waiter's thread's
- * inbox, which that thread reads every tick (100 ms): never lost.
- * Returns 0, -EINVAL for a NULL @w, or -ESHUTDOWN once net_run has
- * returned (nobody waits any more).
+ * at thread exit), and that thread waits for the kernel's answer (through
+ * signals: -EINTR is waited again). When that ring cannot be made, its
+ * submit fails (the ring is then remade) or the kernel refuses the
+ * MSG_RING (the waiter's CQ is full: -EOVERFLOW), the wake-up goes to the
+ * waiter's thread's inbox, which that thread reads every tick (100 ms);
+ * it is delivered once, never twice. Returns 0, -EINVAL for a NULL @w,
+ * -ESHUTDOWN from a thread that is not a worker once the waiter's thread
+ * has left its loop (shutdown) or net_run has returned (nobody waits any
+ * more; the handle is freed when net_run returns), or
+ * -EINPROGRESS in the one case nobody can know: the MSG_RING was
+ * submitted but waiting for its answer failed with another error (logged);
+ * it may or may not arrive, must not be repeated, and the waiter's
+ * deadline or a cancel (the drain's) ends a wait it never reaches.
  * net_wait_release - give back a handle that was never handed to another
  * thread and will not be waited for (the hand-over failed). Its coroutine.
  */
