@@ -113,7 +113,8 @@ static void reject(http_conn *c, int status, const char *message)
 
 /* The headers are in, the body is not: from now on the body timeout
  * applies, and a client that asked for it (@expect_continue) gets 100
- * Continue (RFC 9110 section 10.1.1) once, before the body. */
+ * Continue (RFC 9110 section 10.1.1) once, before the body (unless
+ * answer_unread answered first). */
 static void await_body(http_conn *c, bool expect_continue)
 {
     if (c->body_start_ns == 0)
@@ -122,6 +123,36 @@ static void await_body(http_conn *c, bool expect_continue)
         cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = true;
     }
+}
+
+/*
+ * A request with Expect: 100-continue whose body is not in yet, that the
+ * server refuses without it (http_request_refused_early: 404, 405, 415,
+ * 501): its final status now instead of 100 Continue (RFC 9110 section
+ * 10.1.1), so that the client does not upload a body for nothing. Then the
+ * connection closes: the client may send the body anyway or not at all
+ * (both are allowed), so what follows on it cannot be framed; the linger
+ * reads and discards what it does send, so that the close does not reset
+ * the answer. Returns true when it answered.
+ */
+static bool answer_unread(http_conn *c, const http_request *req, size_t head, uint64_t clock_ns)
+{
+    if (!req->expect_continue || c->sent_continue || !http_request_refused_early(c->srv, req))
+        return false;
+    c->head_len = 0;
+    http_exchange x = {
+        .req = req,
+        .wire_bytes = head,
+        .close = true,
+        .body_unread = true,
+        .start_ns = clock_ns,
+        .peer = &c->peer,
+        .out = &c->out,
+    };
+    http_request_handle(c->srv, &x);
+    c->served = true;
+    c->error_close = true;
+    return true;
 }
 
 /* Parse the header section of the request at @p (@n bytes received),
@@ -274,6 +305,11 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             }
             c->chunk_decoded = before + n;
             if (done == HTTP_PARSE_INCOMPLETE) {
+                if (!head_known && answer_unread(c, &req, head, clock_ns)) {
+                    action = CONN_CLOSE;
+                    pos = len;
+                    break;
+                }
                 pending_end = pos + head + c->chunk_decoded;
                 await_body(c, !head_known && req.expect_continue);
                 break;
@@ -283,6 +319,11 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             consumed += before + (size_t)done;
         } else if (c->content_length > 0) {
             if (avail < c->content_length) {
+                if (!head_known && answer_unread(c, &req, head, clock_ns)) {
+                    action = CONN_CLOSE;
+                    pos = len;
+                    break;
+                }
                 await_body(c, !head_known && req.expect_continue);
                 break;
             }

@@ -93,6 +93,8 @@ typedef struct http_exchange {
     size_t body_len;         /* bytes at @body */
     size_t wire_bytes;       /* header section and body as counted in the metrics */
     bool close;              /* the connection closes after this answer */
+    bool body_unread;        /* its body was not read: http_request_refused_early said
+                                it is refused without it (@body NULL) */
     uint64_t start_ns;       /* monotonic clock reading that starts its duration */
     const http_peer *peer;   /* for the access line */
     cr_buf *out;             /* the connection's output: the response goes here */
@@ -109,6 +111,17 @@ typedef struct http_exchange {
  * Connection coroutine; the handler may yield.
  */
 uint64_t http_request_handle(const http_server *srv, const http_exchange *x);
+
+/*
+ * http_request_refused_early - whether the server answers @req on @srv
+ * without reading its body: 501 (CONNECT, an unknown method), 404, 405, or
+ * 415 for a POST, PUT or PATCH whose Content-Type is not JSON on a route
+ * that exists (coring's routes take JSON bodies only). For Expect:
+ * 100-continue (RFC 9110 section 10.1.1): such a request gets its final
+ * status instead of 100 Continue, answered by http_request_handle with
+ * body_unread set. OPTIONS is never refused early. Any thread.
+ */
+bool http_request_refused_early(const http_server *srv, const http_request *req);
 
 /* The connection coroutine: net_hooks.on_connection. */
 void http_connection_main(int fd, void *server);

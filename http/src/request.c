@@ -54,7 +54,7 @@ static void log_access(const http_peer *peer, const http_request *req, int statu
  * path parameters @ctx points to while the handler runs (the caller's, so
  * that they outlive this call as @ctx does). Returns the route index that
  * labels the request's metrics (http_metrics_unmatched() for none). */
-static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m)
+static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m, bool body_unread)
 {
     const http_request *req = ctx->req;
     /* CORS off (the default): nothing but this test. */
@@ -79,6 +79,12 @@ static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m
     } else {
         switch (http_router_match(srv->router, req->method, req->path, m)) {
         case HTTP_ROUTE_FOUND:
+            if (body_unread) {
+                /* http_request_refused_early said so: the one refusal of a
+                 * route that does not need its body. */
+                http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
+                return m->route;
+            }
             ctx->params = &m->params;
             m->handler(ctx, m->user);
             http_response_drop_unfinished(ctx->internal);
@@ -107,6 +113,28 @@ static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m
         }
     }
     return http_metrics_unmatched();
+}
+
+/* Methods whose body a route reads: coring's routes take JSON bodies only
+ * (docs/handlers.md), so such a body of another type is refused (415). */
+static bool reads_body(http_method method)
+{
+    return method == HTTP_POST || method == HTTP_PUT || method == HTTP_PATCH;
+}
+
+bool http_request_refused_early(const http_server *srv, const http_request *req)
+{
+    if (req->method == HTTP_CONNECT || req->method == HTTP_METHOD_OTHER)
+        return true; /* 501 */
+    if (req->method == HTTP_OPTIONS)
+        return false; /* CORS preflights and OPTIONS: answered as usual */
+    http_route_match m;
+    switch (http_router_match(srv->router, req->method, req->path, &m)) {
+    case HTTP_ROUTE_FOUND:
+        return reads_body(req->method) && !http_request_is_json(req); /* 415 */
+    default:
+        return true; /* 404, 405 */
+    }
 }
 
 uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
@@ -146,7 +174,7 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
         .internal = &in,
     };
     http_route_match match;
-    unsigned route_index = route(srv, &ctx, &match);
+    unsigned route_index = route(srv, &ctx, &match, x->body_unread);
 
     /* Once, for the metrics and the access line alike. */
     uint64_t end_ns = cr_clock_now_ns();
