@@ -6,8 +6,8 @@
  * accept queue served (not reset) when the drain closes the listener.
  * See coring/net/runtime.h.
  */
+#include "conn.h"
 #include "listener.h"
-#include "recv.h"
 #include "rt.h"
 
 #include "coring/core/clock.h"

@@ -65,7 +65,8 @@ typedef struct net_load {
                              * task runs at that cancel's CQE (wait.c) */
 } net_load;
 
-#define NET_TICK_HOOKS 4
+#define NET_TICK_HOOKS 6
+
 
 struct net_loop {
     net_ring ring;
@@ -91,6 +92,7 @@ struct net_loop {
     /* The parts the files above own (opaque here): */
     struct net_waits *waits;       /* wait.c: the table naming waits */
     struct net_tasks *tasks;       /* task.c: the thread's tasks, its stack pools */
+    struct net_conns *conns;       /* conn.c: idle connections and their deadlines */
     struct net_msgs *msgs;         /* msg.c: envelopes, retries, the inbox */
     struct net_listener *listener; /* listener.c */
     struct net_drain *drain;       /* shutdown.c */

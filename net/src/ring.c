@@ -143,6 +143,14 @@ void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint64_t failed)
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
+void net_ring_close(net_ring *r, int fd)
+{
+    struct io_uring_sqe *sqe = net_ring_sqe(r);
+    io_uring_prep_close(sqe, fd);
+    io_uring_sqe_set_data64(sqe, 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
 int net_ring_submit(net_ring *r)
 {
     int ret = io_uring_submit(&r->ring);

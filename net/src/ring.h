@@ -154,6 +154,11 @@ void net_ring_timeout(net_ring *r, struct __kernel_timespec *ts, uint64_t ns, ui
  */
 void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint64_t failed);
 
+/* net_ring_close - close(2) @fd through the ring, with nobody waiting: a
+ * close that succeeds posts no CQE (IOSQE_CQE_SKIP_SUCCESS), a failing
+ * one's (user_data 0) is dropped; the descriptor is gone either way. */
+void net_ring_close(net_ring *r, int fd);
+
 /* net_ring_submit - submit what the SQ holds. Returns the SQEs submitted
  * or -errno (io_uring_enter(2)). */
 int net_ring_submit(net_ring *r);

@@ -38,6 +38,9 @@ int net_stats_register(void)
          CR_METRIC_GAUGE, &net_stat.coroutines},
         {"coring_stack_pool_stacks", "Free coroutine stacks cached in the pool, sampled every 100 ms.",
          CR_METRIC_GAUGE, &net_stat.stacks_cached},
+        {"coring_connections_idle",
+         "Connections idle between requests, holding no coroutine, sampled every 100 ms.",
+         CR_METRIC_GAUGE, &net_stat.connections_idle},
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         cr_metric_def d = {.name = defs[i].name, .help = defs[i].help, .type = defs[i].type,

@@ -19,6 +19,7 @@ typedef struct net_stats {
     cr_metric messages_retried; /* MSG_RING posts retried (the target's CQ was full) */
     cr_metric coroutines;       /* live tasks (set by the tick) */
     cr_metric stacks_cached;    /* free stacks in the pool (set by the tick) */
+    cr_metric connections_idle; /* connections idle with no task (set by the tick) */
 } net_stats;
 
 extern net_stats net_stat;

@@ -23,7 +23,8 @@ struct net_task {
     bool service;                /* a role: serves other tasks (a database driver, the
                                     curl timer), so the drain ends it only once no other
                                     task is left (net_task_set_service) */
-    struct net_recv_state *recv; /* a connection task's multishot recv (recv.c), or NULL */
+    struct net_recv_state *recv; /* a connection task's: its connection's multishot recv
+                                    (conn.c), or NULL */
     net_task *prev, *next;       /* in the thread's list */
 };
 
