@@ -25,10 +25,12 @@ static void log_access(const http_peer *peer, const http_request *req, int statu
                        uint64_t duration_ns, const char *request_id, const http_str *bad_id)
 {
     double ms = (double)duration_ns / 1e6;
-    char path[256];
-    cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
-    char method[40];
-    cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
+    /* In the thread's memory, not on the connection's stack. */
+    http_thread *t = http_tl;
+    char *path = t->access_target, *method = t->access_method;
+    cr_log_escape(path, sizeof(t->access_target), req->target.ptr, req->target.len);
+    cr_log_escape(method, sizeof(t->access_method), req->method_str.ptr, req->method_str.len);
+    const char *client = http_peer_format(peer, t->access_client);
     const http_str *ua = http_request_header(req, "User-Agent");
     cr_log_field f[] = {
         {.key = "method", .type = CR_LOG_STR, .str = req->method_str.ptr,
@@ -37,7 +39,7 @@ static void log_access(const http_peer *peer, const http_request *req, int statu
          .json_only = true},
         {.key = "status", .type = CR_LOG_INT, .num = status, .json_only = true},
         {.key = "duration_ms", .type = CR_LOG_MS, .ms = ms, .json_only = true},
-        CR_LOG_FIELD_STR("client", peer->addr, strlen(peer->addr)),
+        CR_LOG_FIELD_STR("client", client, strlen(client)),
         CR_LOG_FIELD_INT("client_port", peer->port),
         CR_LOG_FIELD_STR("protocol", req->minor_version == 0 ? "HTTP/1.0" : "HTTP/1.1", 8),
         CR_LOG_FIELD_INT("bytes", (long long)bytes),
