@@ -4,6 +4,13 @@
  * start, and the kernel spreads connections over the workers), a multishot
  * accept on each worker's ring, the per-thread connection limit, and the
  * accept queue served (not reset) when the drain closes the listener.
+ *
+ * Accepted sockets wait in a queue of the listener's and at most
+ * NET_TURN_ACCEPTS of them start a connection each loop turn (nginx's
+ * multi_accept off takes one an event loop iteration): the multishot
+ * accept posts a CQE for every connection of a burst at once, and starting
+ * 10,000 of them in one turn held every established connection's request
+ * for the whole of it (issue 39: GET / over 50 ms, up to 250).
  * See coring/net/runtime.h.
  */
 #include "conn.h"
@@ -134,6 +141,8 @@ struct net_listener {
     bool accept_armed;                  /* the multishot accept is live */
     struct __kernel_timespec accept_ts; /* the back-off after an accept error */
     uint64_t last_accept_log, last_limit_log;
+    int *pending;                       /* accepted, not yet started: a ring of sockets */
+    unsigned pending_head, pending_len, pending_cap;
 };
 
 static void accept_arm(net_loop *loop)
@@ -144,11 +153,12 @@ static void accept_arm(net_loop *loop)
     loop->listener->accept_armed = true;
 }
 
-/* Serve accepted connection @fd, or close it beyond the connection limit. */
+/* Queue accepted connection @fd to be started (start_accepted), or close
+ * it beyond the connection limit (those started and those queued count). */
 static void serve_accepted(net_loop *loop, int fd)
 {
     struct net_listener *l = loop->listener;
-    if (loop->load.connections >= net_rt.max_conn_per_thread) {
+    if (loop->load.connections + l->pending_len >= net_rt.max_conn_per_thread) {
         uint64_t now = cr_clock_now_ns();
         if (!loop->draining && now - l->last_limit_log > CR_NS_PER_S) {
             cr_log_warn("connection limit reached (%u on this thread): closing new "
@@ -159,11 +169,46 @@ static void serve_accepted(net_loop *loop, int fd)
         close(fd);
         return;
     }
-    /* TCP_NODELAY comes from the listener (net_bind_listeners). */
-    if (net_connection_start(loop, fd) < 0) {
-        cr_log_warn("out of memory for a connection coroutine: closing it");
-        close(fd);
+    if (l->pending_len == l->pending_cap) {
+        unsigned cap = l->pending_cap ? 2 * l->pending_cap : 256;
+        int *q = malloc(cap * sizeof(*q));
+        if (!q) {
+            cr_log_warn("out of memory for an accepted connection: closing it");
+            close(fd);
+            return;
+        }
+        for (unsigned i = 0; i < l->pending_len; i++)
+            q[i] = l->pending[(l->pending_head + i) % l->pending_cap];
+        free(l->pending);
+        l->pending = q;
+        l->pending_cap = cap;
+        l->pending_head = 0;
     }
+    l->pending[(l->pending_head + l->pending_len++) % l->pending_cap] = fd;
+}
+
+/* Each loop turn: start up to NET_TURN_ACCEPTS of the accepted sockets,
+ * oldest first. Returns whether some are left. */
+static bool start_accepted(net_loop *loop, void *ctx)
+{
+    (void)ctx;
+    struct net_listener *l = loop->listener;
+    for (unsigned n = 0; n < NET_TURN_ACCEPTS && l->pending_len; n++) {
+        int fd = l->pending[l->pending_head];
+        l->pending_head = (l->pending_head + 1) % l->pending_cap;
+        l->pending_len--;
+        /* TCP_NODELAY comes from the listener (net_bind_listeners). */
+        if (net_connection_start(loop, fd) < 0) {
+            cr_log_warn("out of memory for a connection: closing it");
+            close(fd);
+        }
+    }
+    return l->pending_len != 0;
+}
+
+unsigned net_listener_pending(const net_loop *loop)
+{
+    return loop->listener ? loop->listener->pending_len : 0;
 }
 
 /*
@@ -257,6 +302,7 @@ int net_listener_attach(net_loop *loop, int fd)
     loop->listener->fd = fd;
     net_loop_on_cqe(loop, NET_TAG_ACCEPT, accepted, NULL);
     net_loop_on_ctrl(loop, NET_CTRL_ACCEPT, accept_again, NULL);
+    net_loop_on_turn(loop, start_accepted, NULL);
     accept_arm(loop);
     return 0;
 }
@@ -265,8 +311,14 @@ void net_listener_detach(net_loop *loop)
 {
     if (!loop->listener)
         return;
-    if (loop->listener->fd >= 0)
-        close(loop->listener->fd);
-    free(loop->listener);
+    struct net_listener *l = loop->listener;
+    if (l->fd >= 0)
+        close(l->fd);
+    for (; l->pending_len; l->pending_len--) {
+        close(l->pending[l->pending_head]);
+        l->pending_head = (l->pending_head + 1) % l->pending_cap;
+    }
+    free(l->pending);
+    free(l);
     loop->listener = NULL;
 }

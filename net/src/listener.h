@@ -1,8 +1,10 @@
 /*
  * Internal to net/: the listeners. One SO_REUSEPORT listener per worker,
  * bound by the main thread before the workers start; on each worker a
- * multishot accept, the connection limit, and the accept queue served (not
- * reset) when the drain closes the listener. Not a public header.
+ * multishot accept, the connection limit, the connections accepted and
+ * started at most NET_TURN_ACCEPTS a loop turn, and the accept queue
+ * served (not reset) when the drain closes the listener. Not a public
+ * header.
  */
 #ifndef CORING_NET_LISTENER_H
 #define CORING_NET_LISTENER_H
@@ -25,7 +27,12 @@ int net_listener_attach(net_loop *loop, int fd);
  * queued are accepted and served, then the listener is closed. */
 void net_listener_stop(net_loop *loop);
 
-/* Close the listener if still open, and free the part. */
+/* Close the listener if still open, close the sockets accepted and never
+ * started, and free the part. */
 void net_listener_detach(net_loop *loop);
+
+/* net_listener_pending - sockets accepted and not yet started (the drain
+ * waits for them too). */
+unsigned net_listener_pending(const net_loop *loop);
 
 #endif

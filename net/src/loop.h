@@ -67,6 +67,25 @@ typedef struct net_load {
 
 #define NET_TICK_HOOKS 6
 
+/*
+ * The most work one loop turn does, so that a burst (10,000 connections
+ * arriving at once) is spread over many turns and every turn enters the
+ * kernel: the sends queued go out, and the completions of established
+ * connections come in, within a bounded slice. A turn resumes at most
+ * NET_TURN_READY coroutines made ready and dispatches at most
+ * NET_TURN_CQES completions; the listener starts at most NET_TURN_ACCEPTS
+ * new connections (listener.c). Work left over makes the next turn enter
+ * without waiting (net_ring_submit_and_peek), and counts a turn cut short
+ * (coring_loop_turns_cut_total).
+ */
+#define NET_TURN_CQES 256
+#define NET_TURN_READY 256
+#define NET_TURN_ACCEPTS 64
+
+/* Work a file does once per turn, before the kernel is entered (the
+ * listener's accepted connections); returns true when some is left for the
+ * next turn. */
+typedef bool (*net_turn_fn)(net_loop *loop, void *ctx);
 
 struct net_loop {
     net_ring ring;
@@ -79,6 +98,8 @@ struct net_loop {
     net_recv_support recv_support; /* multishot recv on this kernel (compat.h) */
     net_load load;
     net_ready *ready_head, *ready_tail;
+    unsigned turn_resumed; /* coroutines resumed from the ready list this turn */
+    bool turn_cut;         /* this turn left work for the next (NET_TURN_*) */
     struct {
         net_cqe_fn fn;
         void *ctx;
@@ -87,6 +108,10 @@ struct net_loop {
         net_event_fn fn;
         void *ctx;
     } on_ctrl[NET_CTRL_COUNT], on_tick[NET_TICK_HOOKS], on_drain_turn;
+    struct {
+        net_turn_fn fn;
+        void *ctx;
+    } on_turn;
     unsigned tick_hooks;
     struct __kernel_timespec tick_ts;
     /* The parts the files above own (opaque here): */
@@ -111,6 +136,8 @@ void net_loop_on_ctrl(net_loop *loop, unsigned cmd, net_event_fn fn, void *ctx);
 void net_loop_on_tick(net_loop *loop, net_event_fn fn, void *ctx);
 /* Register @fn(@ctx) to run at every turn while the loop drains. */
 void net_loop_on_drain_turn(net_loop *loop, net_event_fn fn, void *ctx);
+/* Register @fn(@ctx) to run at every turn (one: the listener's). */
+void net_loop_on_turn(net_loop *loop, net_turn_fn fn, void *ctx);
 
 /* net_loop_ready - resume @r's coroutine at the loop's next turn, after the
  * current completions. */

@@ -158,6 +158,13 @@ int net_ring_submit(net_ring *r)
     return ret;
 }
 
+int net_ring_submit_and_peek(net_ring *r)
+{
+    int ret = io_uring_submit_and_get_events(&r->ring);
+    NET_STAT_SUBMIT(ret);
+    return ret;
+}
+
 /*
  * Submit and wait, in one io_uring_enter(2), for @wait_nr completions for
  * at most batch_wait_us, then for one. liburing 2.8+: the kernel's min-wait

@@ -163,6 +163,13 @@ void net_ring_close(net_ring *r, int fd);
  * or -errno (io_uring_enter(2)). */
 int net_ring_submit(net_ring *r);
 
+/* net_ring_submit_and_peek - submit, and have the kernel post the
+ * completions that are ready (with DEFER_TASKRUN they are posted only when
+ * the ring is entered for them) without waiting for any: a turn that has
+ * work left still takes in what came meanwhile. Returns the SQEs
+ * submitted or -errno (io_uring_submit_and_get_events(3)). */
+int net_ring_submit_and_peek(net_ring *r);
+
 /*
  * net_ring_submit_and_wait - submit, and wait for @wait_nr completions at
  * most batch_wait_us (when @wait_nr > 1 and the batch wait is on), then
