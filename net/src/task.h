@@ -35,6 +35,7 @@ typedef struct net_tasks {
     unsigned services;             /* tasks marked as services, among count */
     cr_stack_pool *stacks;         /* connection tasks' and net_spawn's stacks */
     cr_stack_pool *service_stacks; /* net_spawn_service's: larger (net_config) */
+    unsigned ticks;                /* ticks seen: every few, the stacks are trimmed */
 } net_tasks;
 
 /* Attach the tasks part to @loop: its stack pools (@stack_size and
