@@ -73,14 +73,18 @@ typedef struct net_load {
  * kernel: the sends queued go out, and the completions of established
  * connections come in, within a bounded slice. A turn resumes at most
  * NET_TURN_READY coroutines made ready and dispatches at most
- * NET_TURN_CQES completions; the listener starts at most NET_TURN_ACCEPTS
- * new connections (listener.c). Work left over makes the next turn enter
- * without waiting (net_ring_submit_and_peek), and counts a turn cut short
- * (coring_loop_turns_cut_total).
+ * NET_TURN_CQES completions; at most NET_TURN_ACCEPTS connections are
+ * accepted between two turns (listener.c). Work left over makes the next
+ * turn enter without waiting (net_ring_submit_and_peek); a turn that
+ * reached a bound counts in coring_loop_turns_cut_total. The values are
+ * perf/burst.py's: with 8 accepts a turn the probe's worst latency went to
+ * hundreds of ms (the accept queue overflows, handshakes are retried);
+ * 16 to 64 accepts and 128 to 256 completions were within that machine's
+ * noise of each other (docs/runtime.md, "Fair turns").
  */
-#define NET_TURN_CQES 256
-#define NET_TURN_READY 256
-#define NET_TURN_ACCEPTS 64
+#define NET_TURN_CQES 128
+#define NET_TURN_READY 128
+#define NET_TURN_ACCEPTS 32
 
 /* Work a file does once per turn, before the kernel is entered (the
  * listener's accepted connections); returns true when some is left for the

@@ -85,7 +85,7 @@ static void drain_deadline(net_loop *loop, void *ctx)
 /*
  * Every turn while draining, once the other tasks are gone (and with them
  * every connection: an idle one may still be woken by a request that came,
- * and sockets accepted before the listener closed are still to start):
+ * and the listener's queue may still be accepted):
  * stop the services, then tell the runtime this worker is drained. A
  * drained worker keeps running its ring until every worker is drained
  * (NET_CTRL_EXIT), since another worker's last requests may still send it
@@ -96,7 +96,7 @@ static void drain_progress(net_loop *loop, void *ctx)
     (void)ctx;
     net_tasks *ts = loop->tasks;
     struct net_drain *d = loop->drain;
-    if (ts->count != ts->services || loop->load.connections || net_listener_pending(loop))
+    if (ts->count != ts->services || loop->load.connections || net_listener_open(loop))
         return;
     if (!d->services_cancelled) {
         d->services_cancelled = true;

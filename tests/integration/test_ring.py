@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Integration tests of the ring under bursts: thousands of completions in one
 loop turn (keep-alive expiry of 10,000 connections in one tick) while
-cross-core messages are in flight, 3,000 connections accepted at once and
-started over many bounded turns, and a SIGTERM that finds connections still
+cross-core messages are in flight, 3,000 connections queued at once and
+accepted over many bounded turns, and a SIGTERM that finds connections still
 in the accept queue."""
 
 import sys
@@ -242,12 +242,13 @@ class KeepaliveBurstTest(cs.CoringTestCase):
 class FairTurnTest(cs.CoringTestCase):
     def test_a_burst_of_connections_is_started_over_many_turns(self):
         # 3,000 connections wait in the accept queue, each with its request,
-        # while the server is stopped; resumed, it accepts them all at once.
-        # A loop turn starts at most 64 of them (and dispatches at most 256
-        # completions), so the burst takes many turns, each entering the
-        # kernel: counted by coring_loop_turns_cut_total. Meanwhile a
-        # request on an established connection is answered. No timing is
-        # asserted (perf/burst.py measures the latency beside nginx).
+        # while the server is stopped; resumed, it finds them all at once.
+        # At most 32 are accepted between two loop turns (and a turn
+        # dispatches at most 128 completions), so the burst takes many
+        # turns, each entering the kernel: the turns that reached a bound
+        # are counted by coring_loop_turns_cut_total. Meanwhile a request on
+        # an established connection is answered. No timing is asserted
+        # (perf/burst.py measures the latency beside nginx).
         n = 300 if under_tsan() else 3000
         if cs.raise_nofile_limit() < n + 100:
             self.skipTest("RLIMIT_NOFILE under %d" % (n + 100))
@@ -275,7 +276,7 @@ class FairTurnTest(cs.CoringTestCase):
               % (n, answered, cut0, cut), file=sys.stderr)
         self.assertEqual(answered, n, "%d closed; stderr:\n%s" % (closed, srv.stderr_text()))
         self.assertIsNotNone(cut, "no coring_loop_turns_cut_total metric")
-        self.assertGreaterEqual(cut - cut0, n // 64 // 2, "the burst was not spread over turns")
+        self.assertGreaterEqual(cut - cut0, n // 32 // 2, "the burst was not spread over turns")
         srv.stop(expect_status=0)
 
 
