@@ -122,16 +122,19 @@ static void out_take(cr_buf *b)
     }
 }
 
+/* A buffer that grew past HTTP_CONN_BUF_FLOOR is freed, not cut back with
+ * realloc: glibc cuts a mapped block (128 KiB and more) back with
+ * mremap(2) and keeps it mapped, so the next large answer mapped and
+ * faulted its pages in again (pipelined GET /todos: 10 times the CPU per
+ * response); freed, the block raises malloc's mmap threshold and the next
+ * comes from the heap. */
 static void out_give(cr_buf *b)
 {
     http_thread *t = http_tl;
-    if (b->cap >= HTTP_CONN_BUF_FLOOR && !b->failed && t->num_spare_out < CONN_SPARE_OUT) {
-        char *p = b->cap == HTTP_CONN_BUF_FLOOR ? b->data : realloc(b->data, HTTP_CONN_BUF_FLOOR);
-        if (p) {
-            t->spare_out[t->num_spare_out++] = p;
-            *b = CR_BUF_INIT;
-            return;
-        }
+    if (b->cap == HTTP_CONN_BUF_FLOOR && !b->failed && t->num_spare_out < CONN_SPARE_OUT) {
+        t->spare_out[t->num_spare_out++] = b->data;
+        *b = CR_BUF_INIT;
+        return;
     }
     cr_buf_free(b);
 }
