@@ -21,7 +21,6 @@
 #include "coring/core/metrics.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -234,24 +233,10 @@ static void raise_nofile_limit(void)
     }
 }
 
-/*
- * The process's malloc policy. glibc serves a request of at least its mmap
- * threshold (128 KiB at first) with a mapping of its own, unmapped when
- * freed, but raises the threshold to the size of each such block freed
- * (up to 32 MiB): after one 1 MiB request body, the next ones come from
- * the heap, and a burst of them (200 connections uploading 1 MB each) left
- * 24-45 MB resident for good (issue 39). Setting the threshold turns the
- * raise off (mallopt(3), M_MMAP_THRESHOLD): a large body's buffer is a
- * mapping again, gone when it is freed; the heap's top is trimmed past
- * M_TRIM_THRESHOLD (128 KiB, its default, fixed with it).
- */
-#define NET_MMAP_THRESHOLD (128 * 1024)
-
 int net_run(const net_config *cfg, const net_hooks *hooks)
 {
     net_rt.cfg = *cfg;
     net_rt.hooks = *hooks;
-    mallopt(M_MMAP_THRESHOLD, NET_MMAP_THRESHOLD);
     int stats_err = net_stats_register();
     if (stats_err < 0)
         return stats_err;
