@@ -1,8 +1,8 @@
 /*
  * The listener and accept: one SO_REUSEPORT listener per worker, bound by
  * the main thread before the workers start (so a port in use fails the
- * start, and the kernel spreads connections over the workers), a multishot
- * accept on each worker's ring, the per-thread connection limit, and the
+ * start, and the kernel spreads connections over the workers), single-shot
+ * accepts on each worker's ring, the per-thread connection limit, and the
  * accept queue served (not reset) when the drain closes the listener.
  *
  * At most NET_TURN_ACCEPTS connections are accepted and started between

@@ -16,7 +16,7 @@
  *   gen << 32 | slot << 3 | TAG_RECV
  *                      a connection's multishot recv (recv.c), named the
  *                      same way by its own generation
- *   TAG_ACCEPT         the multishot accept (listener.c)
+ *   TAG_ACCEPT         an accept (listener.c)
  *   pointer | TAG_MSG  a cross-core message arriving (msg.c)
  *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted (msg.c)
  *   cmd << 3 | TAG_CTRL       a control event (loop.c's table)

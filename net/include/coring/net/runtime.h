@@ -1,8 +1,8 @@
 /*
  * The per-core runtime: N worker threads, one per CPU (pinned to it with
- * net_config.pin), each owning
- * one io_uring, one SO_REUSEPORT listener with multishot accept, a pool of
- * coroutine stacks and a provided-buffer ring. Every accepted connection
+ * net_config.pin), each owning one io_uring, one SO_REUSEPORT listener
+ * with a few accepts a loop turn, a pool of coroutine stacks and a
+ * provided-buffer ring. Every accepted connection
  * runs in a coroutine of its own on the thread that accepted it while it
  * has something to do; between requests it may hold none
  * (net_connection_idle).
