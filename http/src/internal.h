@@ -56,7 +56,19 @@ typedef struct http_thread {
     long date_second;
     struct http_header_block *spare_headers; /* header arrays not lent (connection.c) */
     unsigned num_spare_headers;
+    char *spare_out[64];     /* output buffers of HTTP_CONN_BUF_FLOOR bytes not lent
+                                (connection.c) */
+    unsigned num_spare_out;
+    /* The access line's escaped method and target and its client
+     * (request.c): formatted here, not on a connection's stack. */
+    char access_target[256];
+    char access_method[40];
+    char access_client[INET6_ADDRSTRLEN];
 } http_thread;
+
+/* What a connection keeps at most in each of its input and output buffers
+ * between the batches of a run (connection.c). */
+#define HTTP_CONN_BUF_FLOOR 4096u
 
 extern _Thread_local http_thread *http_tl;
 
@@ -77,12 +89,19 @@ const char *http_date_now(void);
  * a method of the path itself. Returns true when it answered. */
 bool http_cors_handle(const struct http_cors *cors, const http_router *router, http_ctx *ctx);
 
-/* The client's address and port, as the access log shows them: filled by
- * the connection (getpeername once, with --access-log); "" and 0 without. */
+/* The client's address and port, for the access log: filled by the
+ * connection (getpeername once, with --access-log), kept in this form
+ * while it idles and formatted by http_peer_format per line. */
 typedef struct http_peer {
-    char addr[INET6_ADDRSTRLEN];
-    int port;
+    uint8_t family;   /* AF_INET, AF_INET6 (an IPv4-mapped one as AF_INET), or 0:
+                         unknown */
+    uint16_t port;
+    uint8_t addr[16]; /* network byte order: 4 bytes for AF_INET */
 } http_peer;
+
+/* http_peer_format - @peer's address as text into @out ("" when unknown);
+ * returns @out. Any thread. */
+const char *http_peer_format(const http_peer *peer, char out[INET6_ADDRSTRLEN]);
 
 /* One complete request, as the connection (connection.c) hands it to its
  * handling (request.c). Everything points into the connection's memory and
@@ -93,6 +112,8 @@ typedef struct http_exchange {
     size_t body_len;         /* bytes at @body */
     size_t wire_bytes;       /* header section and body as counted in the metrics */
     bool close;              /* the connection closes after this answer */
+    bool body_unread;        /* its body was not read: http_request_refused_early said
+                                it is refused without it (@body NULL) */
     uint64_t start_ns;       /* monotonic clock reading that starts its duration */
     const http_peer *peer;   /* for the access line */
     cr_buf *out;             /* the connection's output: the response goes here */
@@ -110,11 +131,29 @@ typedef struct http_exchange {
  */
 uint64_t http_request_handle(const http_server *srv, const http_exchange *x);
 
-/* The connection coroutine: net_hooks.on_connection. */
+/*
+ * http_request_refused_early - whether the server answers @req on @srv
+ * without reading its body: 501 (CONNECT, an unknown method), 404, 405, or
+ * 415 for a POST, PUT or PATCH whose Content-Type is not JSON on a route
+ * that exists (coring's routes take JSON bodies only). For Expect:
+ * 100-continue (RFC 9110 section 10.1.1): such a request gets its final
+ * status instead of 100 Continue, answered by http_request_handle with
+ * body_unread set. OPTIONS is never refused early. Any thread.
+ */
+bool http_request_refused_early(const http_server *srv, const http_request *req);
+
+/* The connection coroutine: net_hooks.on_connection. It runs while the
+ * connection has something to do and leaves it idle between requests
+ * (net_connection_idle), with its http_conn_state (connection.c). */
 void http_connection_main(int fd, void *server);
 
+/* net_hooks.on_idle_close: the runtime closed an idle connection; free
+ * @state, count the close. Worker thread, outside any coroutine. */
+void http_connection_closed(void *state, void *server);
+
 /* Free the connection loop's per-thread memory in @t (spare header
- * arrays). Worker thread, at its end, once no connection runs. */
+ * arrays and output buffers). Worker thread, at its end, once no
+ * connection runs. */
 void http_connection_thread_fini(http_thread *t);
 
 /* Metrics (metrics.c). Register the HTTP families, the route label taking

@@ -87,6 +87,7 @@ int http_serve(http_server *srv, const net_config *net)
         .thread_init = thread_init,
         .thread_fini = thread_fini,
         .on_connection = http_connection_main,
+        .on_idle_close = http_connection_closed,
         .on_listening = on_listening,
         .user = srv,
     };

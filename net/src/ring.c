@@ -143,9 +143,24 @@ void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint32_t res, uint64_
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
+void net_ring_close(net_ring *r, int fd)
+{
+    struct io_uring_sqe *sqe = net_ring_sqe(r);
+    io_uring_prep_close(sqe, fd);
+    io_uring_sqe_set_data64(sqe, 0);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
 int net_ring_submit(net_ring *r)
 {
     int ret = io_uring_submit(&r->ring);
+    NET_STAT_SUBMIT(ret);
+    return ret;
+}
+
+int net_ring_submit_and_peek(net_ring *r)
+{
+    int ret = io_uring_submit_and_get_events(&r->ring);
     NET_STAT_SUBMIT(ret);
     return ret;
 }

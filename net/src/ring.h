@@ -16,7 +16,7 @@
  *   gen << 32 | slot << 3 | TAG_RECV
  *                      a connection's multishot recv (recv.c), named the
  *                      same way by its own generation
- *   TAG_ACCEPT         the multishot accept (listener.c)
+ *   TAG_ACCEPT         an accept (listener.c)
  *   pointer | TAG_MSG  a cross-core message arriving (msg.c)
  *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted (msg.c)
  *   cmd << 3 | TAG_CTRL       a control event (loop.c's table)
@@ -154,9 +154,21 @@ void net_ring_timeout(net_ring *r, struct __kernel_timespec *ts, uint64_t ns, ui
  */
 void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint32_t res, uint64_t failed);
 
+/* net_ring_close - close(2) @fd through the ring, with nobody waiting: a
+ * close that succeeds posts no CQE (IOSQE_CQE_SKIP_SUCCESS), a failing
+ * one's (user_data 0) is dropped; the descriptor is gone either way. */
+void net_ring_close(net_ring *r, int fd);
+
 /* net_ring_submit - submit what the SQ holds. Returns the SQEs submitted
  * or -errno (io_uring_enter(2)). */
 int net_ring_submit(net_ring *r);
+
+/* net_ring_submit_and_peek - submit, and have the kernel post the
+ * completions that are ready (with DEFER_TASKRUN they are posted only when
+ * the ring is entered for them) without waiting for any: a turn that has
+ * work left still takes in what came meanwhile. Returns the SQEs
+ * submitted or -errno (io_uring_submit_and_get_events(3)). */
+int net_ring_submit_and_peek(net_ring *r);
 
 /*
  * net_ring_submit_and_wait - submit, and wait for @wait_nr completions at

@@ -8,9 +8,9 @@
  * process-wide state the other files share (net_rt, rt.h) is defined here.
  * See coring/net/runtime.h.
  */
+#include "conn.h"
 #include "listener.h"
 #include "msg.h"
-#include "recv.h"
 #include "rt.h"
 #include "shutdown.h"
 #include "stats.h"
@@ -90,9 +90,8 @@ static int worker_setup(net_loop *loop)
     }
     if ((ret = net_waits_attach(loop)) < 0 || (ret = net_msgs_attach(loop)) < 0 ||
         (ret = net_tasks_attach(loop, net_rt.cfg.stack_size, net_rt.cfg.service_stack_size)) < 0 ||
-        (ret = net_drain_attach(loop)) < 0)
+        (ret = net_drain_attach(loop)) < 0 || (ret = net_conns_attach(loop)) < 0)
         return ret;
-    net_recv_attach(loop);
     int fd = net_rt.listen_fds[loop->index];
     if ((ret = net_listener_attach(loop, fd)) < 0)
         return ret;
@@ -144,6 +143,7 @@ static void *net_worker_main(void *p)
     if (set_up && net_rt.hooks.thread_fini)
         net_rt.hooks.thread_fini(net_rt.hooks.user);
     net_tasks_detach(loop);
+    net_conns_detach(loop);
     net_drain_detach(loop);
     net_waits_detach(loop);
     if (net_rt.ring_fds[loop->index] >= 0) {

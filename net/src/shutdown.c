@@ -7,6 +7,7 @@
  * drained; once all are, they leave their loops together. A second signal
  * exits at once. See coring/net/runtime.h (Lifecycle) and docs/operating.md.
  */
+#include "conn.h"
 #include "listener.h"
 #include "rt.h"
 #include "shutdown.h"
@@ -36,7 +37,9 @@ struct net_drain {
  * with input waiting: a request that has arrived is answered. An
  * operation's wait is ended softly (NET_END_DRAIN): if it completes first,
  * the task goes on. Any other wait of an idle task (a park, a message) is
- * cancelled.
+ * cancelled. Idle connections, which have no task, are closed the same way
+ * (conn.c): their recv is cancelled unless input is waiting, and its last
+ * CQE closes them unless a request came first.
  */
 static void drain_start(net_loop *loop, void *ctx)
 {
@@ -58,12 +61,14 @@ static void drain_start(net_loop *loop, void *ctx)
             net_task_cancel(t);
         }
     }
+    net_conns_drain(loop, false);
     net_ring_timeout(&loop->ring, &loop->drain->deadline_ts, net_rt.cfg.shutdown_timeout_ns,
                      NET_CTRL(NET_CTRL_DEADLINE));
 }
 
 /* The drain's deadline: cancel every task but the services, whatever it
- * waits for (an operation, a park, a message, a wake-up). */
+ * waits for (an operation, a park, a message, a wake-up), and close every
+ * idle connection. */
 static void drain_deadline(net_loop *loop, void *ctx)
 {
     (void)ctx;
@@ -74,20 +79,26 @@ static void drain_deadline(net_loop *loop, void *ctx)
     for (net_task *t = ts->list; t; t = t->next)
         if (!t->service)
             net_task_cancel(t);
+    net_conns_drain(loop, true);
 }
 
 /*
- * Every turn while draining, once the other tasks are gone: stop the
- * services, then tell the runtime this worker is drained. A drained worker
- * keeps running its ring until every worker is drained (NET_CTRL_EXIT),
- * since another worker's last requests may still send it messages.
+ * Every turn while draining, once the other tasks are gone (and with them
+ * every connection: an idle one may still be woken by a request that came,
+ * and the listener's queue may still be accepted):
+ * stop the services, then tell the runtime this worker is drained. A
+ * drained worker keeps running its ring until every worker is drained
+ * (NET_CTRL_EXIT), since another worker's last requests may still send it
+ * messages.
  */
 static void drain_progress(net_loop *loop, void *ctx)
 {
     (void)ctx;
     net_tasks *ts = loop->tasks;
     struct net_drain *d = loop->drain;
-    if (!d->services_cancelled && ts->count == ts->services) {
+    if (ts->count != ts->services || loop->load.connections || net_listener_open(loop))
+        return;
+    if (!d->services_cancelled) {
         d->services_cancelled = true;
         for (net_task *t = ts->list; t; t = t->next)
             net_task_cancel(t);

@@ -41,6 +41,12 @@ int net_stats_register(void)
          CR_METRIC_GAUGE, &net_stat.coroutines},
         {"coring_stack_pool_stacks", "Free coroutine stacks cached in the pool, sampled every 100 ms.",
          CR_METRIC_GAUGE, &net_stat.stacks_cached},
+        {"coring_connections_idle",
+         "Connections idle between requests, holding no coroutine, sampled every 100 ms.",
+         CR_METRIC_GAUGE, &net_stat.connections_idle},
+        {"coring_loop_turns_cut_total",
+         "Loop turns that reached a bound (completions, coroutines resumed, connections started) and left the rest for the next turn.",
+         CR_METRIC_COUNTER, &net_stat.turns_cut},
     };
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         cr_metric_def d = {.name = defs[i].name, .help = defs[i].help, .type = defs[i].type,

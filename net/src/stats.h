@@ -20,6 +20,8 @@ typedef struct net_stats {
     cr_metric messages_stale;   /* deliveries of a message no longer in use, dropped (msg.c) */
     cr_metric coroutines;       /* live tasks (set by the tick) */
     cr_metric stacks_cached;    /* free stacks in the pool (set by the tick) */
+    cr_metric connections_idle; /* connections idle with no task (set by the tick) */
+    cr_metric turns_cut;        /* loop turns that left work for the next (loop.c) */
 } net_stats;
 
 extern net_stats net_stat;

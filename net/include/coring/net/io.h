@@ -101,6 +101,33 @@ int net_shutdown(int fd, int how);
 int net_close(int fd);
 
 /*
+ * net_connection_idle - the calling connection task (net_hooks.on_connection)
+ * is between requests, with nothing of its own to send: give up its
+ * coroutine until input comes. On 0 the connection is idle: on_connection
+ * must return at once without touching its descriptor again (nor closing
+ * it); its stack goes back to the pool, and what stays is the runtime's
+ * record of the connection (about 200 bytes, its multishot receive still
+ * armed) and @state, the caller's, owned by the connection from now on.
+ * When data comes (or every provided buffer is in use), on_connection
+ * runs again in a new coroutine on this thread, and net_connection_state()
+ * returns @state; when the peer closes or resets the connection, after
+ * @timeout_ns (relative, ns; 0: none; up to one 100 ms tick late), or when
+ * the drain ends it, the runtime closes it without a coroutine and calls
+ * net_hooks.on_idle_close with @state. Returns 0 (idle: return now),
+ * -EAGAIN (input is queued already, or the runtime cannot leave this
+ * connection idle: while draining, on a kernel without multishot receive;
+ * go on receiving with net_recv_provided, with the same timeout), -EPERM
+ * (not a connection task), -EBADF (its descriptor is closed), -ECANCELED
+ * (the task was cancelled: close the connection).
+ */
+int net_connection_idle(void *state, uint64_t timeout_ns);
+
+/* net_connection_state - in a connection task, the state given to the
+ * connection's last net_connection_idle; NULL on its first run (just
+ * accepted) and outside a connection task. */
+void *net_connection_state(void);
+
+/*
  * net_spawn - start @fn(@arg) in a new coroutine on this thread; it runs
  * until its first wait before net_spawn returns. Its stack is a
  * connection's (net_config.stack_size). Loop thread only.

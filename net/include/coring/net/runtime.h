@@ -1,9 +1,11 @@
 /*
  * The per-core runtime: N worker threads, one per CPU (pinned to it with
- * net_config.pin), each owning
- * one io_uring, one SO_REUSEPORT listener with multishot accept, a pool of
- * coroutine stacks and a provided-buffer ring. Every accepted connection
- * runs in a coroutine of its own on the thread that accepted it.
+ * net_config.pin), each owning one io_uring, one SO_REUSEPORT listener
+ * with a few accepts a loop turn, a pool of coroutine stacks and a
+ * provided-buffer ring. Every accepted connection
+ * runs in a coroutine of its own on the thread that accepted it while it
+ * has something to do; between requests it may hold none
+ * (net_connection_idle).
  *
  * Lifecycle: net_run() starts the workers and blocks the calling (main)
  * thread until SIGINT or SIGTERM. Then net_stopping() turns true at once
@@ -75,8 +77,17 @@ typedef struct net_hooks {
     /* On each worker thread after it stopped serving. */
     void (*thread_fini)(void *user);
     /* Runs in a new coroutine for each accepted connection. Owns @fd and
-     * must close it (net_close) before returning. */
+     * must close it (net_close) before returning, unless it leaves the
+     * connection idle first (net_connection_idle, coring/net/io.h): then
+     * the connection holds no coroutine until input comes, and this runs
+     * again in a new coroutine for it, with the same @fd. */
     void (*on_connection)(int fd, void *user);
+    /* The runtime closed an idle connection on its own (net_connection_idle:
+     * the peer closed or reset it, its idle timeout passed, the drain, no
+     * memory for a coroutine): @state is what net_connection_idle was
+     * given; free it. On the worker thread, outside any coroutine: must
+     * not block nor yield. May be NULL when no connection goes idle. */
+    void (*on_idle_close)(void *state, void *user);
     /* Once the listeners are bound, on the main thread, with the bound port
      * and the thread count (the start-up log line goes here). */
     void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
