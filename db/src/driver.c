@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 
 #define DB_MAX_BATCH 1024 /* queries sent per driver turn */
@@ -77,6 +78,9 @@ static void conn_down(db_conn *c, int err)
         c->pg = NULL;
     }
     db_pending *p = db_queue_take_all(&c->q);
+    if (c->q.commit_error)
+        PQclear(c->q.commit_error);
+    c->q.commit_error = NULL;
     while (p) {
         db_pending *next = p->next;
         p->next = NULL;
@@ -109,9 +113,12 @@ static db_event classify(const PGresult *r)
     }
 }
 
-/* The SQLSTATE of @p's error result, NULL when it has none. */
-static const char *sqlstate(const db_pending *p)
+/* The SQLSTATE of @p's error result, NULL when it has none; of its
+ * group's commit error (@commit) when that failed. */
+static const char *sqlstate(const db_pending *p, const char *commit)
 {
+    if (p->commit_failed)
+        return commit;
     return p->result ? PQresultErrorField(p->result, PG_DIAG_SQLSTATE) : NULL;
 }
 
@@ -134,7 +141,7 @@ static void resend(db_conn *c, db_pending *p, db_resend_reason reason)
  * again or fails, by the batch's verdict (retry.h); then the batch goes.
  * A result that does not fit the registration refuses the batch form for
  * the process (logged once). */
-static void complete_batch(db_conn *c, db_pending *b)
+static void complete_batch(db_conn *c, db_pending *b, const char *commit)
 {
     const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
@@ -148,7 +155,7 @@ static void complete_batch(db_conn *c, db_pending *b)
                      "are sent one by one from now on",
                      c->set->what, stmt->name, DB_SQL_HEAD(stmt), stmt->def.batch_key_column,
                      b->writes ? "this batch's queries fail" : "this batch's are sent again");
-    db_verdict v = db_verdict_batch(b, sqlstate(b), connection_bad(c), fits);
+    db_verdict v = db_verdict_batch(b, sqlstate(b, commit), connection_bad(c), fits);
     for (db_pending *m = b->members, *next; m; m = next) {
         next = m->next;
         m->next = NULL;
@@ -171,16 +178,19 @@ static void complete_batch(db_conn *c, db_pending *b)
 }
 
 /* A query's results are complete: hand it over, send it again or fail
- * it, by its verdict (retry.h). */
-static void complete(db_conn *c, db_pending *p)
+ * it, by its verdict (retry.h). @commit: the SQLSTATE of its group's
+ * commit error, when that failed. */
+static void complete(db_conn *c, db_pending *p, const char *commit)
 {
     if (p->members) {
-        complete_batch(c, p);
+        complete_batch(c, p, commit);
         return;
     }
-    db_verdict v = db_verdict_query(p, p->failed ? sqlstate(p) : NULL, connection_bad(c));
+    db_verdict v = db_verdict_query(p, p->failed || p->commit_failed ? sqlstate(p, commit) : NULL,
+                                    connection_bad(c));
     if (v.resend) {
         resend(c, p, v.reason);
+        p->alone = v.alone;
         return;
     }
     if (v.error == -EIO && p->result) {
@@ -190,6 +200,32 @@ static void complete(db_conn *c, db_pending *p)
     }
     p->error = v.error;
     db_pending_done(c->free_list, p);
+}
+
+/* Complete the queries of list @done (linked by next). @commit: the
+ * error of their Sync group's commit, when it failed (ours to free):
+ * the group's only write, at fault, gets it as its result (queue.h). */
+static void complete_group(db_conn *c, PGresult *commit, db_pending *done)
+{
+    char state[8] = "";
+    if (commit) {
+        const char *s = PQresultErrorField(commit, PG_DIAG_SQLSTATE);
+        snprintf(state, sizeof(state), "%s", s ? s : "");
+    }
+    while (done) {
+        db_pending *next = done->next;
+        done->next = NULL;
+        if (commit && done->commit_failed && done->failed) {
+            if (done->result)
+                PQclear(done->result);
+            done->result = commit;
+            commit = NULL;
+        }
+        complete(c, done, state);
+        done = next;
+    }
+    if (commit)
+        PQclear(commit);
 }
 
 /* Read every result that is available. 0, or -EPROTO when they do not
@@ -213,12 +249,7 @@ static int read_results(db_conn *c)
             return -EPROTO;
         }
         c->progress_at = cr_clock_now_ns();
-        while (done) {
-            db_pending *next = done->next;
-            done->next = NULL;
-            complete(c, done);
-            done = next;
-        }
+        complete_group(c, ev == DB_EVENT_SYNC ? db_queue_take_commit_error(&c->q) : NULL, done);
     }
     return 0;
 }

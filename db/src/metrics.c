@@ -21,8 +21,9 @@ static const char *const read_targets[] = {[DB_READ_REPLICA] = "replica",
                                            [DB_READ_PRIMARY] = "primary"};
 static const char *const resend_reasons[] = {[DB_RESEND_GROUP] = "group",
                                              [DB_RESEND_DEADLOCK] = "deadlock",
-                                             [DB_RESEND_BATCH] = "batch"};
-static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 3}};
+                                             [DB_RESEND_BATCH] = "batch",
+                                             [DB_RESEND_COMMIT] = "commit"};
+static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 4}};
 static const cr_metric_label read_labels[] = {{"target", read_targets, 2}};
 
 int db_metrics_register(void)
@@ -54,8 +55,9 @@ int db_metrics_register(void)
         {.name = "db_queries_resent_total",
          .help = "Queries sent again after PostgreSQL rolled them back without their own "
                  "fault: another query of their Sync group failed (group), or their group "
-                 "was chosen to end a deadlock or a serialization failure (deadlock); or "
-                 "one by one after the batch they were coalesced into failed (batch).",
+                 "was chosen to end a deadlock or a serialization failure (deadlock); "
+                 "one by one after the batch they were coalesced into failed (batch); or, "
+                 "writes each alone, after their group failed to commit (commit).",
          .type = CR_METRIC_COUNTER, .labels = resend_labels, .num_labels = 1},
         {.name = "db_batches_total",
          .help = "Queries of a statement's batch form sent, each standing for several "

@@ -19,7 +19,7 @@ static void link_tail(db_pending **head, db_pending **tail, db_pending *p)
 void db_queue_push(db_queue *q, db_pending *p)
 {
     p->state = DB_PENDING_QUEUED;
-    p->sync_after = p->aborted = p->failed = p->rolled_back = false;
+    p->sync_after = p->aborted = p->failed = p->rolled_back = p->commit_failed = false;
     link_tail(&q->queued_head, &q->queued_tail, p);
     q->queued++;
     q->weight += p->weight;
@@ -98,6 +98,7 @@ void db_queue_coalesce(db_queue *q, db_pending *batch, db_pending *const *member
     }
     batch->state = DB_PENDING_QUEUED;
     batch->sync_after = batch->aborted = batch->failed = batch->rolled_back = false;
+    batch->commit_failed = false;
     batch->next = q->queued_head;
     q->queued_head = batch;
     if (!q->queued_tail)
@@ -207,22 +208,48 @@ static db_pending *pop_sent(db_queue *q)
     return p;
 }
 
+/* The queries of @list (linked by next), which waited for their Sync
+ * group's result: when a query of the group failed (@failed), those that
+ * succeeded were rolled back with it; when its commit failed (@commit),
+ * all were, and the group's only write, if it had one, failed. */
+static void mark_group(db_pending *list, bool failed, bool commit)
+{
+    unsigned writes = 0;
+    for (db_pending *it = list; it && commit; it = it->next)
+        writes += it->writes;
+    for (db_pending *it = list; it; it = it->next) {
+        it->commit_failed = commit;
+        if (commit && writes == 1 && it->writes)
+            it->failed = true; /* the one at fault: the error is its own */
+        else if (failed && !it->failed && !it->aborted)
+            it->rolled_back = true;
+    }
+}
+
 bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done)
 {
     *done = NULL;
     if (q->await_sync) {
-        /* The group's last query ended; only its Sync's result may follow. */
+        /* The group's last query ended; only its Sync's result may follow,
+         * or an error at its commit and that error's end first. */
+        if (ev == DB_EVENT_ERROR && !q->commit_error) {
+            q->commit_error = res;
+            q->group_failed = true;
+            return true;
+        }
+        if (ev == DB_EVENT_END && q->commit_error && !q->commit_ended) {
+            q->commit_ended = true;
+            return true;
+        }
         if (ev != DB_EVENT_SYNC)
             return false;
         db_pending *list = q->closing_head;
-        for (db_pending *it = list; it; it = it->next)
-            if (q->group_failed && !it->failed && !it->aborted)
-                it->rolled_back = true;
+        mark_group(list, q->group_failed, q->commit_error != NULL);
         *done = list;
         q->closing_head = q->closing_tail = NULL;
         q->closing = 0;
         q->syncs--;
-        q->await_sync = q->group_wrote = q->group_failed = false;
+        q->await_sync = q->group_wrote = q->group_failed = q->commit_ended = false;
         return true;
     }
     if (ev == DB_EVENT_SYNC) {
@@ -276,12 +303,21 @@ static void append_list(db_pending **head, db_pending **tail, db_pending *list)
     }
 }
 
+struct pg_result *db_queue_take_commit_error(db_queue *q)
+{
+    if (q->await_sync)
+        return NULL; /* the group's Sync result has not come yet */
+    struct pg_result *res = q->commit_error;
+    q->commit_error = NULL;
+    return res;
+}
+
 db_pending *db_queue_take_all(db_queue *q)
 {
     db_pending *head = NULL, *tail = NULL;
     append_list(&head, &tail, q->closing_head);
     append_list(&head, &tail, q->sent_head);
     append_list(&head, &tail, q->queued_head);
-    *q = (db_queue){0};
+    *q = (db_queue){.commit_error = q->commit_error};
     return head;
 }

@@ -15,6 +15,10 @@
  *   NULL                  -> end of the head query's results
  *   PGRES_PIPELINE_SYNC   -> end of a Sync group
  *
+ * and, after a group's last query ended, an error result and its end
+ * before the Sync's: the implicit transaction failed to commit (a
+ * deferred constraint, 40001 under SERIALIZABLE).
+ *
  * Statements between two Syncs (a Sync group) run in one implicit
  * transaction, and an error rolls back the whole group (libpq docs,
  * "Pipeline Mode"; protocol docs, "Extended Query"). Writes share a group
@@ -30,6 +34,11 @@
  *     again; the failing one keeps its own error, unless PostgreSQL
  *     chose its group to end a deadlock or a serialization failure
  *     (40P01, 40001: no fault of its own), when it is sent again too;
+ *   - when the group fails at its commit, every query waiting for the
+ *     Sync was rolled back (commit_failed, rolled_back); the group's
+ *     only write, if it had one, is the one at fault (commit_failed,
+ *     failed: the error is its own). With several writes, the one at
+ *     fault is not known: the driver sends each again alone (retry.h);
  *   - a query sent again rides in the next group with the others; one
  *     sent twice already goes in a Sync group of its own
  *     (db_queue_next_alone), where no other query's error can touch it:
@@ -65,7 +74,8 @@ typedef struct db_pending {
     bool sync_after;             /* a Sync was sent right after this query */
     bool aborted;                /* PGRES_PIPELINE_ABORTED: it did not run */
     bool rolled_back;            /* it ran, but a later query of its group failed */
-    bool failed;                 /* its result is an error */
+    bool failed;                 /* its result is an error (or its commit's) */
+    bool commit_failed;          /* its group failed to commit, after its result */
     unsigned attempts;           /* times sent */
     bool alone;                  /* to be sent in a Sync group of its own
                                   * (a member of a batch that failed) */
@@ -95,7 +105,12 @@ typedef struct db_queue {
     /* The Sync group whose results are being read: */
     bool await_sync;                       /* its last query ended: its Sync comes next */
     bool group_wrote;                      /* a writing query of it has been read */
-    bool group_failed;                     /* a query of it failed */
+    bool group_failed;                     /* a query of it failed, or its commit */
+    bool commit_ended;                     /* the end of its commit's error was read */
+    /* The error result of that group's commit, then, once its Sync
+     * result came, of the group it completed, until the driver takes it
+     * (db_queue_take_commit_error). Owned by the queue meanwhile. */
+    struct pg_result *commit_error;
 } db_queue;
 
 typedef enum db_event {
@@ -218,8 +233,17 @@ bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing
  */
 bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done);
 
+/*
+ * db_queue_take_commit_error - right after db_queue_feed completed a Sync
+ * group (DB_EVENT_SYNC): the error result of that group's commit, when it
+ * failed to commit (its queries in *done are commit_failed), for the
+ * caller to give to the one at fault or free; else NULL. Once per group.
+ */
+struct pg_result *db_queue_take_commit_error(db_queue *q);
+
 /* Take every query off @q (waiting, sent and closing) as a list linked by
- * `next`, in order, and reset @q. */
+ * `next`, in order, and reset @q; a commit error it holds is left in
+ * q->commit_error for the caller to free. */
 db_pending *db_queue_take_all(db_queue *q);
 
 #endif

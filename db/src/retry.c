@@ -32,12 +32,25 @@ bool db_may_resend(const db_pending *p)
     return p->waiter && p->attempts < DB_MAX_ATTEMPTS;
 }
 
+/* How @p is sent again, which did not take effect through no fault of
+ * its own: skipped or rolled back for another query's error, or rolled
+ * back by its group's failed commit (@sqlstate, the commit's). Whether it
+ * may be is the caller's to ask (a batch's members each). */
+static db_verdict undone(const db_pending *p, const char *sqlstate)
+{
+    if (!p->commit_failed)
+        return again(DB_RESEND_GROUP, false);
+    if (db_retry_state(sqlstate))
+        return again(DB_RESEND_DEADLOCK, false);
+    /* Which write is at fault is not known: each goes alone, where the
+     * one at fault fails its own commit. */
+    return again(DB_RESEND_COMMIT, p->writes);
+}
+
 db_verdict db_verdict_query(const db_pending *p, const char *sqlstate, bool connection_bad)
 {
     if ((p->aborted && !p->result) || p->rolled_back)
-        /* Skipped, or rolled back, because another query of its Sync
-         * group failed: it did not take effect. */
-        return db_may_resend(p) ? again(DB_RESEND_GROUP, false) : outcome(-EIO);
+        return db_may_resend(p) ? undone(p, sqlstate) : outcome(-EIO);
     if (!p->result)
         return outcome(-EIO);
     if (!p->failed)
@@ -64,8 +77,8 @@ db_verdict db_verdict_batch(const db_pending *b, const char *sqlstate, bool conn
         return outcome(-ECONNRESET);
     if (b->aborted || b->rolled_back)
         /* It did nothing wrong: its members share the next group, as
-         * single queries do. */
-        return again(DB_RESEND_GROUP, b->failed);
+         * single queries do (or go alone after a failed commit). */
+        return undone(b, sqlstate);
     if (!b->result)
         return outcome(-EIO);
     /* It failed itself: the one at fault is among its members, each goes

@@ -109,6 +109,46 @@ Test(retry, a_failed_query_keeps_its_error_unless_asked_to_retry)
     expect_error(db_verdict_query(&p, "40P01", false), -EREMOTEIO, "deadlock, no sends left");
 }
 
+Test(retry, a_failed_commit_sends_the_groups_writes_again_each_alone)
+{
+    /* Rolled back by its group's failed commit (@sqlstate the commit's). */
+    db_pending w = sent(1);
+    w.writes = w.rolled_back = w.commit_failed = true;
+    w.result = RES;
+    expect_resend(db_verdict_query(&w, "23514", false), DB_RESEND_COMMIT, true,
+                  "a write of several: which one is at fault is not known");
+    expect_resend(db_verdict_query(&w, "40001", false), DB_RESEND_DEADLOCK, false,
+                  "a serialization failure at commit keeps its retry policy");
+    db_pending r = sent(1);
+    r.rolled_back = r.commit_failed = true;
+    r.result = RES;
+    expect_resend(db_verdict_query(&r, "23514", false), DB_RESEND_COMMIT, false,
+                  "a read after them: with the others");
+    w.waiter = NULL;
+    expect_error(db_verdict_query(&w, "23514", false), -EIO, "rolled back, no waiter");
+    /* The group's only write: the commit's error is its own. */
+    db_pending f = sent(1);
+    f.writes = f.failed = f.commit_failed = true;
+    f.result = RES;
+    expect_error(db_verdict_query(&f, "23514", false), -EREMOTEIO, "a deferred constraint");
+    expect_resend(db_verdict_query(&f, "40001", false), DB_RESEND_DEADLOCK, false,
+                  "a serialization failure at its commit");
+    f.attempts = DB_MAX_ATTEMPTS;
+    expect_error(db_verdict_query(&f, "40001", false), -EREMOTEIO, "no sends left");
+    /* A batch among several writes of a group whose commit failed: each
+     * member alone; as the group's only write, the error is its own. */
+    db_pending b = sent(1);
+    b.waiter = NULL; /* the driver's */
+    b.writes = b.rolled_back = b.commit_failed = true;
+    b.result = RES;
+    expect_resend(db_verdict_batch(&b, "23505", false, true), DB_RESEND_COMMIT, true,
+                  "a batch rolled back by a failed commit");
+    b.rolled_back = false;
+    b.failed = true;
+    expect_resend(db_verdict_batch(&b, "23505", false, false), DB_RESEND_BATCH, true,
+                  "a batch that failed its own commit");
+}
+
 /* A batch sent once, standing for its members (not read by the verdict). */
 static db_pending batch(bool writes)
 {

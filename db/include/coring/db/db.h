@@ -24,7 +24,12 @@
  * queries and skips the later ones (PGRES_PIPELINE_ABORTED): those are
  * sent again (in the next group, then alone in a group of their own: up to
  * 3 sends in all), so no request's write is rolled back or failed by
- * another's error; the failing query gets its own error.
+ * another's error; the failing query gets its own error. A group whose
+ * implicit transaction fails at its commit (a deferred constraint, 40001
+ * under SERIALIZABLE: an error after its last result, before its Sync's)
+ * has every query that waited for the commit rolled back: its only write
+ * gets the error as its own; with several writes, each is sent again
+ * alone, where the one at fault gets it.
  *
  * Coalescing: a statement registered with a batch form (db_statement's
  * batch_sql) has the queries of it that wait in one connection's queue
