@@ -68,8 +68,9 @@ static const db_statement get_primary_def = {
     .types = {DB_INT8},
 };
 /* Concurrent inserts are coalesced (db.h, "Coalescing"): the batch form
- * inserts the rows of its two arrays and returns each with its email, the
- * key (unique in the table, stored as given). In a batch of 8 the backend
+ * inserts the rows of its two arrays in their order and returns each as
+ * stored, one per request, which gets the row at its place; the email is
+ * the key that keeps a duplicate out of a batch. In a batch of 8 the backend
  * spends about half the CPU per row (perf/db_cost.sh --case post-user,
  * --db-coalesce on against off: docs/database.md). Lookups by id gain
  * nothing from it (WHERE id = ANY($1) at 10 clients: the same backend CPU
@@ -81,7 +82,7 @@ static const db_statement insert_def = {
     .batch_sql = "INSERT INTO users (name, email) SELECT * FROM unnest($1, $2) RETURNING "
                  USER_COLUMNS,
     .batch_key_param = 1,  /* email */
-    .batch_key_column = 2, /* email, as stored */
+    .batch_key_column = 2, /* email */
 };
 
 /* A POST with an Idempotency-Key: the insert and the key's row in one

@@ -137,26 +137,31 @@ static void resend(db_conn *c, db_pending *p, db_resend_reason reason)
     db_queue_push(&c->q, p);
 }
 
-/* A batch's results are complete: each member gets its rows, is sent
- * again or fails, by the batch's verdict (retry.h); then the batch goes.
- * A result that does not fit the registration refuses the batch form for
+/* A batch's results are complete: each member gets its rows (a writing
+ * batch's by position, a reading one's by key: batch.h), is sent again
+ * or fails, by the batch's verdict (retry.h); then the batch goes. A
+ * result that does not fit the registration refuses the batch form for
  * the process (logged once). */
 static void complete_batch(db_conn *c, db_pending *b, const char *commit)
 {
     const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
     bool fits = r && db_batch_fits(r, stmt->def.batch_key_column,
-                                   stmt->oids[stmt->def.batch_key_param]);
+                                   stmt->oids[stmt->def.batch_key_param],
+                                   b->writes ? (int)b->nmembers : -1);
     if (db_batch_clean(b) && !fits && db_stmt_refuse_batch(stmt))
         /* The registration is wrong (checked when the connection opened,
-         * but the schema may have changed since): no more batches. */
-        cr_log_error("%s: the batch form of statement %s (%.60s%s) returned no row set, or "
-                     "no key column %d of its key parameter's type: %s, and its queries "
-                     "are sent one by one from now on",
+         * but the schema may have changed since, or a trigger skips
+         * rows): no more batches. */
+        cr_log_error("%s: the batch form of statement %s (%.60s%s) returned no row set, no "
+                     "key column %d of its key parameter's type%s: %s, and its queries are "
+                     "sent one by one from now on",
                      c->set->what, stmt->name, DB_SQL_HEAD(stmt), stmt->def.batch_key_column,
+                     b->writes ? ", or not one row per member (it writes)" : "",
                      b->writes ? "this batch's queries fail" : "this batch's are sent again");
     db_verdict v = db_verdict_batch(b, sqlstate(b, commit), connection_bad(c), fits);
-    for (db_pending *m = b->members, *next; m; m = next) {
+    int position = 0;
+    for (db_pending *m = b->members, *next; m; m = next, position++) {
         next = m->next;
         m->next = NULL;
         db_verdict mv = db_verdict_member(m, v);
@@ -168,8 +173,9 @@ static void complete_batch(db_conn *c, db_pending *b, const char *commit)
         m->error = mv.error;
         int k = stmt->def.batch_key_param;
         if (!mv.error && m->waiter &&
-            !(m->result = db_batch_rows(r, stmt->def.batch_key_column, m->values[k],
-                                        m->lengths[k])))
+            !(m->result = b->writes ? db_batch_row(r, position)
+                                    : db_batch_rows(r, stmt->def.batch_key_column,
+                                                    m->values[k], m->lengths[k])))
             m->error = -ENOMEM;
         db_pending_done(c->free_list, m);
     }

@@ -64,6 +64,16 @@ class UsersFaultsTest(cs.CoringTestCase):
     def metric(self, server, series):
         return server.metric(series) or 0.0
 
+    def wait_for_log(self, server, text, timeout=5):
+        """Wait for a line of @server's log holding @text (logs are written
+        off the hot path, a moment after the answers)."""
+        deadline = time.monotonic() + timeout
+        while text not in server.stderr_text(200):
+            if time.monotonic() > deadline:
+                self.fail("no %r in the log within %d s:\n%s"
+                          % (text, timeout, server.stderr_text()))
+            time.sleep(0.05)
+
     # -- errors at commit ---------------------------------------------------
     def test_a_deferred_constraint_fails_only_its_own_write_at_commit(self):
         """A constraint trigger, deferred to the commit, rejects one name:
@@ -113,6 +123,77 @@ class UsersFaultsTest(cs.CoringTestCase):
                     for k in ("commit", "batch", "group"))))
                 server.stop(expect_status=0)
 
+
+    # -- coalesced writes ---------------------------------------------------
+    def coalesced_round(self, server, bodies, tries=10):
+        """POST @bodies (a function of the try's number giving the list)
+        all at once until at least one batch went out (db_batches_total),
+        at most @tries times; returns (bodies, responses) of that round."""
+        for attempt in range(tries):
+            batches0 = self.metric(server, "db_batches_total")
+            sent = bodies(attempt)
+            got = self.send_all(server, [("POST", "/users", b) for b in sent])
+            if self.metric(server, "db_batches_total") > batches0:
+                return sent, got
+        self.fail("no insert was coalesced in %d tries: the test proved nothing" % tries)
+
+    def test_coalesced_inserts_get_their_rows_when_a_trigger_changes_the_key(self):
+        """A trigger stores the emails in lower case: the batch returns
+        each row with its email as stored, not as asked, and each request
+        still gets the row inserted for it (matched by its place in the
+        batch, not by the key's bytes) and answers 201 with it."""
+        self.sql("CREATE FUNCTION lower_email() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                 "BEGIN NEW.email := lower(NEW.email); RETURN NEW; END $$")
+        self.addCleanup(self.sql, "DROP FUNCTION lower_email() CASCADE")
+        self.sql("CREATE TRIGGER lower_email BEFORE INSERT ON users FOR EACH ROW "
+                 "EXECUTE FUNCTION lower_email()")
+        server = self.start_server()
+        tag = self.tag("Lower")
+        bodies, got = self.coalesced_round(server, lambda n: [
+            {"name": "Lower %d" % i, "email": "%s-%d-%d@Example.COM" % (tag, n, i)}
+            for i in range(24)])
+        for body, r in zip(bodies, got):
+            self.assertEqual(r.status, 201, "%r: %r; stderr:\n%s" % (body, r, server.stderr_text()))
+            self.assertEqual((r.json()["name"], r.json()["email"]),
+                             (body["name"], body["email"].lower()))
+        rows = self.sql("SELECT id, name FROM users WHERE email LIKE '%s-%%'" % tag.lower())
+        self.assertEqual({int(i): n for i, n in rows if n.startswith("Lower")},
+                         {r.json()["id"]: r.json()["name"] for r in got})
+        server.stop(expect_status=0)
+
+    def test_a_writing_batch_without_one_row_per_member_is_refused(self):
+        """A trigger skips one name's row: a batch holding it returns one
+        row fewer than it has members, which cannot be matched. Its
+        requests answer 500 (it committed: sending them again would write
+        twice), the batch form is refused for the process (logged), and
+        the next inserts go out one by one and answer 201."""
+        self.sql("CREATE FUNCTION skip_named() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                 "BEGIN IF NEW.name = 'Skipped' THEN RETURN NULL; END IF; RETURN NEW; END $$")
+        self.addCleanup(self.sql, "DROP FUNCTION skip_named() CASCADE")
+        self.sql("CREATE TRIGGER skip_named BEFORE INSERT ON users FOR EACH ROW "
+                 "EXECUTE FUNCTION skip_named()")
+        server = self.start_server()
+        tag = self.tag("skip")
+        bodies, got = self.coalesced_round(server, lambda n: [
+            {"name": "Skipped" if i == 3 else "Kept", "email": "%s-%d-%d@x" % (tag, n, i)}
+            for i in range(16)])
+        statuses = [r.status for r in got]
+        print("a batch that skipped a row: %r" % statuses)
+        self.assertIn(500, statuses, "no batch was refused; stderr:\n%s" % server.stderr_text())
+        self.assertLessEqual(set(statuses), {201, 500, 503}, got)
+        self.wait_for_log(server, "not one row per member")
+        stored = {e for e, in self.sql("SELECT email FROM users WHERE email LIKE '%s-%%'" % tag)}
+        for body, r in zip(bodies, got):
+            if r.status == 201:
+                self.assertIn(body["email"], stored)
+            if r.status == 500:
+                self.assertEqual(r.json(), {"error": "database error"})
+        batches = self.metric(server, "db_batches_total")
+        again = self.send_all(server, [("POST", "/users", {"name": "After", "email": "%s-after-%d@x"
+                                                           % (tag, i)}) for i in range(16)])
+        self.assertEqual([r.status for r in again], [201] * 16, again)
+        self.assertEqual(self.metric(server, "db_batches_total"), batches, "coalesced again")
+        server.stop(expect_status=0)
 
 if __name__ == "__main__":
     cs.main()

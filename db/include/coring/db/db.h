@@ -39,7 +39,10 @@
  * so that the duplicate runs in a transaction of its own) go out as one
  * query of the batch form: their parameters
  * as arrays, in queue order, and each waiter gets, as a result of its
- * own, the rows whose key column equals its key parameter. PostgreSQL
+ * own, the rows whose key column equals its key parameter (a reading
+ * statement), or the row at its own place in the arrays (a writing one:
+ * what a write returns is the row as stored, which a trigger or a
+ * normalisation may have changed, its key included). PostgreSQL
  * then plans, starts and checks one statement where it would run many (an
  * insert's constraints and index expressions: the users app's INSERT
  * costs its backend about half the CPU per row in batches of ~8). One
@@ -55,7 +58,8 @@
  * of the key parameter's type is refused for the process, logged once,
  * and the statement's queries are sent one by one. A batch result that
  * still does not fit at run time (no row set, or no key column of the key
- * parameter's type: the schema changed) refuses the form likewise; a
+ * parameter's type: the schema changed; for a writing batch, not exactly
+ * one row per query: a trigger skipped one) refuses the form likewise; a
  * writing batch's queries then fail with -EPROTO (it committed), a
  * reading one's are sent again one by one. db_config.coalesce off
  * (--db-coalesce off) sends every query as it was asked.
@@ -154,11 +158,18 @@ typedef struct db_statement {
      * (its "batch form"), with each $i the one-dimensional array of the
      * sets' $i (int8 -> int8[], text -> text[] ...), for example
      * "INSERT INTO t (a, b) SELECT * FROM unnest($1, $2) RETURNING ..." or
-     * "SELECT ... WHERE id = ANY($1)". Each row it returns must carry, in
-     * result column batch_key_column, of the key parameter's type, the
-     * same value (byte for byte, in binary format) as parameter
-     * batch_key_param of the set it answers; a set gets the rows whose key
-     * equals its own (none, one or more). It must return the statement's
+     * "SELECT ... WHERE id = ANY($1)". A reading form: each row it
+     * returns must carry, in result column batch_key_column, of the key
+     * parameter's type, the same value (byte for byte, in binary format)
+     * as parameter batch_key_param of the set it answers; a set gets the
+     * rows whose key equals its own (none, one or more). A writing form
+     * (writes): exactly one row per set, in the sets' order, as INSERT ...
+     * SELECT ... FROM unnest(...) RETURNING gives them (unnest yields the
+     * arrays' elements in order, and INSERT returns each row as it inserts
+     * it); a set gets the row at its place, whatever its key became (a
+     * trigger may change it); it still returns a key column of the key
+     * parameter's type, and the key still keeps duplicates out of a
+     * batch. Either must return the statement's
      * own columns, by name and type, in order (alias them with AS where
      * the default names differ): checked as each connection opens. See
      * "Coalescing" in the header comment. NULL: none. */
