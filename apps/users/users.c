@@ -15,7 +15,9 @@
  * A user is {"id": <int>, "name": "...", "email": "...", "created_at":
  * "<RFC 3339 UTC>"}. The schema is db/migrations/0001_users.sql, applied
  * at start-up. While the database is unreachable every route answers 503
- * {"error":"database unavailable"} at once.
+ * {"error":"database unavailable"} at once; a POST whose insert reached
+ * the server but whose commit was not confirmed answers 504 (its outcome
+ * is unknown: app_db_respond_error).
  *
  * With DATABASE_READ_URL the two GETs read from the replica (db.h,
  * replica_ok) while it is up, POST writes to the primary; a GET /users/{id}

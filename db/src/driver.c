@@ -49,7 +49,15 @@ static void conn_up(db_conn *c)
     db_ready_publish_set(c->set);
 }
 
-/* Drop the connection: every query on it fails with @err. */
+/* The error of @p, whose connection broke before its outcome came:
+ * -EINPROGRESS when it may have committed (retry.h), else -ECONNRESET. */
+static int lost(const db_conn *c, const db_pending *p)
+{
+    return db_outcome_unknown(p, db_queue_sync_flushed(&c->q, p)) ? -EINPROGRESS : -ECONNRESET;
+}
+
+/* Drop the connection: every query on it fails with @err (-ECONNRESET or
+ * -EINPROGRESS each, by what it may have done, unless -ECANCELED). */
 static void conn_down(db_conn *c, int err)
 {
     if (c->up) {
@@ -87,7 +95,7 @@ static void conn_down(db_conn *c, int err)
         if (p->result)
             PQclear(p->result);
         p->result = NULL;
-        p->error = err == -ECANCELED ? -ECANCELED : -ECONNRESET;
+        p->error = err == -ECANCELED ? -ECANCELED : lost(c, p);
         db_pending_done(c->free_list, p);
         p = next;
     }
@@ -160,6 +168,8 @@ static void complete_batch(db_conn *c, db_pending *b, const char *commit)
                      b->writes ? ", or not one row per member (it writes)" : "",
                      b->writes ? "this batch's queries fail" : "this batch's are sent again");
     db_verdict v = db_verdict_batch(b, sqlstate(b, commit), connection_bad(c), fits);
+    if (v.error == -ECONNRESET)
+        v.error = lost(c, b);
     int position = 0;
     for (db_pending *m = b->members, *next; m; m = next, position++) {
         next = m->next;
@@ -199,6 +209,8 @@ static void complete(db_conn *c, db_pending *p, const char *commit)
         p->alone = v.alone;
         return;
     }
+    if (v.error == -ECONNRESET)
+        v.error = lost(c, p);
     if (v.error == -EIO && p->result) {
         /* Undone, or skipped: its result must not stand. */
         PQclear(p->result);
@@ -321,6 +333,8 @@ static int conn_serve(db_conn *c)
         int f = PQflush(c->pg);
         if (f < 0)
             return -EIO;
+        if (f == 0)
+            db_queue_mark_flushed(&c->q); /* the Syncs sent reached the server */
         bool busy = db_queue_busy(&c->q);
         if (busy && c->q.queued && c->q.syncs < DB_MAX_SYNCS)
             continue; /* batch limit reached: keep sending */

@@ -11,8 +11,8 @@
 
 struct db_metrics db_metrics;
 
-static const char *const error_kinds[] = {"timeout", "connection", "query", "other"};
-static const cr_metric_label error_labels[] = {{"kind", error_kinds, 4}};
+static const char *const error_kinds[] = {"timeout", "connection", "query", "other", "unknown"};
+static const cr_metric_label error_labels[] = {{"kind", error_kinds, 5}};
 /* Query durations, ns: 100 us to 10 s. */
 static const uint64_t query_bounds[] = {100000,   250000,   500000,    1000000,   2500000,
                                         5000000,  10000000, 25000000,  50000000,  100000000,
@@ -85,6 +85,7 @@ unsigned db_metrics_error_kind(int err)
     case -ETIMEDOUT: return 0;
     case -ECONNRESET: case -ENOTCONN: return 1;
     case -EREMOTEIO: return 2;
+    case -EINPROGRESS: return 4;
     default: return 3;
     }
 }

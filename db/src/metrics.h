@@ -29,7 +29,8 @@ enum { DB_READ_REPLICA, DB_READ_PRIMARY };
 
 /* The series of db_query_errors_total for db_run's error @err (0 or
  * -errno): timeout, connection (-ECONNRESET, -ENOTCONN), query
- * (-EREMOTEIO: the server refused it), other. */
+ * (-EREMOTEIO: the server refused it), other, unknown (-EINPROGRESS: a
+ * write that may have committed). */
 unsigned db_metrics_error_kind(int err);
 
 #endif

@@ -23,6 +23,7 @@
 #include "pending.h"
 #include "ready.h"
 #include "resolve.h"
+#include "retry.h"
 #include "route.h"
 #include "statement.h"
 
@@ -266,12 +267,17 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     if (p->state != DB_PENDING_DONE) {
         /* Timed out or cancelled: unhook from the connection. A query
          * still queued is dropped; one in flight is left to the driver,
-         * which frees it when its result arrives. */
-        if (p->state == DB_PENDING_QUEUED && db_queue_unqueue(&c->q, p))
+         * which frees it when its result arrives. A write whose Sync went
+         * out may have committed: its outcome is unknown. */
+        int err = res == -ECANCELED ? -ECANCELED : -ETIMEDOUT;
+        if (p->state == DB_PENDING_QUEUED && db_queue_unqueue(&c->q, p)) {
             db_pending_free(&pool->free_list, p);
-        else
-            p->waiter = NULL;
-        return res == -ECANCELED ? -ECANCELED : -ETIMEDOUT;
+            return err;
+        }
+        p->waiter = NULL;
+        if (err == -ETIMEDOUT && db_outcome_unknown(p, db_queue_sync_flushed(&c->q, p)))
+            err = -EINPROGRESS;
+        return err;
     }
     int err = p->error;
     out->pg = p->result;

@@ -56,6 +56,9 @@ db_pending *db_queue_send_next(db_queue *q)
     q->queued--;
     p->state = DB_PENDING_SENT;
     p->attempts++;
+    p->seq = ++q->sent_seq;
+    for (db_pending *m = p->members; m; m = m->next)
+        m->seq = p->seq;
     link_tail(&q->sent_head, &q->sent_tail, p);
     q->sent++;
     return p;
@@ -113,6 +116,17 @@ void db_queue_mark_sync(db_queue *q)
     if (q->sent_tail)
         q->sent_tail->sync_after = true;
     q->syncs++;
+    q->synced_seq = q->sent_seq;
+}
+
+void db_queue_mark_flushed(db_queue *q)
+{
+    q->flushed_seq = q->synced_seq;
+}
+
+bool db_queue_sync_flushed(const db_queue *q, const db_pending *p)
+{
+    return p->seq && p->seq <= q->flushed_seq;
 }
 
 bool db_queue_next_alone(const db_queue *q)
@@ -318,6 +332,10 @@ db_pending *db_queue_take_all(db_queue *q)
     append_list(&head, &tail, q->closing_head);
     append_list(&head, &tail, q->sent_head);
     append_list(&head, &tail, q->queued_head);
-    *q = (db_queue){.commit_error = q->commit_error};
+    /* The numbering goes on: what was flushed of the queries taken can
+     * still be asked (db_queue_sync_flushed), and a query sent later
+     * never passes for one of theirs. */
+    *q = (db_queue){.commit_error = q->commit_error, .sent_seq = q->sent_seq,
+                    .synced_seq = q->synced_seq, .flushed_seq = q->flushed_seq};
     return head;
 }

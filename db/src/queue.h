@@ -46,6 +46,13 @@
  *
  * Several Sync groups may be in flight at once: their results come back
  * in the order they were sent, one group after the other.
+ *
+ * Whether a write may have committed when its outcome never came (the
+ * connection broke, its waiter gave up): only once the Sync after it
+ * reached the server, which commits there. The queue numbers the queries
+ * as they are sent and remembers the last one a Sync followed
+ * (db_queue_mark_sync) and, once the driver flushed them, the last one a
+ * flushed Sync followed (db_queue_mark_flushed): db_queue_sync_flushed.
  */
 #ifndef CORING_DB_QUEUE_H
 #define CORING_DB_QUEUE_H
@@ -54,6 +61,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct pg_result;
 
@@ -81,6 +89,8 @@ typedef struct db_pending {
                                   * (a member of a batch that failed) */
     unsigned weight;             /* DB_ROUTING_FILL: work beyond one query's, in
                                   * DB_FILL_UNIT_BYTES of its statement's results */
+    uint64_t seq;                /* its number when last sent (db_queue_send_next;
+                                  * a batch's members take the batch's); 0: never */
     int state;                   /* enum db_pending_state */
     int error;                   /* outcome for the waiter: 0 or -errno */
     struct pg_result *result;    /* owned until handed to the waiter */
@@ -102,6 +112,9 @@ typedef struct db_queue {
                                               one per batch */
     unsigned weight;                       /* of the queued and sent queries */
     unsigned syncs;                        /* Syncs sent whose result is not read */
+    uint64_t sent_seq;                     /* the last query sent's seq */
+    uint64_t synced_seq;                   /* the last query a Sync followed */
+    uint64_t flushed_seq;                  /* ... a Sync written out to the server */
     /* The Sync group whose results are being read: */
     bool await_sync;                       /* its last query ended: its Sync comes next */
     bool group_wrote;                      /* a writing query of it has been read */
@@ -133,6 +146,15 @@ db_pending *db_queue_send_next(db_queue *q);
 
 /* A Sync was sent after the last sent query. */
 void db_queue_mark_sync(db_queue *q);
+
+/* Everything sent so far was written out to the server (PQflush returned
+ * 0): the Syncs among it reached the socket. */
+void db_queue_mark_flushed(db_queue *q);
+
+/* Whether a Sync after @p (sent, or a batch's member) was flushed: the
+ * server may have run and committed it, so a write whose outcome never
+ * came may have taken effect. */
+bool db_queue_sync_flushed(const db_queue *q, const db_pending *p);
 
 /* Whether the next query to send was sent twice before (aborted or rolled
  * back each time), or is marked `alone`: the driver gives it a Sync group
@@ -243,7 +265,8 @@ struct pg_result *db_queue_take_commit_error(db_queue *q);
 
 /* Take every query off @q (waiting, sent and closing) as a list linked by
  * `next`, in order, and reset @q; a commit error it holds is left in
- * q->commit_error for the caller to free. */
+ * q->commit_error for the caller to free, and its numbering goes on
+ * (db_queue_sync_flushed still answers for the queries taken). */
 db_pending *db_queue_take_all(db_queue *q);
 
 #endif

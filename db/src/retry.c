@@ -32,6 +32,11 @@ bool db_may_resend(const db_pending *p)
     return p->waiter && p->attempts < DB_MAX_ATTEMPTS;
 }
 
+bool db_outcome_unknown(const db_pending *p, bool sync_flushed)
+{
+    return p->writes && sync_flushed && !p->aborted && !p->rolled_back;
+}
+
 /* How @p is sent again, which did not take effect through no fault of
  * its own: skipped or rolled back for another query's error, or rolled
  * back by its group's failed commit (@sqlstate, the commit's). Whether it

@@ -64,6 +64,18 @@ bool db_connection_lost(const char *sqlstate, bool connection_bad);
 bool db_may_resend(const db_pending *p);
 
 /*
+ * db_outcome_unknown - whether @p, whose Sync group's result never came
+ * (its connection broke, or its waiter gave up), may have committed: it
+ * writes, a Sync after it reached the server (@sync_flushed:
+ * db_queue_sync_flushed), which commits there, and nothing read says it
+ * did not take effect (it was not skipped, nor rolled back). Its waiter
+ * then gets -EINPROGRESS (the apps answer 504: a retry with the same
+ * Idempotency-Key is safe), not -ECONNRESET or -ETIMEDOUT (503: it
+ * certainly did not take effect).
+ */
+bool db_outcome_unknown(const db_pending *p, bool sync_flushed);
+
+/*
  * db_verdict_query - the verdict on single query @p (not a batch), whose
  * results are complete: @sqlstate is its error result's SQLSTATE, or its
  * group's commit error's when p->commit_failed (read only then or when

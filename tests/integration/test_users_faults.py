@@ -15,11 +15,16 @@ import sys
 sys.dont_write_bytecode = True
 
 import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import coring_server as cs  # noqa: E402
 
 JSON_HDR = {"Content-Type": "application/json"}
+UNKNOWN = {"error": "outcome unknown: the database did not confirm the write, which may or may "
+                    "not have been done; a retry with the same Idempotency-Key is safe"}
 
 
 class UsersFaultsTest(cs.CoringTestCase):
@@ -60,6 +65,45 @@ class UsersFaultsTest(cs.CoringTestCase):
         finally:
             for c in conns:
                 c.close()
+
+    def backend(self):
+        """The PID of the test's server's one connection (its backend: no
+        psql, no other server runs meanwhile)."""
+        deadline = time.monotonic() + 10
+        while True:
+            pids = [int(p) for p, in self.sql(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid() AND application_name <> 'psql'")]
+            if len(pids) == 1:
+                return pids[0]
+            self.assertLess(time.monotonic(), deadline, "backends: %r" % pids)
+            time.sleep(0.05)
+
+    def session(self, script):
+        """psql running @script against the class's cluster, in the
+        background; killed (its transaction rolled back) at the test's end."""
+        p = subprocess.Popen([cs.PG_LOCAL, "psql", self.postgres.dir, "-c", script],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+
+        def end():
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=30)
+        self.addCleanup(end)
+        return p
+
+    def wait_sql(self, query, want, timeout=10):
+        """Poll @query until it returns @want (rows)."""
+        deadline = time.monotonic() + timeout
+        while self.sql(query) != want:
+            self.assertLess(time.monotonic(), deadline, "%s: never %r" % (query, want))
+            time.sleep(0.02)
+
+    def create(self, server, email):
+        r = self.send_all(server, [("POST", "/users", {"name": "Known", "email": email})])[0]
+        self.assertEqual(r.status, 201, r)
+        return r.json()
 
     def metric(self, server, series):
         return server.metric(series) or 0.0
@@ -193,6 +237,68 @@ class UsersFaultsTest(cs.CoringTestCase):
                                                            % (tag, i)}) for i in range(16)])
         self.assertEqual([r.status for r in again], [201] * 16, again)
         self.assertEqual(self.metric(server, "db_batches_total"), batches, "coalesced again")
+        server.stop(expect_status=0)
+
+    # -- unknown outcomes -----------------------------------------------------
+    def test_a_write_sent_to_a_stalled_server_answers_504_and_a_read_503(self):
+        """The connection's backend stopped (SIGSTOP): a POST's insert and
+        its Sync reach the server, which may run and commit them (and does,
+        once it runs again), but no outcome comes within --db-timeout: 504,
+        "outcome unknown", never 503, which says nothing was done. A read
+        in the same plight answers 503."""
+        server = self.start_server(timeout=2)
+        known = self.create(server, self.tag("known") + "@x")
+        email = self.tag("stalled") + "@x"
+        pid = self.backend()
+        unknown0 = self.metric(server, 'db_query_errors_total{kind="unknown"}')
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            post, get = self.send_all(server, [
+                ("POST", "/users", {"name": "Stalled", "email": email}),
+                ("GET", "/users/%d" % known["id"], None)])
+            took = time.monotonic() - t0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        print("stalled backend: POST %d, GET %d, in %.2f s" % (post.status, get.status, took))
+        self.assertEqual((post.status, post.json()), (504, UNKNOWN), post)
+        self.assertIsNone(post.header("Retry-After"))
+        self.assertEqual((get.status, get.json()), (503, {"error": "database unavailable"}), get)
+        self.assertLess(took, 2 + 1.5, "the answers came long after --db-timeout")
+        self.assertGreater(self.metric(server, 'db_query_errors_total{kind="unknown"}'), unknown0)
+        # Once the backend runs again, the insert answered 504 may well be
+        # there: that is why 504 and not 503. Never twice.
+        deadline = time.monotonic() + 10
+        while self.send_all(server, [("GET", "/users/%d" % known["id"], None)])[0].status != 200:
+            self.assertLess(time.monotonic(), deadline, server.stderr_text())
+            time.sleep(0.1)
+        rows = self.sql("SELECT count(*) FROM users WHERE email = '%s'" % email)
+        print("the insert answered 504 is there %s time(s)" % rows[0][0])
+        self.assertIn(rows, ([["0"]], [["1"]]))
+        server.stop(expect_status=0)
+
+    def test_a_write_whose_backend_is_terminated_after_its_sync_answers_504(self):
+        """A session holds an uncommitted insert of an email; a POST of the
+        same email waits on it, its insert and Sync sent; the connection's
+        backend is then terminated (pg_terminate_backend): the POST never
+        learns its outcome and answers 504. The session rolls back."""
+        server = self.start_server(timeout=10)
+        self.create(server, self.tag("warm") + "@x")
+        email = self.tag("terminated") + "@x"
+        self.session("BEGIN; INSERT INTO users (name, email) VALUES ('Session', '%s'); "
+                     "SELECT pg_sleep(30); ROLLBACK;" % email)
+        self.wait_sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+                      [["1"]])
+        pid = self.backend()
+        with server.connect(timeout=20) as c:
+            c.send(cs.build_request("POST", "/users", JSON_HDR, {"name": "Waits", "email": email}))
+            self.wait_sql("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %d" % pid,
+                          [["Lock"]])
+            self.assertEqual(self.sql("SELECT pg_terminate_backend(%d)" % pid), [["t"]])
+            t0 = time.monotonic()
+            resp = c.read_response("POST")
+        print("terminated backend: POST %d in %.2f s" % (resp.status, time.monotonic() - t0))
+        self.assertEqual((resp.status, resp.json()), (504, UNKNOWN), resp)
         server.stop(expect_status=0)
 
 if __name__ == "__main__":

@@ -360,6 +360,54 @@ Test(queue, the_groups_after_a_failed_commit_go_on)
     cr_expect_null(db_queue_take_commit_error(&q), "its commit did not fail");
 }
 
+Test(queue, a_sync_counts_as_reaching_the_server_once_flushed)
+{
+    p[0].writes = true;
+    db_queue_push(&q, &p[0]);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[0]), "never sent");
+    send_batch(1);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[0]), "its Sync still in libpq's buffer");
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[0]), "written out");
+    db_queue_push(&q, &p[1]);
+    send_batch(1);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[1]), "a later group, not flushed yet");
+    cr_expect(db_queue_sync_flushed(&q, &p[0]));
+    /* A query sent with no Sync after it yet does not count, flushed or not. */
+    db_queue_push(&q, &p[2]);
+    cr_expect_eq(db_queue_send_next(&q), &p[2]);
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[1]));
+    cr_expect_not(db_queue_sync_flushed(&q, &p[2]), "no Sync after it");
+    db_queue_mark_sync(&q);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[2]), "its Sync not written out");
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[2]));
+    /* Taken off a connection that broke: still answered for; a query sent
+     * on the next connection is not taken for one of them. */
+    db_queue_push(&q, &p[3]);
+    send_batch(1);
+    cr_expect_not_null(db_queue_take_all(&q));
+    cr_expect(db_queue_sync_flushed(&q, &p[2]));
+    cr_expect_not(db_queue_sync_flushed(&q, &p[3]));
+    db_queue_push(&q, &p[4]);
+    send_batch(1);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[4]));
+}
+
+Test(queue, a_batchs_members_reach_the_server_with_it)
+{
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    db_pending *members[] = {&p[0], &p[1]};
+    db_queue_coalesce(&q, &p[7], members, 2);
+    send_batch(2); /* the batch, then p[2]: one group */
+    cr_expect_not(db_queue_sync_flushed(&q, &p[0]));
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[0]) && db_queue_sync_flushed(&q, &p[1]));
+    cr_expect(db_queue_sync_flushed(&q, &p[7]) && db_queue_sync_flushed(&q, &p[2]));
+}
+
 Test(queue, unexpected_results_are_refused)
 {
     db_pending *done;

@@ -149,6 +149,21 @@ Test(retry, a_failed_commit_sends_the_groups_writes_again_each_alone)
                   "a batch that failed its own commit");
 }
 
+Test(retry, a_write_whose_sync_reached_the_server_has_an_unknown_outcome)
+{
+    db_pending w = sent(1);
+    w.writes = true;
+    cr_expect(db_outcome_unknown(&w, true), "sent, its Sync flushed, no outcome: may have committed");
+    cr_expect_not(db_outcome_unknown(&w, false), "its Sync never reached the server: it cannot have");
+    w.aborted = true;
+    cr_expect_not(db_outcome_unknown(&w, true), "skipped: it did not run");
+    w.aborted = false;
+    w.rolled_back = true;
+    cr_expect_not(db_outcome_unknown(&w, true), "rolled back with its group");
+    db_pending r = sent(1);
+    cr_expect_not(db_outcome_unknown(&r, true), "a read changes nothing");
+}
+
 /* A batch sent once, standing for its members (not read by the verdict). */
 static db_pending batch(bool writes)
 {

@@ -64,8 +64,9 @@
  * reading one's are sent again one by one. db_config.coalesce off
  * (--db-coalesce off) sends every query as it was asked.
  *
- * Failures: a connection that breaks fails its queries with -ECONNRESET and
- * is re-opened with exponential backoff (backoff_min_ns doubling up to
+ * Failures: a connection that breaks fails its queries with -ECONNRESET
+ * (-EINPROGRESS for a write that may have committed: see db_run) and is
+ * re-opened with exponential backoff (backoff_min_ns doubling up to
  * backoff_max_ns). While no connection of the thread is up, db_run fails
  * at once with -ENOTCONN instead of queueing. A query not answered within
  * query_timeout_ns fails with -ETIMEDOUT; when the server stays silent that
@@ -369,10 +370,19 @@ int db_register(const db_statement *def, const db_stmt **out);
  *                db_result_message say which
  *   -ENOTCONN    no connection of this thread is up (answered at once); for a
  *                replica_ok statement: neither a replica nor a primary one
- *   -ECONNRESET  the connection broke while the query was in flight (the
- *                query may or may not have run)
+ *   -ECONNRESET  the connection broke while the query was in flight, and
+ *                it did not take effect: a read (which may have run), or a
+ *                write whose Sync had not reached the server
  *   -ETIMEDOUT   no answer within query_timeout_ns (a replica_ok query:
- *                neither the replica nor then the primary within half each)
+ *                neither the replica nor then the primary within half
+ *                each), and it did not take effect: a read, or a write
+ *                still queued or whose Sync had not gone out
+ *   -EINPROGRESS the outcome of a write is unknown: its Sync was flushed
+ *                to the server, which commits there, but no outcome came
+ *                (the connection broke, or query_timeout_ns passed): it
+ *                may have committed, or may still. Answer 504, not 503
+ *                (app_db_respond_error in apps/: a retry with the same
+ *                Idempotency-Key is safe)
  *   -ECANCELED   shutdown cancelled the wait
  *   -EINVAL      no @stmt, @count differs from its parameters, or a
  *                parameter's C type does not match its declared type
