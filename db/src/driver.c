@@ -18,6 +18,7 @@
 #include "driver.h"
 
 #include "batch.h"
+#include "cancel.h"
 #include "coalesce.h"
 #include "connect.h"
 #include "coring/core/clock.h"
@@ -65,7 +66,8 @@ static void conn_down(db_conn *c, int err)
         c->set->up--;
         db_ready_publish_set(c->set);
     }
-    c->idle = c->parked = false;
+    c->idle = c->parked = c->awaiting = false;
+    db_cancel_forget(c);
     if (c->pg) {
         if (err != -ECANCELED) {
             db_conn_note_error(c, c->pg, err); /* why it is down, for db_ready() */
@@ -152,6 +154,8 @@ static void resend(db_conn *c, db_pending *p, db_resend_reason reason)
  * the process (logged once). */
 static void complete_batch(db_conn *c, db_pending *b, const char *commit)
 {
+    if (b->abandoned)
+        c->abandoned--;
     const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
     bool fits = r && db_batch_fits(r, stmt->def.batch_key_column,
@@ -202,6 +206,9 @@ static void complete(db_conn *c, db_pending *p, const char *commit)
         complete_batch(c, p, commit);
         return;
     }
+    if (p->abandoned)
+        c->abandoned--;
+    p->cancel_hit = db_cancel_may_have_hit(c, p);
     db_verdict v = db_verdict_query(p, p->failed || p->commit_failed ? sqlstate(p, commit) : NULL,
                                     connection_bad(c));
     if (v.resend) {
@@ -322,6 +329,16 @@ static int send_queued(db_conn *c)
 
 /* --- the serve loop -------------------------------------------------------- */
 
+/* How long a connection whose results are awaited may stay silent before
+ * it is dropped: the query timeout, by when the server's own timeouts
+ * (statement_timeout, lock_timeout: connect.h) have ended a slow
+ * statement and its waiter has given up, which sends a cancel request
+ * (cancel.h); then half as long again for that request to take effect. */
+static uint64_t stall_ns(const db_config *cfg)
+{
+    return cfg->query_timeout_ns + cfg->query_timeout_ns / 2;
+}
+
 /* Serve queries on an open connection until it breaks (-errno) or the
  * driver is cancelled (-ECANCELED). */
 static int conn_serve(db_conn *c)
@@ -347,32 +364,39 @@ static int conn_serve(db_conn *c)
                 return err;
             continue;
         }
-        /* No result for the query timeout while some are awaited, however
-         * often new queries woke the driver: the connection is stalled. */
+        /* A query whose waiter gave up may still run on the server:
+         * cancel it there (cancel.h). */
+        if (c->abandoned)
+            db_cancel_check(c);
+        /* No result for the stall time while some are awaited, however
+         * often new queries woke the driver: the server did not end a slow
+         * statement itself (statement_timeout, lock_timeout), nor when
+         * asked (a cancel request): the connection is stalled. */
         uint64_t now = cr_clock_now_ns(), wait = 0;
         bool late = false;
         if (busy && cfg->query_timeout_ns) { /* 0: no timeout, wait for the socket */
-            uint64_t deadline = c->progress_at + cfg->query_timeout_ns;
+            uint64_t deadline = c->progress_at + stall_ns(cfg);
             late = deadline <= now;
             /* Past it: one last look at the socket, not woken by queries. */
             wait = late ? CR_NS_PER_MS : deadline - now;
         }
         c->idle = !busy;
         c->parked = busy && !late && c->q.syncs < DB_MAX_SYNCS;
+        c->awaiting = busy;
         net_task_set_idle(c->idle);
         int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0), wait);
-        c->idle = c->parked = false;
+        c->idle = c->parked = c->awaiting = false;
         net_task_set_idle(false);
         if (ev == 0)
-            continue; /* woken: a query was queued */
+            continue; /* woken: a query was queued, or a waiter gave up */
         if (ev == -ECANCELED)
             return -ECANCELED;
         if (ev == -ETIMEDOUT) {
             if (!c->lost_logged)
-                cr_log_warn("%s connection %u: no answer within the query timeout "
-                            "(queued %u, sent %u, syncs %u, closing %u, libpq busy %d)",
-                            c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs,
-                            c->q.closing, PQisBusy(c->pg));
+                cr_log_warn("%s connection %u: no answer for %.1f s, a cancel request "
+                            "included (queued %u, sent %u, syncs %u, closing %u, libpq busy %d)",
+                            c->set->what, c->index, (double)stall_ns(cfg) / 1e9, c->q.queued,
+                            c->q.sent, c->q.syncs, c->q.closing, PQisBusy(c->pg));
             return -ETIMEDOUT;
         }
         if (ev < 0)

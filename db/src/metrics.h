@@ -22,6 +22,7 @@ extern struct db_metrics {
     cr_metric resent;      /* db_queries_resent_total{reason}: db_resend_reason (retry.h) */
     cr_metric batches;     /* db_batches_total */
     cr_metric coalesced;   /* db_coalesced_queries_total */
+    cr_metric cancels;     /* db_cancel_requests_total */
 } db_metrics;
 
 /* The series of db_reads_total. */

@@ -20,6 +20,8 @@ void db_queue_push(db_queue *q, db_pending *p)
 {
     p->state = DB_PENDING_QUEUED;
     p->sync_after = p->aborted = p->failed = p->rolled_back = p->commit_failed = false;
+    p->cancel_hit = false;
+    p->batch = NULL;
     link_tail(&q->queued_head, &q->queued_tail, p);
     q->queued++;
     q->weight += p->weight;
@@ -90,6 +92,7 @@ void db_queue_coalesce(db_queue *q, db_pending *batch, db_pending *const *member
         it->state = DB_PENDING_SENT;
         it->attempts = 1;
         it->next = NULL;
+        it->batch = batch;
         if (tail)
             tail->next = it;
         else
@@ -315,6 +318,18 @@ static void append_list(db_pending **head, db_pending **tail, db_pending *list)
         link_tail(head, tail, list);
         list = next;
     }
+}
+
+uint64_t db_queue_cancel_target(const db_queue *q)
+{
+    if (q->await_sync) {
+        for (const db_pending *it = q->closing_head; it; it = it->next)
+            if (it->abandoned)
+                return q->closing_tail->seq;
+        return 0;
+    }
+    const db_pending *p = q->sent_head;
+    return p && p->abandoned ? p->seq : 0;
 }
 
 struct pg_result *db_queue_take_commit_error(db_queue *q)

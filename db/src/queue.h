@@ -95,12 +95,17 @@ typedef struct db_pending {
     int error;                   /* outcome for the waiter: 0 or -errno */
     struct pg_result *result;    /* owned until handed to the waiter */
     void *waiter;                /* the waiting task; NULL once it gave up */
+    bool abandoned;              /* it, or one of a batch's members, was in flight
+                                  * when its waiter gave up (cancel.h) */
+    bool cancel_hit;             /* a cancel request of its connection may have
+                                  * interrupted it (retry.h) */
     /* A batch (db_queue_coalesce): the queries it stands for, linked by
      * `next` in queue order, each SENT until the batch completes; and the
      * memory of its parameters, the driver's (NULL otherwise). */
     struct db_pending *members;
     unsigned nmembers;
     void *owned;
+    struct db_pending *batch;    /* a member's batch, while it is one */
 } db_pending;
 
 typedef struct db_queue {
@@ -262,6 +267,17 @@ bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending *
  * caller to give to the one at fault or free; else NULL. Once per group.
  */
 struct pg_result *db_queue_take_commit_error(db_queue *q);
+
+/*
+ * db_queue_cancel_target - what a cancel request would interrupt now, when
+ * that is work no one waits for any more: the oldest query whose results
+ * are not all read (the statement the server runs, or runs next) if it is
+ * abandoned; or, once its Sync group's last query ended, the group's
+ * commit, if a query waiting for it is. Returns that query's seq (the
+ * group's last, for a commit) to name it, or 0 for nothing to cancel.
+ * Pure (cancel.h acts on it).
+ */
+uint64_t db_queue_cancel_target(const db_queue *q);
 
 /* Take every query off @q (waiting, sent and closing) as a list linked by
  * `next`, in order, and reset @q; a commit error it holds is left in

@@ -21,6 +21,11 @@ bool db_retry_state(const char *sqlstate)
     return sqlstate && (strcmp(sqlstate, "40P01") == 0 || strcmp(sqlstate, "40001") == 0);
 }
 
+bool db_timeout_state(const char *sqlstate)
+{
+    return sqlstate && (strcmp(sqlstate, "57014") == 0 || strcmp(sqlstate, "55P03") == 0);
+}
+
 bool db_connection_lost(const char *sqlstate, bool connection_bad)
 {
     return !sqlstate || !*sqlstate || strncmp(sqlstate, "08", 2) == 0 ||
@@ -65,6 +70,10 @@ db_verdict db_verdict_query(const db_pending *p, const char *sqlstate, bool conn
     if (db_retry_state(sqlstate) && db_may_resend(p))
         /* Its whole group was rolled back; the third send goes alone. */
         return again(DB_RESEND_DEADLOCK, false);
+    if (db_timeout_state(sqlstate))
+        /* Too slow: it alone fails, unless the cancel was another's. */
+        return p->cancel_hit && db_may_resend(p) ? again(DB_RESEND_CANCEL, false)
+                                                 : outcome(-ETIMEDOUT);
     return outcome(-EREMOTEIO);
 }
 

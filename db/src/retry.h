@@ -32,6 +32,7 @@ typedef enum db_resend_reason {
     DB_RESEND_DEADLOCK, /* its group was rolled back for 40P01 or 40001 */
     DB_RESEND_BATCH,    /* the batch it rode in failed, or did not fit */
     DB_RESEND_COMMIT,   /* its group failed to commit (a deferred constraint) */
+    DB_RESEND_CANCEL,   /* a cancel request meant for another query hit it */
 } db_resend_reason;
 
 /* What becomes of a query whose results are complete. */
@@ -42,9 +43,11 @@ typedef struct db_verdict {
     db_resend_reason reason;
     /* Not resent: 0, its result stands; or its waiter's error: -ECONNRESET
      * (the connection broke under it), -EREMOTEIO (the server refused it:
-     * its error result stands), -EPROTO (a writing batch's result did not
-     * fit), -EIO (it did not take effect and has no sends left, or no
-     * result came: any result it holds is dropped). */
+     * its error result stands), -ETIMEDOUT (the server cancelled it for
+     * its statement_timeout or lock_timeout: its error result stands),
+     * -EPROTO (a writing batch's result did not fit), -EIO (it did not
+     * take effect and has no sends left, or no result came: any result it
+     * holds is dropped). */
     int error;
 } db_verdict;
 
@@ -52,6 +55,12 @@ typedef struct db_verdict {
  * to run the transaction again: 40P01 (deadlock) or 40001 (serialization
  * failure). PostgreSQL docs, 13.5 and Appendix A. */
 bool db_retry_state(const char *sqlstate);
+
+/* Whether @sqlstate says the server cancelled the statement for taking
+ * too long: 57014 (query_canceled: statement_timeout, or a cancel
+ * request) or 55P03 (lock_not_available: lock_timeout). PostgreSQL docs,
+ * Appendix A and 20.11 "Client Connection Defaults". */
+bool db_timeout_state(const char *sqlstate);
 
 /* Whether an error result says the database went away rather than the
  * query was at fault: no SQLSTATE (an error libpq made up: the connection
@@ -85,8 +94,10 @@ bool db_outcome_unknown(const db_pending *p, bool sync_flushed);
  * commit: sent again, alone if it writes (DB_RESEND_COMMIT), or with the
  * rest for a retry state (DB_RESEND_DEADLOCK); else -EIO. Failed (its
  * own error, or its commit's as the group's only write): -ECONNRESET for
- * a connection error; sent again for a retry state (DB_RESEND_DEADLOCK),
- * else -EREMOTEIO. No result: -EIO. Otherwise 0.
+ * a connection error; sent again for a retry state (DB_RESEND_DEADLOCK);
+ * for a timeout state, sent again when a cancel request meant for another
+ * query may have hit it (p->cancel_hit: DB_RESEND_CANCEL), else
+ * -ETIMEDOUT; else -EREMOTEIO. No result: -EIO. Otherwise 0.
  */
 db_verdict db_verdict_query(const db_pending *p, const char *sqlstate, bool connection_bad);
 

@@ -118,6 +118,116 @@ class UsersFaultsTest(cs.CoringTestCase):
                           % (text, timeout, server.stderr_text()))
             time.sleep(0.05)
 
+    def idle_after(self, pid, timeout=10):
+        """Wait until backend @pid runs nothing (idle, waiting for its
+        client: no statement, no lock wait, no commit): whatever ran for
+        the request that failed ended with it."""
+        self.wait_sql("SELECT state, wait_event FROM pg_stat_activity WHERE pid = %d" % pid,
+                      [["idle", "ClientRead"]], timeout)
+
+    def many(self, server, count, known, tag, clients=8):
+        """@count requests (GETs of user @known and POSTs of new users, in
+        turn) from @clients clients at once, each waiting for its answer
+        before the next; returns [(method, status, seconds)]."""
+        results, lock = [], threading.Lock()
+
+        def client(k):
+            with server.connect(timeout=20) as c:
+                for i in range(k, count, clients):
+                    t = time.monotonic()
+                    if i % 2:
+                        r = c.request("POST", "/users", JSON_HDR,
+                                      {"name": "Other", "email": "%s-%d@x" % (tag, i)})
+                    else:
+                        r = c.request("GET", "/users/%d" % known)
+                    with lock:
+                        results.append(("POST" if i % 2 else "GET", r.status,
+                                        time.monotonic() - t))
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertFalse(any(t.is_alive() for t in threads), "a client hung")
+        return results
+
+    # -- slow statements ------------------------------------------------------
+    def test_a_statement_waiting_on_a_lock_fails_alone(self):
+        """A session holds an uncommitted insert of an email; a POST of the
+        same email waits on its lock. The server ends that wait itself
+        (lock_timeout, set just under --db-timeout on coring's sessions):
+        that request answers 503 (its insert did not take effect; 504 if
+        its own wait ran out first), while 200 other requests on the same
+        connection, sent meanwhile, all succeed; the connection stays up,
+        and the backend is left running nothing."""
+        server = self.start_server(timeout=5)
+        known = self.create(server, self.tag("known") + "@x")
+        pid = self.backend()
+        self.assertEqual(self.sql("SELECT setting FROM pg_settings WHERE name = 'lock_timeout'"),
+                         [["0"]], "the server's own default")
+        email = self.tag("locked") + "@x"
+        self.session("BEGIN; INSERT INTO users (name, email) VALUES ('Session', '%s'); "
+                     "SELECT pg_sleep(30); ROLLBACK;" % email)
+        self.wait_sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+                      [["1"]])
+        lost0 = self.metric(server, "db_connections_lost_total")
+        with server.connect(timeout=20) as c:
+            t0 = time.monotonic()
+            c.send(cs.build_request("POST", "/users", JSON_HDR, {"name": "Waits", "email": email}))
+            self.wait_sql("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %d" % pid,
+                          [["Lock"]])
+            others = self.many(server, 200, known["id"], self.tag("other"))
+            resp = c.read_response("POST")
+            took = time.monotonic() - t0
+        print("the locked insert: %d in %.2f s; the others: %r" % (
+            resp.status, took, sorted({(m, s) for m, s, _ in others})))
+        self.assertIn((resp.status, resp.json()), ((503, {"error": "database unavailable"}),
+                                                   (504, UNKNOWN)), resp)
+        self.assertEqual(sorted({(m, s) for m, s, _ in others}), [("GET", 200), ("POST", 201)],
+                         "stderr:\n%s" % server.stderr_text())
+        self.assertEqual(len(others), 200)
+        self.assertEqual(self.metric(server, "db_connections_lost_total"), lost0,
+                         "the connection was dropped")
+        self.assertEqual(self.backend(), pid, "the same backend serves")
+        self.idle_after(pid)
+        server.stop(expect_status=0)
+
+    def test_a_commit_past_the_query_timeout_is_cancelled_on_the_server(self):
+        """A deferred trigger sleeps at one insert's commit, where no
+        statement_timeout applies: its waiter gives up at --db-timeout
+        (504: its Sync reached the server), and the driver sends a cancel
+        request for it (PQcancel, on a helper thread), which ends the
+        commit with 57014: the insert is rolled back, the backend runs
+        nothing any more, the connection stays up and serves the next
+        requests."""
+        self.sql("CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                 "BEGIN IF NEW.name = 'Slow commit' THEN PERFORM pg_sleep(60); END IF; "
+                 "RETURN NULL; END $$")
+        self.addCleanup(self.sql, "DROP FUNCTION slow_commit() CASCADE")
+        self.sql("CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON users DEFERRABLE "
+                 "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()")
+        server = self.start_server(timeout=2)
+        known = self.create(server, self.tag("known") + "@x")
+        pid = self.backend()
+        lost0 = self.metric(server, "db_connections_lost_total")
+        cancels0 = self.metric(server, "db_cancel_requests_total")
+        email = self.tag("slow") + "@x"
+        t0 = time.monotonic()
+        resp = self.send_all(server, [("POST", "/users", {"name": "Slow commit", "email": email})])[0]
+        took = time.monotonic() - t0
+        print("the slow commit: %d in %.2f s" % (resp.status, took))
+        self.assertEqual((resp.status, resp.json()), (504, UNKNOWN), resp)
+        self.idle_after(pid, timeout=5)
+        self.assertEqual(self.metric(server, "db_cancel_requests_total") - cancels0, 1)
+        self.assertEqual(self.sql("SELECT count(*) FROM users WHERE email = '%s'" % email), [["0"]],
+                         "the cancelled commit was rolled back")
+        others = self.many(server, 40, known["id"], self.tag("after"))
+        self.assertEqual(sorted({(m, s) for m, s, _ in others}), [("GET", 200), ("POST", 201)])
+        self.assertEqual(self.metric(server, "db_connections_lost_total"), lost0,
+                         "the connection was dropped; stderr:\n%s" % server.stderr_text())
+        self.assertEqual(self.backend(), pid)
+        server.stop(expect_status=0)
+
     # -- errors at commit ---------------------------------------------------
     def test_a_deferred_constraint_fails_only_its_own_write_at_commit(self):
         """A constraint trigger, deferred to the commit, rejects one name:

@@ -408,6 +408,34 @@ Test(queue, a_batchs_members_reach_the_server_with_it)
     cr_expect(db_queue_sync_flushed(&q, &p[7]) && db_queue_sync_flushed(&q, &p[2]));
 }
 
+Test(queue, a_cancel_targets_what_runs_when_no_one_waits_for_it)
+{
+    p[1].writes = true;
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    send_batch(3); /* a read, a write, a read: one group */
+    db_queue_push(&q, &p[3]);
+    send_batch(1); /* a second group behind it */
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "every waiter waits");
+    p[3].abandoned = true;
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "it does not run yet: another statement does");
+    p[0].abandoned = true;
+    cr_expect_eq(db_queue_cancel_target(&q), p[0].seq, "the statement running is abandoned");
+    feed(DB_EVENT_RESULT, RES(1));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[0]);
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "the next one runs, and is waited for");
+    feed(DB_EVENT_RESULT, RES(2));
+    feed(DB_EVENT_END, NULL);
+    p[1].abandoned = true; /* the write, waiting for its commit */
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "a statement of the group still runs");
+    feed(DB_EVENT_RESULT, RES(3));
+    feed(DB_EVENT_END, NULL);
+    cr_expect_eq(db_queue_cancel_target(&q), p[2].seq,
+                 "the group commits for an abandoned write: its commit, named by its last");
+    cr_expect_not_null(feed(DB_EVENT_SYNC, NULL));
+    cr_expect_eq(db_queue_cancel_target(&q), p[3].seq, "the next group's abandoned statement");
+}
+
 Test(queue, unexpected_results_are_refused)
 {
     db_pending *done;

@@ -164,6 +164,25 @@ Test(retry, a_write_whose_sync_reached_the_server_has_an_unknown_outcome)
     cr_expect_not(db_outcome_unknown(&r, true), "a read changes nothing");
 }
 
+Test(retry, a_statement_the_server_timed_out_fails_alone)
+{
+    cr_expect(db_timeout_state("57014"), "statement_timeout, or a cancel request");
+    cr_expect(db_timeout_state("55P03"), "lock_timeout");
+    cr_expect_not(db_timeout_state("40P01"));
+    cr_expect_not(db_timeout_state(NULL));
+    db_pending p = sent(1);
+    p.result = RES;
+    p.failed = true;
+    expect_error(db_verdict_query(&p, "55P03", false), -ETIMEDOUT, "its lock wait timed out");
+    expect_error(db_verdict_query(&p, "57014", false), -ETIMEDOUT, "its statement timed out");
+    p.cancel_hit = true;
+    expect_resend(db_verdict_query(&p, "57014", false), DB_RESEND_CANCEL, false,
+                  "a cancel request meant for another query hit it");
+    p.waiter = NULL;
+    expect_error(db_verdict_query(&p, "57014", false), -ETIMEDOUT,
+                 "the query the request was meant for: no one waits for it");
+}
+
 /* A batch sent once, standing for its members (not read by the verdict). */
 static db_pending batch(bool writes)
 {

@@ -69,8 +69,17 @@
  * re-opened with exponential backoff (backoff_min_ns doubling up to
  * backoff_max_ns). While no connection of the thread is up, db_run fails
  * at once with -ENOTCONN instead of queueing. A query not answered within
- * query_timeout_ns fails with -ETIMEDOUT; when the server stays silent that
- * long the connection is dropped and re-opened.
+ * query_timeout_ns fails with -ETIMEDOUT (-EINPROGRESS for a write that
+ * may have committed). Slow statements fail alone: each connection's
+ * session has statement_timeout and lock_timeout at nine tenths of the
+ * time its queries wait (query_timeout_ns, half of it on a replica), so
+ * the server ends a slow statement first (-ETIMEDOUT, the rest of its
+ * Sync group sent again); and a query whose waiter gave up, its time run
+ * out or its wait cancelled (net_task_cancel: the drain's deadline, or a
+ * caller's own deadline), is cancelled on the server (PQcancel, on a
+ * helper thread) while it is what the server runs. Only when the server
+ * stays silent for 1.5 query_timeout_ns, asked or not, is the connection
+ * dropped and re-opened.
  *
  * Statements are registered once, at start-up, with their parameters'
  * types (db_register returns a handle); a query binds its parameters as C
@@ -269,7 +278,9 @@ typedef struct db_config {
     db_routing routing;            /* which connection a query takes (FILL) */
     bool coalesce;                 /* queries of a statement with a batch form
                                       queued together go out as one (true) */
-    uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none) */
+    uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none);
+                                      the sessions' statement_timeout and lock_timeout
+                                      are nine tenths of it (of half on a replica) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
     uint64_t backoff_max_ns;       /* cap of the doubling delay (2 s) */
@@ -465,7 +476,9 @@ void db_result_clear(db_result *r);
  * db_metrics_register - register the pool's metrics (db_queries_total,
  * db_round_trips_total, db_queries_waiting, db_connections_lost_total,
  * db_query_errors_total{kind}, db_query_duration_seconds,
- * db_reads_total{target}, db_replica_up; docs/metrics.md).
+ * db_reads_total{target}, db_replica_up, db_queries_resent_total{reason},
+ * db_batches_total, db_coalesced_queries_total, db_cancel_requests_total;
+ * docs/metrics.md).
  * Main thread, before the workers start. Returns 0 or -errno from
  * cr_metrics_register. Without it the pool counts nothing.
  */
