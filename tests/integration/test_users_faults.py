@@ -411,5 +411,25 @@ class UsersFaultsTest(cs.CoringTestCase):
         self.assertEqual((resp.status, resp.json()), (504, UNKNOWN), resp)
         server.stop(expect_status=0)
 
+    # -- the drain deadline ---------------------------------------------------
+    def test_the_drain_deadline_outlasts_the_longest_request(self):
+        """Not given, --shutdown-timeout is the longest a users request
+        may take (two queries: 2 x --db-timeout) plus 1 s, when that is
+        more than 10 s: the drain never cuts a request that keeps to its
+        timeouts. Given shorter, start-up says so."""
+        server = self.start_server(timeout=7)  # 2 x 7 + 1 = 15 s
+        server.send_signal(signal.SIGTERM)
+        self.assertEqual(server.wait(20), 0, server.stderr_text())
+        self.wait_for_log(server, "deadline 15.0 s")
+        server = self.start_server("--shutdown-timeout", "4", timeout=3)
+        self.wait_for_log(server, "--shutdown-timeout: 4 s is shorter than a request of the apps "
+                          "mounted may take (users: 2 x --db-timeout 3 s = 6 s")
+        server.stop(expect_status=0)
+        server = self.start_server(timeout=2)  # 2 x 2 + 1 = 5 s: the 10 s stays
+        self.assertNotIn("is shorter than", server.stderr_text())
+        server.send_signal(signal.SIGTERM)
+        self.assertEqual(server.wait(20), 0, server.stderr_text())
+        self.wait_for_log(server, "deadline 10.0 s")
+
 if __name__ == "__main__":
     cs.main()
