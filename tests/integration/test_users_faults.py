@@ -90,6 +90,11 @@ class UsersFaultsTest(cs.CoringTestCase):
             if p.poll() is None:
                 p.kill()
             p.communicate(timeout=30)
+            # Its backend, asleep, would not notice its client gone.
+            self.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                     "application_name = 'psql' AND pid <> pg_backend_pid()")
+            self.wait_sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+                          [["0"]])
         self.addCleanup(end)
         return p
 
