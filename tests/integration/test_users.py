@@ -392,18 +392,8 @@ class UsersTest(cs.CoringTestCase):
 
     # -- shared Syncs and several in flight ------------------------------------
     def _post_all(self, bodies):
-        """POST each of @bodies on its own connection, all sent before any
-        answer is read (so that the server reads them in few loop turns);
-        returns the responses in order."""
-        cs.raise_nofile_limit()
-        conns = [self.server.connect(timeout=20) for _ in bodies]
-        try:
-            for c, body in zip(conns, bodies):
-                c.send(cs.build_request("POST", "/users", JSON_HDR, body))
-            return [c.read_response("POST") for c in conns]
-        finally:
-            for c in conns:
-                c.close()
+        """POST each of @bodies at once (cs.send_all); the responses in order."""
+        return cs.send_all(self.server, [("POST", "/users", body) for body in bodies])
 
     def _db_metric(self, name):
         return self.server.metric(name) or 0.0
@@ -596,18 +586,8 @@ class UsersTest(cs.CoringTestCase):
 
     # -- coalescing end to end (issue 39) --------------------------------------
     def _send_all(self, requests, server=None):
-        """Send each (method, path, body) of @requests on its own connection,
-        all before any answer is read (so that the server reads them in few
-        loop turns); returns the responses in order."""
-        cs.raise_nofile_limit()
-        conns = [(server or self.server).connect(timeout=20) for _ in requests]
-        try:
-            for c, (method, path, body) in zip(conns, requests):
-                c.send(cs.build_request(method, path, JSON_HDR if body is not None else {}, body))
-            return [c.read_response(method) for c, (method, _, _) in zip(conns, requests)]
-        finally:
-            for c in conns:
-                c.close()
+        """cs.send_all on @server (the class's by default)."""
+        return cs.send_all(server or self.server, requests)
 
     def test_conflicts_inside_coalesced_batches_and_the_queries_around_them(self):
         """Coalescing on, one thread, one connection: POSTs of taken, new and

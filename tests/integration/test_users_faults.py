@@ -52,19 +52,6 @@ class UsersFaultsTest(cs.CoringTestCase):
     def tag(self, what):
         return "%s-%d" % (what, time.monotonic_ns())
 
-    def send_all(self, server, requests, timeout=20):
-        """Send each of @requests, (method, path, body), on its own
-        connection, all before any answer is read, so that the server
-        reads them in few loop turns; returns the responses in order."""
-        cs.raise_nofile_limit()
-        conns = [server.connect(timeout=timeout) for _ in requests]
-        try:
-            for c, (method, path, body) in zip(conns, requests):
-                c.send(cs.build_request(method, path, JSON_HDR if body is not None else {}, body))
-            return [c.read_response(method) for c, (method, _, _) in zip(conns, requests)]
-        finally:
-            for c in conns:
-                c.close()
 
     def backend(self):
         """The PID of the test's server's one connection (its backend: no
@@ -106,7 +93,7 @@ class UsersFaultsTest(cs.CoringTestCase):
             time.sleep(0.02)
 
     def create(self, server, email):
-        r = self.send_all(server, [("POST", "/users", {"name": "Known", "email": email})])[0]
+        r = cs.send_all(server, [("POST", "/users", {"name": "Known", "email": email})])[0]
         self.assertEqual(r.status, 201, r)
         return r.json()
 
@@ -218,7 +205,7 @@ class UsersFaultsTest(cs.CoringTestCase):
         cancels0 = self.metric(server, "db_cancel_requests_total")
         email = self.tag("slow") + "@x"
         t0 = time.monotonic()
-        resp = self.send_all(server, [("POST", "/users", {"name": "Slow commit", "email": email})])[0]
+        resp = cs.send_all(server, [("POST", "/users", {"name": "Slow commit", "email": email})])[0]
         took = time.monotonic() - t0
         print("the slow commit: %d in %.2f s" % (resp.status, took))
         self.assertEqual((resp.status, resp.json()), (504, UNKNOWN), resp)
@@ -249,7 +236,7 @@ class UsersFaultsTest(cs.CoringTestCase):
         for coalesce in ("on", "off"):
             with self.subTest(coalesce=coalesce):
                 server = self.start_server("--db-coalesce", coalesce)
-                known = self.send_all(server, [("POST", "/users", {"name": "Known", "email":
+                known = cs.send_all(server, [("POST", "/users", {"name": "Known", "email":
                                                                    self.tag("known") + "@x"})])[0]
                 self.assertEqual(known.status, 201, known)
                 lost0 = self.metric(server, "db_connections_lost_total")
@@ -261,7 +248,7 @@ class UsersFaultsTest(cs.CoringTestCase):
                                                         "email": "%s-%d@x" % (tag, i)}))
                     if i % 4 == 0:
                         requests.append(("GET", "/users/%d" % known.json()["id"], None))
-                got = self.send_all(server, requests)
+                got = cs.send_all(server, requests)
                 for (method, _, body), r in zip(requests, got):
                     if method == "GET":
                         self.assertEqual(r.status, 200, r)
@@ -291,7 +278,7 @@ class UsersFaultsTest(cs.CoringTestCase):
         for attempt in range(tries):
             batches0 = self.metric(server, "db_batches_total")
             sent = bodies(attempt)
-            got = self.send_all(server, [("POST", "/users", b) for b in sent])
+            got = cs.send_all(server, [("POST", "/users", b) for b in sent])
             if self.metric(server, "db_batches_total") > batches0:
                 return sent, got
         self.fail("no insert was coalesced in %d tries: the test proved nothing" % tries)
@@ -348,7 +335,7 @@ class UsersFaultsTest(cs.CoringTestCase):
             if r.status == 500:
                 self.assertEqual(r.json(), {"error": "database error"})
         batches = self.metric(server, "db_batches_total")
-        again = self.send_all(server, [("POST", "/users", {"name": "After", "email": "%s-after-%d@x"
+        again = cs.send_all(server, [("POST", "/users", {"name": "After", "email": "%s-after-%d@x"
                                                            % (tag, i)}) for i in range(16)])
         self.assertEqual([r.status for r in again], [201] * 16, again)
         self.assertEqual(self.metric(server, "db_batches_total"), batches, "coalesced again")
@@ -369,7 +356,7 @@ class UsersFaultsTest(cs.CoringTestCase):
         os.kill(pid, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
-            post, get = self.send_all(server, [
+            post, get = cs.send_all(server, [
                 ("POST", "/users", {"name": "Stalled", "email": email}),
                 ("GET", "/users/%d" % known["id"], None)])
             took = time.monotonic() - t0
@@ -384,7 +371,7 @@ class UsersFaultsTest(cs.CoringTestCase):
         # Once the backend runs again, the insert answered 504 may well be
         # there: that is why 504 and not 503. Never twice.
         deadline = time.monotonic() + 10
-        while self.send_all(server, [("GET", "/users/%d" % known["id"], None)])[0].status != 200:
+        while cs.send_all(server, [("GET", "/users/%d" % known["id"], None)])[0].status != 200:
             self.assertLess(time.monotonic(), deadline, server.stderr_text())
             time.sleep(0.1)
         rows = self.sql("SELECT count(*) FROM users WHERE email = '%s'" % email)
