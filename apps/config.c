@@ -20,8 +20,10 @@
 
 coring_config coring_config_default(void)
 {
+    net_config net = net_config_default();
+    net.shutdown_timeout_ns = CORING_SHUTDOWN_TIMEOUT_AUTO; /* startup.c chooses it */
     return (coring_config){
-        .net = net_config_default(),
+        .net = net,
         .http = http_server_config_default(),
         .embed = {.max_wait_us = 1000},
     };
@@ -187,8 +189,10 @@ const coring_option coring_config_options[] = {
      .default_doc = "10 s"},
     {.name = "shutdown-timeout", .value = "S", .kind = CORING_OPTION_NUMBER,
      FIELD(net.shutdown_timeout_ns), .min = 0, .max = 3600, .scale = CR_NS_PER_S,
-     .help = "drain deadline on SIGINT/SIGTERM, seconds (default 10)",
-     .default_doc = "10 s"},
+     .help = "drain deadline on SIGINT/SIGTERM, seconds (default 10,\n"
+             "or the longest a request of the apps mounted may take\n"
+             "plus 1 when that is more: users 11, cep 16)",
+     .default_doc = "10 s, or the longest request of the apps mounted + 1 s"},
     {.name = "drain-grace", .value = "S", .kind = CORING_OPTION_SECONDS, FIELD(net.drain_grace_ns),
      .max = 3600,
      .help = "on SIGINT/SIGTERM, /readyz 503 but keep accepting for S seconds\n"

@@ -138,6 +138,13 @@ void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_resu
         http_respond_error(ctx, 500, "database error");
         return;
     }
+    if (err == -EINPROGRESS) {
+        /* A write that reached the server, whose commit was not confirmed:
+         * never "unavailable", which would say that nothing was done. */
+        cr_log_warn("%s: a write's outcome is unknown: answering 504", app);
+        http_respond_error(ctx, 504, APP_DB_OUTCOME_UNKNOWN);
+        return;
+    }
     http_add_header(ctx, "Retry-After", "1");
     http_respond_error(ctx, 503, "database unavailable");
 }

@@ -76,6 +76,55 @@ static int select_apps(const char *list)
     return 0;
 }
 
+uint64_t coring_longest_request_ns(const app_def *const *apps, size_t n, const app_options *opts,
+                                   char *why, size_t len)
+{
+    /* The defaults: db_config's and http_fetch's (0: their own). */
+    uint64_t db = opts->db_timeout_ns ? opts->db_timeout_ns : db_config_default().query_timeout_ns;
+    uint64_t upstream = opts->cep_total_timeout_ns ? opts->cep_total_timeout_ns
+                                                   : 5 * CR_NS_PER_S;
+    uint64_t longest = 0;
+    if (why && len)
+        *why = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const app_def *a = apps[i];
+        bool upstream_on = a == &app_cep && !opts->cep_upstream_off;
+        uint64_t t = a == &app_users || a == &app_todo_postgres || a == &app_cep ? 2 * db : 0;
+        t += upstream_on ? upstream : 0;
+        if (t <= longest)
+            continue;
+        longest = t;
+        if (why && len && upstream_on)
+            snprintf(why, len, "%s: 2 x --db-timeout %.0f s + --cep-timeout-ms %llu", a->name,
+                     (double)db / 1e9, (unsigned long long)(upstream / CR_NS_PER_MS));
+        else if (why && len)
+            snprintf(why, len, "%s: 2 x --db-timeout %.0f s", a->name, (double)db / 1e9);
+    }
+    return longest;
+}
+
+/* The drain deadline against the mounted apps' longest request: chosen
+ * when not given (CORING_SHUTDOWN_TIMEOUT_AUTO), else a warning when a
+ * request may outlast it (it would be cut at the deadline). */
+static void check_shutdown_timeout(void)
+{
+    char why[160];
+    uint64_t longest = coring_longest_request_ns(mounted, num_mounted, &cfg.apps, why, sizeof(why));
+    uint64_t enough = longest ? longest + CORING_SHUTDOWN_MARGIN_NS : 0;
+    if (cfg.net.shutdown_timeout_ns == CORING_SHUTDOWN_TIMEOUT_AUTO) {
+        cfg.net.shutdown_timeout_ns =
+            enough > CORING_SHUTDOWN_TIMEOUT_MIN_NS ? enough : CORING_SHUTDOWN_TIMEOUT_MIN_NS;
+        return;
+    }
+    if (cfg.net.shutdown_timeout_ns < enough)
+        cr_log_warn("%s: %.0f s is shorter than a request of the apps mounted may take (%s = "
+                    "%.0f s, and %.0f s to spare): a request still running at the drain deadline "
+                    "is cut; give it %.0f s or more (docs/operating.md, \"Signals and drain\")",
+                    coring_option_source("--shutdown-timeout"),
+                    (double)cfg.net.shutdown_timeout_ns / 1e9, why, (double)longest / 1e9,
+                    (double)CORING_SHUTDOWN_MARGIN_NS / 1e9, (double)enough / 1e9);
+}
+
 /* The checks that concern several options, or an option against the apps.
  * Returns 0, or CORING_OPTIONS_REFUSED after a message, or -ENOMEM. */
 static int check_config(void)
@@ -86,6 +135,7 @@ static int check_config(void)
     for (size_t i = 0; i < num_mounted && cfg.todo_postgres; i++)
         if (mounted[i] == &app_todo)
             mounted[i] = &app_todo_postgres;
+    check_shutdown_timeout();
     if (!net_host_valid(cfg.net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 coring_option_source("--host"), cfg.net.host);

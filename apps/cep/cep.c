@@ -441,11 +441,8 @@ static void get_cep(http_ctx *ctx, void *user)
     db_result r = {0};
     int err = DB_RUN(get_stmt, &r, db_param_text(digits, 8));
     if (err < 0) {
-        if (err == -EREMOTEIO)
-            cr_log_warn("cep: lookup failed: %s", db_result_message(&r));
+        app_db_respond_error(ctx, "cep", err, &r);
         db_result_clear(&r);
-        http_add_header(ctx, "Retry-After", "1");
-        http_respond_error(ctx, 503, "database unavailable");
         return;
     }
     int rows = db_result_rows(&r), address = -1, unknown = -1;

@@ -18,7 +18,8 @@
  * database, like the todos.
  *
  * While the database is unreachable every route answers 503
- * {"error":"database unavailable"} with Retry-After, like users.
+ * {"error":"database unavailable"} with Retry-After, like users; a write
+ * whose commit was not confirmed answers 504 (app_db_respond_error).
  */
 #include "todo.h"
 

@@ -53,15 +53,25 @@ const char *app_db_ready(char *buf, size_t len);
  * server not ready. Worker thread; never blocks (db_reading_replica). */
 const char *app_db_read_ready(char *buf, size_t len);
 
+/* The error of a 504 for a write whose outcome is unknown (-EINPROGRESS). */
+#define APP_DB_OUTCOME_UNKNOWN                                                                     \
+    "outcome unknown: the database did not confirm the write, which may or may not have been "   \
+    "done; a retry with the same Idempotency-Key is safe"
+
 /*
- * app_db_respond_error - answer a failed db_run (@err, with result @r) of
- * app @app (for the log line): -EREMOTEIO (the server's error, logged with
- * its SQLSTATE), -ENOMEM and the app's own mistakes (-EINVAL, -ERANGE,
- * -EPERM, -EPROTO: logged) answer 500; every other error (-ENOTCONN,
- * -ECONNRESET, -ETIMEDOUT, -ECANCELED: no connection, lost, timed out,
- * shutting down) answers 503 {"error":"database unavailable"} with
- * Retry-After: 1. An app that maps some SQLSTATEs to 4xx checks those
- * first. Request handler (coroutine on a worker thread).
+ * app_db_respond_error - the apps' one answer to a failed db_run (@err,
+ * with result @r) of app @app (for the log line): -EREMOTEIO (the server's
+ * error, logged with its SQLSTATE), -ENOMEM and the app's own mistakes
+ * (-EINVAL, -ERANGE, -EPERM, -EPROTO: logged) answer 500; -EINPROGRESS (a
+ * write sent to the server whose commit was not confirmed: the connection
+ * broke, or the query timeout passed) answers 504 with
+ * APP_DB_OUTCOME_UNKNOWN, so that a client retries with its
+ * Idempotency-Key rather than take the write for failed; every other
+ * error (-ENOTCONN, -ECONNRESET, -ETIMEDOUT, -ECANCELED: no connection,
+ * lost or timed out before the write could take effect, shutting down)
+ * answers 503 {"error":"database unavailable"} with Retry-After: 1. An app
+ * that maps some SQLSTATEs to 4xx checks those first. Request handler
+ * (coroutine on a worker thread).
  */
 void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_result *r);
 
