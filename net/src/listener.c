@@ -6,6 +6,7 @@
  * accept queue served (not reset) when the drain closes the listener.
  * See coring/net/runtime.h.
  */
+#include "activation.h"
 #include "listener.h"
 #include "recv.h"
 #include "rt.h"
@@ -24,7 +25,7 @@
 
 /* --- binding ----------------------------------------------------------- */
 
-static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+int net_host_address(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof(*ss));
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
@@ -48,7 +49,7 @@ bool net_host_valid(const char *host)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    return host && parse_host(host, 0, &ss, &len) == 0;
+    return host && net_host_address(host, 0, &ss, &len) == 0;
 }
 
 /*
@@ -82,10 +83,14 @@ int net_bind_listeners(uint16_t *port_out)
     struct sockaddr_storage ss;
     socklen_t len;
     uint16_t port = net_rt.cfg.port;
-    if (parse_host(net_rt.cfg.host, port, &ss, &len) < 0) {
+    if (net_host_address(net_rt.cfg.host, port, &ss, &len) < 0) {
         cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", net_rt.cfg.host);
         return -EINVAL;
     }
+    /* Listeners handed over by a predecessor or passed by systemd. */
+    int inherited = net_listeners_inherit(&ss, port_out);
+    if (inherited != 0)
+        return inherited < 0 ? inherited : 0;
     if (port != 0) {
         int err = probe_port(&ss, len);
         if (err < 0) {
@@ -123,6 +128,7 @@ int net_bind_listeners(uint16_t *port_out)
         }
         net_rt.listen_fds[i] = fd;
     }
+    net_rt.listeners = net_rt.threads;
     *port_out = port;
     return 0;
 }
@@ -131,7 +137,8 @@ int net_bind_listeners(uint16_t *port_out)
 
 struct net_listener {
     int fd;                             /* the worker's listener, or -1 once closed */
-    bool accept_armed;                  /* the multishot accept is live */
+    bool accept_armed;                  /* the accept is live */
+    bool shared;                        /* other workers accept on this socket too */
     struct __kernel_timespec accept_ts; /* the back-off after an accept error */
     uint64_t last_accept_log, last_limit_log;
 };
@@ -139,7 +146,15 @@ struct net_listener {
 static void accept_arm(net_loop *loop)
 {
     struct io_uring_sqe *sqe = net_ring_sqe(&loop->ring);
-    io_uring_prep_multishot_accept(sqe, loop->listener->fd, NULL, NULL, SOCK_CLOEXEC);
+    /* On a socket every worker accepts on (activation.c), the kernel wakes
+     * the first accept waiting on it, and a multishot accept keeps its
+     * place: one worker would take every connection. A single-shot accept,
+     * armed again after each, goes to the back of the queue, so the
+     * workers take turns (docs/operating.md has the measurement). */
+    if (loop->listener->shared)
+        io_uring_prep_accept(sqe, loop->listener->fd, NULL, NULL, SOCK_CLOEXEC);
+    else
+        io_uring_prep_multishot_accept(sqe, loop->listener->fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
     loop->listener->accept_armed = true;
 }
@@ -255,6 +270,7 @@ int net_listener_attach(net_loop *loop, int fd)
     if (!loop->listener)
         return -ENOMEM;
     loop->listener->fd = fd;
+    loop->listener->shared = net_rt.listeners < net_rt.threads;
     net_loop_on_cqe(loop, NET_TAG_ACCEPT, accepted, NULL);
     net_loop_on_ctrl(loop, NET_CTRL_ACCEPT, accept_again, NULL);
     accept_arm(loop);

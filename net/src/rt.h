@@ -22,6 +22,8 @@ typedef struct net_runtime {
     unsigned max_conn_per_thread;
     int *cpus;        /* CPU of each worker */
     int *listen_fds;  /* listener of each worker, until its loop takes it */
+    unsigned listeners; /* distinct listening sockets: listen_fds[0..listeners); the
+                           other workers' are dups of them (activation.c) */
     int *ring_fds;    /* ring fd of each worker, for MSG_RING */
     net_loop **loops; /* each worker's loop: freed by net_run once no thread can
                          reach them (wakes_closed) */

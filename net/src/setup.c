@@ -8,6 +8,7 @@
  * process-wide state the other files share (net_rt, rt.h) is defined here.
  * See coring/net/runtime.h.
  */
+#include "handover.h"
 #include "listener.h"
 #include "msg.h"
 #include "recv.h"
@@ -268,7 +269,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     uint16_t port = 0;
     int ret = net_bind_listeners(&port);
-    if (ret < 0)
+    if (ret < 0 || (ret = net_handover_open()) < 0)
         goto out_close;
     if (net_rt.hooks.after_bind && (ret = net_rt.hooks.after_bind(net_rt.hooks.user)) < 0)
         goto out_close;
@@ -308,6 +309,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     if (net_rt.hooks.on_listening)
         net_rt.hooks.on_listening(net_rt.cfg.host, port, net_rt.threads, net_rt.hooks.user);
+    net_handover_ready(); /* --take-over: the predecessor drains now */
 
     /* Wait for SIGINT/SIGTERM; notice workers that died on their own. */
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
@@ -331,6 +333,7 @@ out_free:
         free(net_rt.loops[i]);
     }
 out_close:
+    net_handover_close();
     for (unsigned i = 0; i < net_rt.threads; i++)
         if (net_rt.listen_fds[i] >= 0)
             close(net_rt.listen_fds[i]);
