@@ -65,7 +65,7 @@ typedef struct net_load {
                              * task runs at that cancel's CQE (wait.c) */
 } net_load;
 
-#define NET_TICK_HOOKS 4
+#define NET_TICK_HOOKS 8
 
 struct net_loop {
     net_ring ring;

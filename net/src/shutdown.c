@@ -9,6 +9,7 @@
  */
 #include "handover.h"
 #include "listener.h"
+#include "notify.h"
 #include "rt.h"
 #include "shutdown.h"
 #include "task.h"
@@ -191,6 +192,7 @@ static void drain_grace(void)
         }
         if (atomic_load(&net_rt.running) < net_rt.threads)
             break; /* a worker died: the caller's loop notices and drains */
+        net_watchdog_kick();
     }
     cr_log_info("drain grace over: draining (deadline %.1f s)",
                 (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
@@ -223,6 +225,7 @@ void net_shut_down(void)
             cr_log_flush();
             _exit(1);
         }
+        net_watchdog_kick();
     }
     broadcast(NET_CTRL_EXIT);
 }
@@ -259,6 +262,7 @@ int net_signals_wait(void)
             if (net_handover_event(pfd + 1, n - 1)) {
                 /* The successor accepts on the same sockets: no grace. */
                 atomic_store(&net_rt.stopping, true);
+                net_notify_stopping("handed over to a successor");
                 cr_log_info("hand-over: the successor serves: draining (deadline %.1f s)",
                             (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
                 return 0;
@@ -267,6 +271,7 @@ int net_signals_wait(void)
                 (sig == SIGINT || sig == SIGTERM)) {
                 atomic_store(&net_rt.stopping, true);
                 const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+                net_notify_stopping(name);
                 if (net_rt.cfg.drain_grace_ns == 0) {
                     cr_log_info("received %s: draining (deadline %.1f s)", name,
                                 (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
@@ -284,6 +289,7 @@ int net_signals_wait(void)
             cr_log_error("a worker thread stopped unexpectedly: shutting down");
             return -EIO;
         }
+        net_watchdog_kick();
     }
 }
 

@@ -21,7 +21,10 @@
  * (LISTEN_FDS, sd_listen_fds(3)) that serves host/port is used instead of
  * binding, shared by every worker; with take_over, the listeners of the
  * coring serving handover_socket are received, and that process drains
- * (as on SIGTERM, without the grace) once this one serves.
+ * (as on SIGTERM, without the grace) once this one serves. With
+ * $NOTIFY_SOCKET set the service manager gets READY=1 once every worker
+ * serves, STOPPING=1 when the drain begins, and, with WATCHDOG_USEC,
+ * WATCHDOG=1 while every worker's loop turns (sd_notify(3)).
  *
  * Nothing here knows HTTP: the connection handler is a hook.
  */
