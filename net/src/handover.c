@@ -38,11 +38,11 @@
 
 /* Main thread only. */
 static struct {
-    int listen_fd;    /* PATH served for a successor, or -1 */
-    int peer_fd;      /* the successor connected (old side), or the predecessor (new side) */
-    int *kept;        /* copies of the distinct listeners, to hand over */
-    unsigned num_kept;
-    bool handed_over; /* a successor said READY: PATH is its own now */
+    int listen_fd;     /* PATH served for a successor, or -1 */
+    int peer_fd;       /* the successor connected (old side), or the predecessor (new side) */
+    int *kept;         /* copies of the distinct listeners, to hand over */
+    unsigned num_kept; /* their count: net_rt.listeners */
+    bool handed_over;  /* a successor said READY: PATH is its own now */
 } ho = {.listen_fd = -1, .peer_fd = -1};
 
 static int path_address(struct sockaddr_un *sun)
@@ -51,7 +51,8 @@ static int path_address(struct sockaddr_un *sun)
     memset(sun, 0, sizeof(*sun));
     sun->sun_family = AF_UNIX;
     if (strlen(path) >= sizeof(sun->sun_path)) {
-        cr_log_error("--handover-socket %s: longer than %zu bytes", path, sizeof(sun->sun_path) - 1);
+        cr_log_error("--handover-socket %s: longer than %zu bytes", path,
+                     sizeof(sun->sun_path) - 1);
         return -ENAMETOOLONG;
     }
     strcpy(sun->sun_path, path);
