@@ -56,6 +56,7 @@
           ];
           buildInputs = [
             pkgs.liburing
+            pkgs.systemd # libsystemd: sd_listen_fds, sd_notify (socket activation, Type=notify)
             pkgs.simdjson
             pkgs.double-conversion # shortest round-trip floats (core/src/float_format.cpp)
             pkgs.libpq # PostgreSQL's client library (users, cep)
@@ -313,6 +314,7 @@
             pkgs.pkg-config
             pkgs.ninja
             pkgs.liburing
+            pkgs.systemd
             pkgs.simdjson
             pkgs.double-conversion
             pkgs.libpq

@@ -198,6 +198,15 @@ const coring_option coring_config_options[] = {
      .help = "on SIGINT/SIGTERM, /readyz 503 but keep accepting for S seconds\n"
              "(fractions allowed) before the drain (default 0)",
      .default_doc = "0 s"},
+    {.name = "handover-socket", .value = "PATH", .kind = CORING_OPTION_STRING,
+     FIELD(net.handover_socket),
+     .help = "serve this UNIX socket so that a successor started with\n"
+             "--take-over receives the listeners (docs/operating.md)",
+     .default_doc = "none"},
+    {.name = "take-over", .kind = CORING_OPTION_SWITCH, FIELD(net.take_over),
+     .help = "take the listeners of the coring serving --handover-socket;\n"
+             "it drains once this one serves",
+     .default_doc = "off"},
     {.name = "max-header-bytes", .value = "N", .kind = CORING_OPTION_NUMBER,
      FIELD(http.limits.max_header_bytes), .min = 256, .max = 1 << 20,
      .help = "request line + headers limit (default 16384)",

@@ -141,6 +141,11 @@ static int check_config(void)
                 coring_option_source("--host"), cfg.net.host);
         return CORING_OPTIONS_REFUSED;
     }
+    if (cfg.net.take_over && !cfg.net.handover_socket) {
+        fprintf(stderr, "coring: %s: needs --handover-socket PATH (the predecessor's)\n",
+                coring_option_source("--take-over"));
+        return CORING_OPTIONS_REFUSED;
+    }
     return 0;
 }
 

@@ -12,6 +12,7 @@
  * GET / over 50 ms, up to 250).
  * See coring/net/runtime.h.
  */
+#include "activation.h"
 #include "conn.h"
 #include "listener.h"
 #include "rt.h"
@@ -30,7 +31,7 @@
 
 /* --- binding ----------------------------------------------------------- */
 
-static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+int net_host_address(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof(*ss));
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
@@ -54,7 +55,7 @@ bool net_host_valid(const char *host)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    return host && parse_host(host, 0, &ss, &len) == 0;
+    return host && net_host_address(host, 0, &ss, &len) == 0;
 }
 
 /*
@@ -88,10 +89,14 @@ int net_bind_listeners(uint16_t *port_out)
     struct sockaddr_storage ss;
     socklen_t len;
     uint16_t port = net_rt.cfg.port;
-    if (parse_host(net_rt.cfg.host, port, &ss, &len) < 0) {
+    if (net_host_address(net_rt.cfg.host, port, &ss, &len) < 0) {
         cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", net_rt.cfg.host);
         return -EINVAL;
     }
+    /* Listeners handed over by a predecessor or passed by systemd. */
+    int inherited = net_listeners_inherit(&ss, port_out);
+    if (inherited != 0)
+        return inherited < 0 ? inherited : 0;
     if (port != 0) {
         int err = probe_port(&ss, len);
         if (err < 0) {
@@ -129,6 +134,7 @@ int net_bind_listeners(uint16_t *port_out)
         }
         net_rt.listen_fds[i] = fd;
     }
+    net_rt.listeners = net_rt.threads;
     *port_out = port;
     return 0;
 }

@@ -12,9 +12,16 @@
 
 #include <stdint.h>
 
-/* Bind one SO_REUSEPORT listener per worker into net_rt.listen_fds; the
- * bound port in *@port_out. Main thread, before the workers. Returns 0 or
- * -errno (logged). */
+#include <sys/socket.h>
+
+/* The socket address of numeric IPv4/IPv6 @host (inet_pton(3)) and @port
+ * in *@ss, its length in *@len. 0, or -EINVAL for anything else. */
+int net_host_address(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len);
+
+/* Fill net_rt.listen_fds: the listeners a predecessor hands over
+ * (--take-over) or systemd passes (activation.c), else one SO_REUSEPORT
+ * listener per worker, bound here; the port in *@port_out. Main thread,
+ * before the workers. Returns 0 or -errno (logged). */
 int net_bind_listeners(uint16_t *port_out);
 
 /* Attach worker @loop's listener @fd (owned from now on); registers the

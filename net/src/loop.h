@@ -65,7 +65,7 @@ typedef struct net_load {
                              * task runs at that cancel's CQE (wait.c) */
 } net_load;
 
-#define NET_TICK_HOOKS 6
+#define NET_TICK_HOOKS 8
 
 /*
  * The most work one loop turn does, so that a burst (10,000 connections

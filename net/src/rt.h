@@ -24,6 +24,8 @@ typedef struct net_runtime {
     int *listen_fds;  /* listener of each worker, until its loop takes it */
     atomic_int *ring_fds; /* ring fd of each worker, for MSG_RING; -1 before its ring
                              is set up and once its loop has left (setup.c) */
+    unsigned listeners; /* distinct listening sockets: listen_fds[0..listeners); the
+                           other workers' are dups of them (activation.c) */
     net_loop **loops; /* each worker's loop: freed by net_run once no thread can
                          reach them (wakes_closed) */
     pthread_barrier_t started;

@@ -9,8 +9,10 @@
  * See coring/net/runtime.h.
  */
 #include "conn.h"
+#include "handover.h"
 #include "listener.h"
 #include "msg.h"
+#include "notify.h"
 #include "rt.h"
 #include "shutdown.h"
 #include "stats.h"
@@ -92,6 +94,7 @@ static int worker_setup(net_loop *loop)
         (ret = net_tasks_attach(loop, net_rt.cfg.stack_size, net_rt.cfg.service_stack_size)) < 0 ||
         (ret = net_drain_attach(loop)) < 0 || (ret = net_conns_attach(loop)) < 0)
         return ret;
+    net_watchdog_attach(loop);
     int fd = net_rt.listen_fds[loop->index];
     if ((ret = net_listener_attach(loop, fd)) < 0)
         return ret;
@@ -276,7 +279,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     uint16_t port = 0;
     int ret = net_bind_listeners(&port);
-    if (ret < 0)
+    if (ret < 0 || (ret = net_handover_open()) < 0 || (ret = net_watchdog_setup()) < 0)
         goto out_close;
     if (net_rt.hooks.after_bind && (ret = net_rt.hooks.after_bind(net_rt.hooks.user)) < 0)
         goto out_close;
@@ -316,6 +319,8 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     if (net_rt.hooks.on_listening)
         net_rt.hooks.on_listening(net_rt.cfg.host, port, net_rt.threads, net_rt.hooks.user);
+    net_handover_ready(); /* --take-over: the predecessor drains now */
+    net_notify_ready(net_rt.cfg.host, port, net_rt.threads);
 
     /* Wait for SIGINT/SIGTERM; notice workers that died on their own. */
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
@@ -339,6 +344,8 @@ out_free:
         free(net_rt.loops[i]);
     }
 out_close:
+    net_handover_close();
+    net_watchdog_free();
     for (unsigned i = 0; i < net_rt.threads; i++)
         if (net_rt.listen_fds[i] >= 0)
             close(net_rt.listen_fds[i]);

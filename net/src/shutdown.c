@@ -8,7 +8,9 @@
  * exits at once. See coring/net/runtime.h (Lifecycle) and docs/operating.md.
  */
 #include "conn.h"
+#include "handover.h"
 #include "listener.h"
+#include "notify.h"
 #include "rt.h"
 #include "shutdown.h"
 #include "task.h"
@@ -205,6 +207,7 @@ static void drain_grace(void)
         }
         if (atomic_load(&net_rt.running) < net_rt.threads)
             break; /* a worker died: the caller's loop notices and drains */
+        net_watchdog_kick();
     }
     cr_log_info("drain grace over: draining (deadline %.1f s)",
                 (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
@@ -219,6 +222,7 @@ static void drain_grace(void)
  */
 void net_shut_down(void)
 {
+    net_handover_close();
     broadcast(NET_CTRL_SHUTDOWN);
     uint64_t give_up = cr_clock_now_ns() + net_rt.cfg.shutdown_timeout_ns + 5 * CR_NS_PER_S;
     while (atomic_load(&net_rt.drained) + (net_rt.threads - atomic_load(&net_rt.running)) <
@@ -236,6 +240,7 @@ void net_shut_down(void)
             cr_log_flush();
             _exit(1);
         }
+        net_watchdog_kick();
     }
     broadcast(NET_CTRL_EXIT);
 }
@@ -265,28 +270,41 @@ int net_signals_install(sigset_t *old_mask)
 int net_signals_wait(void)
 {
     for (;;) {
-        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        struct pollfd pfd[3] = {{.fd = signal_pipe[0], .events = POLLIN}};
+        int n = 1 + net_handover_pollfds(pfd + 1);
         unsigned char sig = 0;
-        if (poll(&pfd, 1, 200) > 0 && read(signal_pipe[0], &sig, 1) == 1 &&
-            (sig == SIGINT || sig == SIGTERM)) {
-            atomic_store(&net_rt.stopping, true);
-            const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
-            if (net_rt.cfg.drain_grace_ns == 0) {
-                cr_log_info("received %s: draining (deadline %.1f s)", name,
+        if (poll(pfd, (nfds_t)n, 200) > 0) {
+            if (net_handover_event(pfd + 1, n - 1)) {
+                /* The successor accepts on the same sockets: no grace. */
+                atomic_store(&net_rt.stopping, true);
+                net_notify_stopping("handed over to a successor");
+                cr_log_info("hand-over: the successor serves: draining (deadline %.1f s)",
                             (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
-            } else {
-                cr_log_info("received %s: not ready; accepting for the drain grace of %.1f s, "
-                            "then draining (deadline %.1f s)",
-                            name, (double)net_rt.cfg.drain_grace_ns / 1e9,
-                            (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
-                drain_grace();
+                return 0;
             }
-            return 0;
+            if (pfd[0].revents && read(signal_pipe[0], &sig, 1) == 1 &&
+                (sig == SIGINT || sig == SIGTERM)) {
+                atomic_store(&net_rt.stopping, true);
+                const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+                net_notify_stopping(name);
+                if (net_rt.cfg.drain_grace_ns == 0) {
+                    cr_log_info("received %s: draining (deadline %.1f s)", name,
+                                (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+                } else {
+                    cr_log_info("received %s: not ready; accepting for the drain grace of %.1f "
+                                "s, then draining (deadline %.1f s)",
+                                name, (double)net_rt.cfg.drain_grace_ns / 1e9,
+                                (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+                    drain_grace();
+                }
+                return 0;
+            }
         }
         if (atomic_load(&net_rt.running) < net_rt.threads) {
             cr_log_error("a worker thread stopped unexpectedly: shutting down");
             return -EIO;
         }
+        net_watchdog_kick();
     }
 }
 

@@ -241,6 +241,7 @@
 
           # libraries coring links
           liburing = pkg "liburing";
+          systemd = pkg "systemd";
           simdjson = pkg "simdjson";
           double-conversion = pkg "double-conversion";
           libpq = pkg "libpq";

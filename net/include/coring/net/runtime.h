@@ -19,6 +19,15 @@
  * run to completion, and after shutdown_timeout_ns whatever is left is
  * cancelled. net_run() then joins the workers and returns.
  *
+ * Listeners that outlive the process: a listening socket systemd passes
+ * (LISTEN_FDS, sd_listen_fds(3)) that serves host/port is used instead of
+ * binding, shared by every worker; with take_over, the listeners of the
+ * coring serving handover_socket are received, and that process drains
+ * (as on SIGTERM, without the grace) once this one serves. With
+ * $NOTIFY_SOCKET set the service manager gets READY=1 once every worker
+ * serves, STOPPING=1 when the drain begins, and, with WATCHDOG_USEC,
+ * WATCHDOG=1 while every worker's loop turns (sd_notify(3)).
+ *
  * Nothing here knows HTTP: the connection handler is a hook.
  */
 #ifndef CORING_NET_RUNTIME_H
@@ -68,6 +77,13 @@ typedef struct net_config {
     unsigned batch_wait_us;       /* busy loop turns wait up to this many microseconds for
                                    * several completions per io_uring_enter (ring.c); 0: off,
                                    * one at a time */
+    const char *handover_socket;  /* a UNIX socket path this process serves so that a
+                                   * successor started with take_over receives its
+                                   * listeners (handover.c, docs/operating.md); NULL:
+                                   * none */
+    bool take_over;               /* true: take the listeners from the coring serving
+                                   * handover_socket instead of binding, and tell it
+                                   * to drain once this process serves */
 } net_config;
 
 typedef struct net_hooks {
@@ -119,9 +135,13 @@ bool net_host_valid(const char *host);
  * second, during the grace or the drain, exits the process at once with
  * status 1; worker threads block them), ignores SIGPIPE and SIGHUP, and
  * restores the default SIGINT/SIGTERM actions before returning.
- * Returns 0 after a clean shutdown, or a negative errno if start-up failed
- * (-EADDRINUSE, -EACCES, -EINVAL for a bad host, -ENOMEM, -ENOSYS when
- * io_uring is unavailable); the failure is logged.
+ * Returns 0 after a clean shutdown (or a hand-over to a successor and the
+ * drain), or a negative errno if start-up failed (-EADDRINUSE, also for a
+ * handover_socket another process serves; -EACCES, -EINVAL for a bad host,
+ * -ENOMEM, -ENOSYS when io_uring is unavailable; with take_over -ENOENT or
+ * -ECONNREFUSED when nothing serves handover_socket, -EBUSY, -EPROTO,
+ * -EADDRNOTAVAIL when the predecessor serves another port); the failure is
+ * logged.
  */
 int net_run(const net_config *cfg, const net_hooks *hooks);
 
