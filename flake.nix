@@ -61,6 +61,9 @@
             pkgs.double-conversion # shortest round-trip floats (core/src/float_format.cpp)
             pkgs.libpq # PostgreSQL's client library (users, cep)
             pkgs.curl # libcurl (cep)
+            pkgs.zstd # response compression (http/src/compress.c)
+            pkgs.brotli
+            pkgs.libdeflate
             pkgs.openblas # embed
             pkgs.utf8proc # embed
             pkgs.criterion # unit tests
@@ -319,6 +322,9 @@
             pkgs.double-conversion
             pkgs.libpq
             pkgs.curl
+            pkgs.zstd
+            pkgs.brotli
+            pkgs.libdeflate
             pkgs.openblas
             pkgs.utf8proc
             pkgs.criterion

@@ -9,6 +9,7 @@
 #include "coring/core/clock.h"
 #include "coring/core/error.h"
 #include "coring/core/log.h"
+#include "coring/http/accept_encoding.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -99,6 +100,16 @@ static int set_cors_origins(void *config, const char *value)
     }
     cfg->http.cors = cfg->cors;
     return 0;
+}
+
+/* --compression: on, off, or the codings offered (docs/compression.md). */
+static int set_compression(void *config, const char *value)
+{
+    if (http_codings_parse(value, &((coring_config *)config)->http.compression_codings) == 0)
+        return 0;
+    fprintf(stderr, "coring: %s: expected on, off or a list of zstd, br, gzip, got '%s'\n",
+            coring_option_source("--compression"), value);
+    return CORING_OPTIONS_REFUSED;
 }
 
 static int check_config(void *config, const char *value)
@@ -246,6 +257,16 @@ const coring_option coring_config_options[] = {
              "'*' for any origin, without credentials (default: off;\n"
              "docs/cors.md)",
      .default_doc = "off"},
+    {.name = "compression", .value = "on|off|LIST", .kind = CORING_OPTION_CUSTOM,
+     .set = set_compression,
+     .help = "compress JSON and text responses in the coding the\n"
+             "client prefers: on (zstd, br, gzip; default), off, or\n"
+             "a comma-separated list of them (docs/compression.md)",
+     .default_doc = "`on`"},
+    {.name = "compression-min-bytes", .value = "N", .kind = CORING_OPTION_NUMBER,
+     FIELD(http.compression_min_bytes), .min = 1, .max = 1ull << 30,
+     .help = "compress bodies of N bytes and more (default 1024)",
+     .default_doc = "1024"},
     {.name = "db-pool", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.db_pool), .min = 1,
      .max = 64,
      .help = "database connections per worker thread (default 2)",

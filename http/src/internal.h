@@ -5,6 +5,7 @@
 #ifndef CORING_HTTP_INTERNAL_H
 #define CORING_HTTP_INTERNAL_H
 
+#include "coring/http/accept_encoding.h"
 #include "coring/http/server.h"
 
 #include <netinet/in.h>
@@ -32,6 +33,15 @@ struct http_ctx_internal {
     /* CORS header lines, each "\r\n" name ": " value (cors.c); 0 bytes: none. */
     const char *cors_lines;
     size_t cors_lines_len;
+    /* Compression (compress.c): the server's settings (NULL: off), the
+     * request whose Accept-Encoding decides, the type given to
+     * http_response_begin, and the lines Vary/Content-Encoding chosen for
+     * the response (0 bytes: none). */
+    const http_server_config *compression;
+    const http_request *req;
+    const char *content_type;
+    const char *coding_lines;
+    size_t coding_lines_len;
     size_t num_extra;
     /* Last, and read only below num_extra: http_ctx_internal_start zeroes
      * what comes before them, not these (once per request). */
@@ -52,6 +62,7 @@ typedef struct http_thread {
     cr_json_parser *json;
     cr_buf scratch;
     cr_buf discard;          /* where a second answer's body goes (release builds) */
+    cr_buf compressed;       /* a response's compressed body, before it is copied out */
     char date[30];           /* IMF-fixdate, refreshed once a second */
     long date_second;
     struct http_header_block *spare_headers; /* header arrays not lent (connection.c) */
@@ -75,6 +86,23 @@ extern _Thread_local http_thread *http_tl;
 /* Append a complete response to @out (internal form of http_respond). */
 void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
                          const void *body, size_t len);
+
+/* http_write_response with the body as given, never compressed: the
+ * coding lines already chosen (in->coding_lines) are sent with it. */
+void http_write_encoded(struct http_ctx_internal *in, int status, const char *content_type,
+                        const void *body, size_t len);
+
+/* Whether and how to compress a response (compress.c): its @status,
+ * @content_type and body length @len (bytes) against the server's settings
+ * and the request's Accept-Encoding. Sets in->coding_lines (Vary, and
+ * Content-Encoding unless identity) when the response is compressible;
+ * returns the coding chosen (identity for HEAD). */
+http_coding http_compress_choose(struct http_ctx_internal *in, int status, const char *content_type,
+                                 size_t len);
+
+/* A compression chosen by http_compress_choose that failed: the response
+ * goes out in identity, still with Vary. */
+void http_compress_fall_back(struct http_ctx_internal *in);
 
 /* After the handler returned: a response begun and never ended is taken
  * back out of the output buffer, with an error logged, and the request is

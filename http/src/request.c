@@ -166,6 +166,8 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
     in.keep_alive_10 = !x->close && req->minor_version == 0;
     in.request_id = request_id;
     in.request_id_len = request_id_len;
+    in.compression = srv->cfg.compression_codings ? &srv->cfg : NULL;
+    in.req = req;
     static const http_route_params no_params;
     http_ctx ctx = {
         .req = req,

@@ -35,6 +35,9 @@ typedef struct http_server_config {
     size_t output_flush_bytes;     /* send mid-batch once this much output is queued (64 KiB) */
     bool access_log;               /* one log line per request */
     const struct http_cors *cors;  /* CORS policy (coring/http/cors.h); NULL: none (default) */
+    unsigned compression_codings;  /* codings offered, HTTP_CODING_BIT set (coring/http/
+                                      compress.h); 0: compression off (default: all) */
+    size_t compression_min_bytes;  /* bodies this size and over are compressed (1024) */
 } http_server_config;
 
 typedef struct http_server {
