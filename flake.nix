@@ -41,10 +41,14 @@
         ];
         buildInputs = [
           pkgs.liburing
+          pkgs.systemd # libsystemd: sd_listen_fds, sd_notify (socket activation, Type=notify)
           pkgs.simdjson
           pkgs.double-conversion # shortest round-trip floats (core/src/float_format.cpp)
           pkgs.libpq # PostgreSQL's client library (users, cep)
           pkgs.curl # libcurl (cep)
+          pkgs.zstd # response compression (http/src/compress.c)
+          pkgs.brotli
+          pkgs.libdeflate
           pkgs.openblas # embed
           pkgs.utf8proc # embed
         ];
@@ -351,10 +355,14 @@
             pkgs.pkg-config
             pkgs.ninja
             pkgs.liburing
+            pkgs.systemd
             pkgs.simdjson
             pkgs.double-conversion
             pkgs.libpq
             pkgs.curl
+            pkgs.zstd
+            pkgs.brotli
+            pkgs.libdeflate
             pkgs.openblas
             pkgs.utf8proc
             pkgs.criterion

@@ -10,6 +10,7 @@
 #include "coring/core/error.h"
 #include "coring/core/log.h"
 #include "coring/core/version.h"
+#include "coring/http/accept_encoding.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,8 +20,10 @@
 
 coring_config coring_config_default(void)
 {
+    net_config net = net_config_default();
+    net.shutdown_timeout_ns = CORING_SHUTDOWN_TIMEOUT_AUTO; /* startup.c chooses it */
     return (coring_config){
-        .net = net_config_default(),
+        .net = net,
         .http = http_server_config_default(),
     };
 }
@@ -114,6 +117,16 @@ static int set_trusted_proxies(void *config, const char *value)
     }
     cfg->http.trusted_proxies = cfg->trusted_proxies;
     return 0;
+}
+
+/* --compression: on, off, or the codings offered (docs/compression.md). */
+static int set_compression(void *config, const char *value)
+{
+    if (http_codings_parse(value, &((coring_config *)config)->http.compression_codings) == 0)
+        return 0;
+    fprintf(stderr, "coring: %s: expected on, off or a list of zstd, br, gzip, got '%s'\n",
+            coring_option_source("--compression"), value);
+    return CORING_OPTIONS_REFUSED;
 }
 
 static int check_config(void *config, const char *value)
@@ -219,13 +232,24 @@ const coring_option coring_config_options[] = {
      .default_doc = "10 s"},
     {.name = "shutdown-timeout", .value = "S", .kind = CORING_OPTION_NUMBER,
      FIELD(net.shutdown_timeout_ns), .min = 0, .max = 3600, .scale = CR_NS_PER_S,
-     .help = "drain deadline on SIGINT/SIGTERM, seconds (default 10)",
-     .default_doc = "10 s"},
+     .help = "drain deadline on SIGINT/SIGTERM, seconds (default 10,\n"
+             "or the longest a request of the apps mounted may take\n"
+             "plus 1 when that is more: users 11, cep 16)",
+     .default_doc = "10 s, or the longest request of the apps mounted + 1 s"},
     {.name = "drain-grace", .value = "S", .kind = CORING_OPTION_SECONDS, FIELD(net.drain_grace_ns),
      .max = 3600,
      .help = "on SIGINT/SIGTERM, /readyz 503 but keep accepting for S seconds\n"
              "(fractions allowed) before the drain (default 0)",
      .default_doc = "0 s"},
+    {.name = "handover-socket", .value = "PATH", .kind = CORING_OPTION_STRING,
+     FIELD(net.handover_socket),
+     .help = "serve this UNIX socket so that a successor started with\n"
+             "--take-over receives the listeners (docs/operating.md)",
+     .default_doc = "none"},
+    {.name = "take-over", .kind = CORING_OPTION_SWITCH, FIELD(net.take_over),
+     .help = "take the listeners of the coring serving --handover-socket;\n"
+             "it drains once this one serves",
+     .default_doc = "off"},
     {.name = "max-header-bytes", .value = "N", .kind = CORING_OPTION_NUMBER,
      FIELD(http.limits.max_header_bytes), .min = 256, .max = 1 << 20,
      .help = "request line + headers limit (default 16384)",
@@ -272,6 +296,16 @@ const coring_option coring_config_options[] = {
              "read from X-Forwarded-For, its rightmost hop that is\n"
              "not one of them (default: none; docs/logs.md)",
      .default_doc = "none"},
+    {.name = "compression", .value = "on|off|LIST", .kind = CORING_OPTION_CUSTOM,
+     .set = set_compression,
+     .help = "compress JSON and text responses in the coding the\n"
+             "client prefers: on (zstd, br, gzip; default), off, or\n"
+             "a comma-separated list of them (docs/compression.md)",
+     .default_doc = "`on`"},
+    {.name = "compression-min-bytes", .value = "N", .kind = CORING_OPTION_NUMBER,
+     FIELD(http.compression_min_bytes), .min = 1, .max = 1ull << 30,
+     .help = "compress bodies of N bytes and more (default 1024)",
+     .default_doc = "1024"},
     {.name = "db-pool", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.db_pool), .min = 1,
      .max = 64,
      .help = "database connections per worker thread (default 2)",

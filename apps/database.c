@@ -161,6 +161,14 @@ const char *app_db_url(void)
     return config.conninfo;
 }
 
+uint64_t app_db_longest_request_ns(const app_options *opts, char *why, size_t len)
+{
+    uint64_t db = opts->db_timeout_ns ? opts->db_timeout_ns : db_config_default().query_timeout_ns;
+    if (why && len)
+        snprintf(why, len, "2 x --db-timeout %.0f s", (double)db / 1e9);
+    return 2 * db;
+}
+
 const char *app_db_ready(char *buf, size_t len)
 {
     return db_ready(buf, len) ? NULL : buf;
@@ -202,6 +210,13 @@ void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_resu
         /* The app's own mistake (a parameter, the calling context). */
         cr_log_error("%s: query not run: %s", app, cr_strerror(err));
         http_respond_error(ctx, 500, "database error");
+        return;
+    }
+    if (err == -EINPROGRESS) {
+        /* A write that reached the server, whose commit was not confirmed:
+         * never "unavailable", which would say that nothing was done. */
+        cr_log_warn("%s: a write's outcome is unknown: answering 504", app);
+        http_respond_error(ctx, 504, APP_DB_OUTCOME_UNKNOWN);
         return;
     }
     http_add_header(ctx, "Retry-After", "1");

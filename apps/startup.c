@@ -82,6 +82,49 @@ static const app_def *resolved(const app_def *app)
     return instead ? instead : app;
 }
 
+uint64_t coring_longest_request_ns(const app_def *const *apps, size_t n, const app_options *opts,
+                                   char *why, size_t len)
+{
+    uint64_t longest = 0;
+    char one[160];
+    if (why && len)
+        *why = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (!apps[i]->longest_request_ns)
+            continue;
+        one[0] = '\0';
+        uint64_t t = apps[i]->longest_request_ns(opts, one, sizeof(one));
+        if (t <= longest)
+            continue;
+        longest = t;
+        if (why && len)
+            snprintf(why, len, "%s: %s", apps[i]->name, one);
+    }
+    return longest;
+}
+
+/* The drain deadline against the mounted apps' longest request: chosen
+ * when not given (CORING_SHUTDOWN_TIMEOUT_AUTO), else a warning when a
+ * request may outlast it (it would be cut at the deadline). */
+static void check_shutdown_timeout(void)
+{
+    char why[160];
+    uint64_t longest = coring_longest_request_ns(mounted, num_mounted, &cfg.apps, why, sizeof(why));
+    uint64_t enough = longest ? longest + CORING_SHUTDOWN_MARGIN_NS : 0;
+    if (cfg.net.shutdown_timeout_ns == CORING_SHUTDOWN_TIMEOUT_AUTO) {
+        cfg.net.shutdown_timeout_ns =
+            enough > CORING_SHUTDOWN_TIMEOUT_MIN_NS ? enough : CORING_SHUTDOWN_TIMEOUT_MIN_NS;
+        return;
+    }
+    if (cfg.net.shutdown_timeout_ns < enough)
+        cr_log_warn("%s: %.0f s is shorter than a request of the apps mounted may take (%s = "
+                    "%.0f s, and %.0f s to spare): a request still running at the drain deadline "
+                    "is cut; give it %.0f s or more (docs/operating.md, \"Signals and drain\")",
+                    coring_option_source("--shutdown-timeout"),
+                    (double)cfg.net.shutdown_timeout_ns / 1e9, why, (double)longest / 1e9,
+                    (double)CORING_SHUTDOWN_MARGIN_NS / 1e9, (double)enough / 1e9);
+}
+
 /* The checks that concern several options, or an option against the apps.
  * Returns 0, or CORING_OPTIONS_REFUSED after a message, or -ENOMEM. */
 static int check_config(void)
@@ -92,9 +135,15 @@ static int check_config(void)
     /* An app whose options chose another definition (todo on PostgreSQL). */
     for (size_t i = 0; i < num_mounted; i++)
         mounted[i] = resolved(mounted[i]);
+    check_shutdown_timeout();
     if (!net_host_valid(cfg.net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
                 coring_option_source("--host"), cfg.net.host);
+        return CORING_OPTIONS_REFUSED;
+    }
+    if (cfg.net.take_over && !cfg.net.handover_socket) {
+        fprintf(stderr, "coring: %s: needs --handover-socket PATH (the predecessor's)\n",
+                coring_option_source("--take-over"));
         return CORING_OPTIONS_REFUSED;
     }
     return 0;

@@ -35,8 +35,10 @@ list(APPEND CORING_PUBLIC_HEADERS ${PROJECT_BINARY_DIR}/core/include/coring/core
 # (NEEDED), the static one hands them to its users' link. In an install, the
 # plain names (the same as coring.pc's Libs.private).
 set(CORING_LINK_BUILD PkgConfig::URING PkgConfig::SIMDJSON double-conversion::double-conversion
-    PkgConfig::LIBPQ PkgConfig::CURL PkgConfig::OPENBLAS PkgConfig::UTF8PROC Threads::Threads m)
-set(CORING_LINK_INSTALL uring simdjson double-conversion pq curl openblas utf8proc -pthread m)
+    PkgConfig::LIBPQ PkgConfig::CURL PkgConfig::OPENBLAS PkgConfig::UTF8PROC PkgConfig::SYSTEMD
+    PkgConfig::ZSTD PkgConfig::BROTLIENC PkgConfig::LIBDEFLATE Threads::Threads m)
+set(CORING_LINK_INSTALL uring simdjson double-conversion pq curl openblas utf8proc systemd zstd
+    brotlienc deflate -pthread m)
 if(CORING_HAVE_LIBMVEC)
   list(APPEND CORING_LINK_BUILD mvec)
   list(APPEND CORING_LINK_INSTALL mvec)

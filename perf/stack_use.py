@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Deepest coroutine stack use of each app, for sizing --stack-size.
 
-Runs coring (one worker thread) once per scenario with CORING_STACK_REPORT
-set, so that every coroutine stack is painted with a pattern and the pool
+Runs coring (one worker thread, --access-log: the access line is formatted
+while the request's stack is in use) once per scenario with
+CORING_STACK_REPORT set, so that every coroutine stack is painted with a pattern and the pool
 reports the deepest use at exit (see cr_stack_pool_deepest in
 core/include/coring/core/coro.h), drives the scenario's requests, stops
 the server with SIGTERM and prints the figure:
@@ -85,7 +86,7 @@ def run(apps, requests, args=(), env=None):
     os.environ["CORING_STACK_REPORT"] = "1"
     os.environ.update(env or {})
     try:
-        server = cs.CoringServer(threads=1, apps=apps, args=list(args)).start()
+        server = cs.CoringServer(threads=1, apps=apps, args=["--access-log", *args]).start()
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -93,7 +94,8 @@ def run(apps, requests, args=(), env=None):
     try:
         with server.connect(timeout=20) as c:
             for method, path, body in requests:
-                statuses.append(c.request(method, path, body=body).status)
+                headers = {"Content-Type": "application/json"} if body is not None else None
+                statuses.append(c.request(method, path, headers=headers, body=body).status)
     finally:
         server.stop(expect_status=0)
     m = REPORT_RE.search(server.stderr_text(last=200))

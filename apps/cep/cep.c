@@ -441,11 +441,8 @@ static void get_cep(http_ctx *ctx, void *user)
     db_result r = {0};
     int err = DB_RUN(get_stmt, &r, db_param_text(digits, 8));
     if (err < 0) {
-        if (err == -EREMOTEIO)
-            cr_log_warn("cep: lookup failed: %s", db_result_message(&r));
+        app_db_respond_error(ctx, "cep", err, &r);
         db_result_clear(&r);
-        http_add_header(ctx, "Retry-After", "1");
-        http_respond_error(ctx, 503, "database unavailable");
         return;
     }
     int rows = db_result_rows(&r), address = -1, unknown = -1;
@@ -623,6 +620,22 @@ static unsigned reserved_fds(void)
     return upstream_off ? 0 : http_client_get_limits().max_connections + 2;
 }
 
+/* A lookup, the upstream call (its connect included), a write: two
+ * queries and the call (app_def.longest_request_ns). */
+static uint64_t longest_request_ns(const app_options *opts, char *why, size_t len)
+{
+    uint64_t db = app_db_longest_request_ns(opts, why, len);
+    if (settings.upstream_off)
+        return db;
+    uint64_t upstream = settings.total_timeout_ns ? settings.total_timeout_ns : 5 * CR_NS_PER_S;
+    if (why && len) {
+        size_t used = strlen(why);
+        snprintf(why + used, len - used, " + --cep-timeout-ms %llu",
+                 (unsigned long long)(upstream / CR_NS_PER_MS));
+    }
+    return db + upstream;
+}
+
 const app_def app_cep = {
     .name = "cep",
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
@@ -638,6 +651,7 @@ const app_def app_cep = {
     .check = check,
     .start = start,
     .reserved_fds = reserved_fds,
+    .longest_request_ns = longest_request_ns,
     .ready = app_db_ready,
     .ready_check = "database",
     .thread_init = thread_init,

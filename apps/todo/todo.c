@@ -43,6 +43,7 @@
 #include "coring/core/clock.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
+#include "coring/http/compress.h"
 #include "coring/http/server.h"
 #include "coring/net/io.h"
 #include "coring/net/runtime.h"
@@ -104,6 +105,7 @@ typedef struct todo_shard {
     bool part_valid;
     /* This thread's list cache (as a lister, of every shard): */
     cr_buf list_body;   /* "[...]", valid while list_valid */
+    http_encoded_cache list_encoded; /* list_body compressed, per coding */
     uint64_t *list_seen;/* the version of each shard that list_body reflects */
     bool list_valid;
     todo_lister *free_listers;
@@ -731,6 +733,7 @@ static void list_cache_keep(todo_lister *l, unsigned n)
     cr_buf old = shard->list_body;
     shard->list_body = l->body;
     l->body = old;
+    http_encoded_cache_clear(&shard->list_encoded);
     for (unsigned s = 0; s < n; s++)
         shard->list_seen[s] = l->msgs[s].version;
     shard->list_valid = true;
@@ -745,7 +748,7 @@ static void list_todos(http_ctx *ctx, void *user)
     }
     unsigned n = net_thread_count();
     if (list_cache && list_cache_current(n)) {
-        http_respond_json(ctx, 200, &shard->list_body);
+        http_respond_cached(ctx, 200, "application/json", &shard->list_body, &shard->list_encoded);
         return;
     }
     todo_lister *l = lister_take(n);
@@ -754,9 +757,13 @@ static void list_todos(http_ctx *ctx, void *user)
         return;
     }
     if (n == 1 ? lister_write_one(l) : lister_gather(l, n) && lister_merge(l, n)) {
-        http_respond_json(ctx, 200, &l->body);
         if (list_cache)
             list_cache_keep(l, n);
+        if (list_cache && shard->list_valid)
+            http_respond_cached(ctx, 200, "application/json", &shard->list_body,
+                                &shard->list_encoded);
+        else
+            http_respond_json(ctx, 200, &l->body);
     } else {
         http_respond_error(ctx, 500, "out of memory");
     }
@@ -980,6 +987,7 @@ static void thread_fini(void)
     free(shard->items);
     cr_buf_free(&shard->part);
     cr_buf_free(&shard->list_body);
+    http_encoded_cache_free(&shard->list_encoded);
     free(shard->list_seen);
     while (shard->free_listers) {
         todo_lister *l = shard->free_listers;

@@ -26,7 +26,8 @@
  *
  * While the database is unreachable every route answers 503
  * {"error":"database unavailable"} with Retry-After, like users (reads
- * too, unless a replica answers them).
+ * too, unless a replica answers them); a write whose commit was not
+ * confirmed answers 504 (app_db_respond_error).
  */
 #include "todo.h"
 
@@ -292,6 +293,7 @@ const app_def app_todo_postgres = {
     .migrations = &todo_migrations,
     .mount = mount,
     .start = start,
+    .longest_request_ns = app_db_longest_request_ns,
     .ready = app_db_ready,
     .ready_check = "database",
 };

@@ -15,7 +15,9 @@
  * A user is {"id": <int>, "name": "...", "email": "...", "created_at":
  * "<RFC 3339 UTC>"}. The schema is apps/users/migrations/0001_users.sql, applied
  * at start-up. While the database is unreachable every route answers 503
- * {"error":"database unavailable"} at once.
+ * {"error":"database unavailable"} at once; a POST whose insert reached
+ * the server but whose commit was not confirmed answers 504 (its outcome
+ * is unknown: app_db_respond_error).
  *
  * With DATABASE_READ_URL the two GETs read from the replica (db.h,
  * replica_ok) while it is up, POST writes to the primary; a GET /users/{id}
@@ -68,8 +70,9 @@ static const db_statement get_primary_def = {
     .types = {DB_INT8},
 };
 /* Concurrent inserts are coalesced (db.h, "Coalescing"): the batch form
- * inserts the rows of its two arrays and returns each with its email, the
- * key (unique in the table, stored as given). In a batch of 8 the backend
+ * inserts the rows of its two arrays in their order and returns each as
+ * stored, one per request, which gets the row at its place; the email is
+ * the key that keeps a duplicate out of a batch. In a batch of 8 the backend
  * spends about half the CPU per row (perf/db_cost.sh --case post-user,
  * --db-coalesce on against off: docs/database.md). Lookups by id gain
  * nothing from it (WHERE id = ANY($1) at 10 clients: the same backend CPU
@@ -81,7 +84,7 @@ static const db_statement insert_def = {
     .batch_sql = "INSERT INTO users (name, email) SELECT * FROM unnest($1, $2) RETURNING "
                  USER_COLUMNS,
     .batch_key_param = 1,  /* email */
-    .batch_key_column = 2, /* email, as stored */
+    .batch_key_column = 2, /* email */
 };
 
 /* A POST with an Idempotency-Key: the insert and the key's row in one
@@ -512,6 +515,7 @@ const app_def app_users = {
     .config = &settings,
     .mount = mount,
     .start = start,
+    .longest_request_ns = app_db_longest_request_ns,
     .ready = app_db_ready,
     .ready_check = "database",
 };

@@ -103,7 +103,10 @@ struct cr_stack_pool {
     bool paint;           /* CORING_STACK_REPORT: measure the deepest stack use */
     size_t deepest;       /* with paint: most bytes of a stack ever used */
     unsigned cached;      /* free mappings now in free_list */
-    cr_coro *free_list;   /* LIFO: the most recently used stack is warmest */
+    unsigned low;         /* the fewest in free_list since the last trim: that many
+                             stayed unused all along (cr_stack_pool_trim) */
+    cr_coro *free_list;   /* LIFO: the most recently used stack is warmest, the
+                             tail the coldest */
 };
 
 /* The coroutine running on this thread, NULL on the thread's own stack. */
@@ -349,6 +352,7 @@ int cr_stack_pool_create(cr_stack_pool **out, size_t stack_size, unsigned max_ca
     pool->record_offset = pool->arena_offset - record;
     pool->max_cached = max_cached;
     pool->cached = 0;
+    pool->low = 0;
     pool->free_list = NULL;
     pool->paint = getenv("CORING_STACK_REPORT") != NULL;
     pool->deepest = 0;
@@ -394,11 +398,21 @@ static cr_coro *coro__map(cr_stack_pool *pool)
     cr_coro *co = (cr_coro *)(base + pool->record_offset);
     co->pool = pool;
     cr_arena_init_fixed(&co->arena, base + pool->arena_offset, pool->map_size - pool->arena_offset, 0);
+#ifdef CR_CORO_TSAN
+    /* One fiber per mapping, kept with it in the pool: making one costs
+     * TSan far more than a switch, and a connection now takes a stack per
+     * request (a fiber reused by the next coroutine is like a pool thread
+     * taking its next job). */
+    co->tsan_fiber = __tsan_create_fiber(0);
+#endif
     return co;
 }
 
 static void coro__unmap(cr_coro *co)
 {
+#ifdef CR_CORO_TSAN
+    __tsan_destroy_fiber(co->tsan_fiber);
+#endif
     cr_arena_free(&co->arena);
     munmap(coro__map_base(co), co->pool->map_size);
 }
@@ -406,6 +420,28 @@ static void coro__unmap(cr_coro *co)
 unsigned cr_stack_pool_cached(const cr_stack_pool *pool)
 {
     return pool->cached;
+}
+
+unsigned cr_stack_pool_trim(cr_stack_pool *pool, unsigned keep)
+{
+    unsigned release = pool->low > keep ? pool->low - keep : 0;
+    if (release) {
+        /* The coldest are at the tail: keep the first cached - release. */
+        unsigned stay = pool->cached - release;
+        cr_coro **link = &pool->free_list;
+        for (unsigned i = 0; i < stay; i++)
+            link = &(*link)->next_free;
+        cr_coro *co = *link;
+        *link = NULL;
+        while (co) {
+            cr_coro *next = co->next_free;
+            coro__unmap(co);
+            co = next;
+        }
+        pool->cached = stay;
+    }
+    pool->low = pool->cached;
+    return release;
 }
 
 size_t cr_stack_pool_deepest(const cr_stack_pool *pool)
@@ -437,7 +473,8 @@ int cr_coro_create(cr_coro **out, cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     cr_coro *co = pool->free_list;
     if (co) {
         pool->free_list = co->next_free;
-        pool->cached--;
+        if (--pool->cached < pool->low)
+            pool->low = pool->cached;
     } else {
         co = coro__map(pool);
         if (!co)
@@ -453,7 +490,6 @@ int cr_coro_create(cr_coro **out, cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     co->resumer_stack_lo = NULL;
     co->resumer_stack_size = 0;
 #ifdef CR_CORO_TSAN
-    co->tsan_fiber = __tsan_create_fiber(0);
     co->tsan_resumer = NULL;
 #endif
     if (pool->paint)
@@ -509,10 +545,6 @@ void cr_coro_destroy(cr_coro *co)
     if (cr_unlikely(co->running || (co->started && !co->finished)))
         coro__misuse("destroy of a running or suspended coroutine");
     cr_stack_pool *pool = co->pool;
-#ifdef CR_CORO_TSAN
-    __tsan_destroy_fiber(co->tsan_fiber);
-    co->tsan_fiber = NULL;
-#endif
 #ifdef CR_CORO_ASAN
     /* cr__coro_main's frame never returns: clear its poisoned redzones so
      * the next user of these addresses starts clean. */

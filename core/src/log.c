@@ -87,6 +87,27 @@ typedef struct log_buffer {
 
 static _Thread_local log_buffer *tl_buffer;
 
+/*
+ * Where each thread formats its lines: per thread, not on the stack. A
+ * worker's lines are logged from its coroutines, whose stacks the pool
+ * hands from connection to connection: 7 KiB of arrays there made every
+ * stack that ever logged keep those pages resident (the access line: 20
+ * KiB per idle keep-alive connection before connections gave their
+ * stacks back, issue 39). format_line uses msg and the member arrays;
+ * log_line the line and the note; format_note, which calls format_line
+ * only once log_line's own line is formatted, `full`.
+ */
+static _Thread_local struct log_scratch {
+    char line[LOG_JSON_LINE_MAX];
+    char note[LOG_JSON_LINE_MAX];
+    char full[LOG_JSON_LINE_MAX];
+    char msg[LOG_LINE_MAX];
+    const cr_log_field *member[LOG_FIELDS_MAX + 1];
+    const cr_log_field *truncated[LOG_FIELDS_MAX + 1];
+    size_t value_len[LOG_FIELDS_MAX + 1];
+    size_t long_len[LOG_FIELDS_MAX + 1];
+} scratch;
+
 static struct {
     pthread_mutex_t registry; /* guards `buffers` and `started` */
     log_buffer *buffers;
@@ -389,7 +410,7 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
 
     /* The members after the message: the caller's fields that apply to
      * this format, then the request id unless a field is one. */
-    const cr_log_field *member[LOG_FIELDS_MAX + 1];
+    const cr_log_field **member = scratch.member;
     size_t count = 0;
     bool has_id = false;
     for (size_t i = 0; i < n; i++) {
@@ -408,7 +429,7 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
 
     /* Each member's length whole (a value is measured up to the line's
      * size: past that, only "too long" matters). */
-    size_t value_len[LOG_FIELDS_MAX + 1];
+    size_t *value_len = scratch.value_len;
     size_t all_need = 0;   /* every member whole */
     size_t fixed_need = 0; /* those kept whole, and LOG_CUT_FLOOR of the others */
     size_t names_need = 0; /* the names in a `truncated` member naming them all */
@@ -432,12 +453,12 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
     size_t msg_at;        /* where the message starts in @line */
     size_t msg_len;       /* its length there, whole (JSON: escaped, quote included) */
     bool msg_cut = false; /* vsnprintf had to cut it already */
-    char msg[LOG_LINE_MAX];
+    char *msg = scratch.msg;
     size_t raw_len = 0;
     if (json) {
-        int m = vsnprintf(msg, sizeof(msg), fmt, ap);
-        raw_len = m < 0 ? 0 : (size_t)m >= sizeof(msg) ? sizeof(msg) - 1 : (size_t)m;
-        msg_cut = m >= (int)sizeof(msg);
+        int m = vsnprintf(msg, LOG_LINE_MAX, fmt, ap);
+        raw_len = m < 0 ? 0 : (size_t)m >= LOG_LINE_MAX ? LOG_LINE_MAX - 1 : (size_t)m;
+        msg_cut = m >= LOG_LINE_MAX;
         len = (size_t)format_json_prefix(line, size, tv, level, name);
         msg_at = len;
         bool whole;
@@ -477,7 +498,7 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
     /* The fields: whole, or the long strings cut to a fair share. */
     size_t cut_to = SIZE_MAX;
     if (!all_fit && len + all_need + mark_need > limit) {
-        size_t long_len[LOG_FIELDS_MAX + 1];
+        size_t *long_len = scratch.long_len;
         size_t n_long = 0, budget = limit > len + mark_need ? limit - len - mark_need : 0;
         for (size_t i = 0; i < count; i++) {
             size_t over = member_overhead(json, member[i]);
@@ -490,7 +511,7 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
         }
         cut_to = fair_cut(long_len, n_long, budget);
     }
-    const cr_log_field *truncated[LOG_FIELDS_MAX + 1];
+    const cr_log_field **truncated = scratch.truncated;
     size_t n_truncated = 0;
     for (size_t i = 0; i < count; i++) {
         const cr_log_field *f = member[i];
@@ -544,7 +565,7 @@ static size_t format_note(char *line, size_t size, cr_log_level level, const cha
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    char full[LOG_JSON_LINE_MAX];
+    char *full = scratch.full;
     va_list ap;
     va_start(ap, fmt);
     size_t len = format_line(full, &tv, level, name, false, NULL, 0, fmt, ap);
@@ -860,7 +881,7 @@ static bool rate_allows(log_buffer *b, cr_log_level level, const char *fmt, time
 static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, const char *fmt,
                      va_list ap)
 {
-    char line[LOG_JSON_LINE_MAX];
+    char *line = scratch.line;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     size_t len = format_line(line, &tv, level, thread_name, true, fields, n, fmt, ap);
@@ -871,7 +892,7 @@ static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, c
         write_all(line, len); /* no logger: as before, one write(2) a line */
         return;
     }
-    char note[LOG_JSON_LINE_MAX];
+    char *note = scratch.note;
     size_t note_len;
     pthread_mutex_lock(&b->lock);
     if (atomic_load(&lg.direct)) { /* the logger stopped meanwhile (exit) */
@@ -881,7 +902,7 @@ static void log_line(cr_log_level level, const cr_log_field *fields, size_t n, c
     }
     memcpy(b->name, thread_name, sizeof(b->name));
     bool was_empty = b->len == 0 && b->dropped == 0;
-    if (rate_allows(b, level, fmt, tv.tv_sec, note, sizeof(note), &note_len)) {
+    if (rate_allows(b, level, fmt, tv.tv_sec, note, LOG_JSON_LINE_MAX, &note_len)) {
         if (b->len + note_len + len <= LOG_BUFFER_BYTES) {
             memcpy(b->data + b->len, note, note_len);
             memcpy(b->data + b->len + note_len, line, len);

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-bool db_batch_fits(const PGresult *r, int key_col, unsigned key_oid)
+bool db_batch_fits(const PGresult *r, int key_col, unsigned key_oid, int members)
 {
     return PQresultStatus(r) == PGRES_TUPLES_OK && key_col >= 0 && key_col < PQnfields(r) &&
-           PQftype(r, key_col) == key_oid;
+           PQftype(r, key_col) == key_oid && (members < 0 || PQntuples(r) == members);
 }
 
 bool db_batch_form_fits(const PGresult *single, const PGresult *batch, int key_col,
@@ -53,24 +53,40 @@ static bool key_equal(const PGresult *r, int row, int col, const char *key, int 
            memcmp(PQgetvalue(r, row, col), key, (size_t)len) == 0;
 }
 
+/* Row @row of @r copied as row @n of @own. False without memory. */
+static bool copy_row(PGresult *own, int n, const PGresult *r, int row)
+{
+    for (int col = 0, cols = PQnfields(r); col < cols; col++) {
+        bool null = PQgetisnull(r, row, col);
+        if (!PQsetvalue(own, n, col, null ? NULL : PQgetvalue(r, row, col),
+                        null ? -1 : PQgetlength(r, row, col)))
+            return false;
+    }
+    return true;
+}
+
 PGresult *db_batch_rows(const PGresult *r, int key_col, const char *key, int key_len)
 {
     PGresult *own = PQcopyResult(r, PG_COPYRES_ATTRS);
     if (!own)
         return NULL;
-    int rows = PQntuples(r), cols = PQnfields(r), n = 0;
-    for (int row = 0; row < rows; row++) {
+    for (int row = 0, rows = PQntuples(r), n = 0; row < rows; row++) {
         if (!key_equal(r, row, key_col, key, key_len))
             continue;
-        for (int col = 0; col < cols; col++) {
-            bool null = PQgetisnull(r, row, col);
-            if (!PQsetvalue(own, n, col, null ? NULL : PQgetvalue(r, row, col),
-                            null ? -1 : PQgetlength(r, row, col))) {
-                PQclear(own);
-                return NULL;
-            }
+        if (!copy_row(own, n++, r, row)) {
+            PQclear(own);
+            return NULL;
         }
-        n++;
+    }
+    return own;
+}
+
+PGresult *db_batch_row(const PGresult *r, int row)
+{
+    PGresult *own = PQcopyResult(r, PG_COPYRES_ATTRS);
+    if (own && !copy_row(own, 0, r, row)) {
+        PQclear(own);
+        return NULL;
     }
     return own;
 }

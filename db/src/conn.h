@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 struct pg_conn;
+struct db_offload;
 typedef struct db_set db_set;
 
 typedef struct db_conn {
@@ -29,10 +30,21 @@ typedef struct db_conn {
     bool up;                /* open, statements prepared: takes queries */
     bool idle;              /* driver parked with nothing in flight: wake it */
     bool parked;            /* driver parked waiting for results: wake it to send more */
+    bool awaiting;          /* driver parked on the socket for results: a waiter
+                               that gives up wakes it (cancel.h) */
     uint64_t progress_at;   /* last result read, or the first query sent after idling */
     bool lost_logged;       /* the current outage was logged */
     net_task *driver;
     db_queue q;
+    /* Cancelling (cancel.h): units in flight whose waiters gave up, the
+     * target of the last cancel request, whether one is under way, and
+     * the last query sent when one ended (those before it may have been
+     * hit). */
+    unsigned abandoned;
+    uint64_t cancel_target;
+    bool cancelling;
+    uint64_t cancel_upto;
+    struct db_offload *cancel_request; /* the one under way (offload.h) */
     db_resolve **resolving; /* per target: its name being resolved, kept across attempts */
     char error[512];        /* why the last attempt failed */
     /* The addresses of the last name resolved. */

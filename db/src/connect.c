@@ -90,10 +90,28 @@ static bool check_batch_form(db_conn *c, size_t *at, const PGresult *single,
     return true;
 }
 
-/* Read the results of the prepares, then of the descriptions of each
- * statement with a batch form and of that form (checked against each
- * other), and their Sync. 0 or -errno. */
-static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking)
+/* The statement_timeout and lock_timeout of @c's sessions, ms (0: none):
+ * just under the time a query's waiter waits (db_run: the query timeout,
+ * half of it on a replica), so that the server ends a slow statement,
+ * and its lock waits, before the waiter gives up: the statement fails
+ * alone, known not to have taken effect, and the connection stays up. */
+static uint64_t server_timeout_ms(const db_conn *c)
+{
+    uint64_t budget = c->cfg->query_timeout_ns;
+    if (c->set->replica)
+        budget /= 2;
+    uint64_t ms = budget / 10 * 9 / CR_NS_PER_MS;
+    return budget && !ms ? 1 : ms;
+}
+
+#define SET_TIMEOUTS_SQL                                                                           \
+    "SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $1, false)"
+
+/* Read the results of the timeouts' setting (@settings: it was sent), the
+ * prepares, then of the descriptions of each statement with a batch form
+ * and of that form (checked against each other), and their Sync. 0 or
+ * -errno. */
+static int read_prepares(db_conn *c, PGconn *pg, bool settings, uint64_t deadline, bool blocking)
 {
     size_t ok = 0, prepares = prepared_count(c), at = 0;
     PGresult *single = NULL; /* a statement's description, awaiting its form's */
@@ -110,7 +128,9 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
             if (!r)
                 continue; /* end of one prepare's or description's results */
             ExecStatusType st = PQresultStatus(r);
-            if (st == PGRES_COMMAND_OK && ok < prepares) {
+            if (st == PGRES_TUPLES_OK && settings) {
+                settings = false;
+            } else if (st == PGRES_COMMAND_OK && ok < prepares) {
                 ok++;
             } else if (st == PGRES_COMMAND_OK && !single) {
                 single = r;
@@ -151,9 +171,10 @@ static int read_prepares(db_conn *c, PGconn *pg, uint64_t deadline, bool blockin
     PQclear(single);
     if (err)
         return err;
-    if (ok != prepares || unpaired) {
-        cr_log_error("%s: %zu of %zu statements prepared%s", c->set->what, ok, prepares,
-                     unpaired ? ", a description without its batch form's" : "");
+    if (ok != prepares || unpaired || settings) {
+        cr_log_error("%s: %zu of %zu statements prepared%s%s", c->set->what, ok, prepares,
+                     unpaired ? ", a description without its batch form's" : "",
+                     settings ? ", statement_timeout not set" : "");
         return -EIO;
     }
     return 0;
@@ -219,6 +240,15 @@ static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking
         err = -EIO;
         goto fail;
     }
+    /* The session's timeouts first: committed with the prepares. */
+    char ms[24];
+    snprintf(ms, sizeof(ms), "%llu", (unsigned long long)server_timeout_ms(c));
+    const char *const timeouts[1] = {ms};
+    bool settings = server_timeout_ms(c) > 0;
+    if (settings && !PQsendQueryParams(pg, SET_TIMEOUTS_SQL, 1, NULL, timeouts, NULL, NULL, 0)) {
+        err = -EIO;
+        goto fail;
+    }
     /* Every registered statement this connection serves, its parameters'
      * types declared. */
     size_t registered;
@@ -246,7 +276,7 @@ static int open_started(db_conn *c, PGconn *pg, uint64_t deadline, bool blocking
         err = -EIO;
         goto fail;
     }
-    err = read_prepares(c, pg, deadline, blocking);
+    err = read_prepares(c, pg, settings, deadline, blocking);
     if (err < 0)
         goto fail;
     c->pg = pg;

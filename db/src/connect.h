@@ -26,7 +26,10 @@
  * tried. Any other conninfo (socket paths, numeric addresses, an explicit
  * hostaddr) goes to PQconnectStart as it is. The connection then has
  * TCP_NODELAY (a batch is written at once), is non-blocking, in pipeline
- * mode, with every statement the set serves prepared.
+ * mode, with its session's statement_timeout and lock_timeout set to nine
+ * tenths of the time its queries' waiters wait (the query timeout, half
+ * of it on a replica: the server ends a slow statement just before its
+ * waiter would give up) and every statement the set serves prepared.
  *
  * @blocking: wait with poll(2) (start-up, before the loop runs) rather
  * than through the ring (from the driver's coroutine). Returns 0 with

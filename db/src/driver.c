@@ -18,6 +18,7 @@
 #include "driver.h"
 
 #include "batch.h"
+#include "cancel.h"
 #include "coalesce.h"
 #include "connect.h"
 #include "coring/core/clock.h"
@@ -32,6 +33,7 @@
 #include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 
 #define DB_MAX_BATCH 1024 /* queries sent per driver turn */
@@ -48,7 +50,15 @@ static void conn_up(db_conn *c)
     db_ready_publish_set(c->set);
 }
 
-/* Drop the connection: every query on it fails with @err. */
+/* The error of @p, whose connection broke before its outcome came:
+ * -EINPROGRESS when it may have committed (retry.h), else -ECONNRESET. */
+static int lost(const db_conn *c, const db_pending *p)
+{
+    return db_outcome_unknown(p, db_queue_sync_flushed(&c->q, p)) ? -EINPROGRESS : -ECONNRESET;
+}
+
+/* Drop the connection: every query on it fails with @err (-ECONNRESET or
+ * -EINPROGRESS each, by what it may have done, unless -ECANCELED). */
 static void conn_down(db_conn *c, int err)
 {
     if (c->up) {
@@ -56,7 +66,8 @@ static void conn_down(db_conn *c, int err)
         c->set->up--;
         db_ready_publish_set(c->set);
     }
-    c->idle = c->parked = false;
+    c->idle = c->parked = c->awaiting = false;
+    db_cancel_forget(c);
     if (c->pg) {
         if (err != -ECANCELED) {
             db_conn_note_error(c, c->pg, err); /* why it is down, for db_ready() */
@@ -77,13 +88,16 @@ static void conn_down(db_conn *c, int err)
         c->pg = NULL;
     }
     db_pending *p = db_queue_take_all(&c->q);
+    if (c->q.commit_error)
+        PQclear(c->q.commit_error);
+    c->q.commit_error = NULL;
     while (p) {
         db_pending *next = p->next;
         p->next = NULL;
         if (p->result)
             PQclear(p->result);
         p->result = NULL;
-        p->error = err == -ECANCELED ? -ECANCELED : -ECONNRESET;
+        p->error = err == -ECANCELED ? -ECANCELED : lost(c, p);
         db_pending_done(c->free_list, p);
         p = next;
     }
@@ -109,9 +123,12 @@ static db_event classify(const PGresult *r)
     }
 }
 
-/* The SQLSTATE of @p's error result, NULL when it has none. */
-static const char *sqlstate(const db_pending *p)
+/* The SQLSTATE of @p's error result, NULL when it has none; of its
+ * group's commit error (@commit) when that failed. */
+static const char *sqlstate(const db_pending *p, const char *commit)
 {
+    if (p->commit_failed)
+        return commit;
     return p->result ? PQresultErrorField(p->result, PG_DIAG_SQLSTATE) : NULL;
 }
 
@@ -130,26 +147,35 @@ static void resend(db_conn *c, db_pending *p, db_resend_reason reason)
     db_queue_push(&c->q, p);
 }
 
-/* A batch's results are complete: each member gets its rows, is sent
- * again or fails, by the batch's verdict (retry.h); then the batch goes.
- * A result that does not fit the registration refuses the batch form for
+/* A batch's results are complete: each member gets its rows (a writing
+ * batch's by position, a reading one's by key: batch.h), is sent again
+ * or fails, by the batch's verdict (retry.h); then the batch goes. A
+ * result that does not fit the registration refuses the batch form for
  * the process (logged once). */
-static void complete_batch(db_conn *c, db_pending *b)
+static void complete_batch(db_conn *c, db_pending *b, const char *commit)
 {
+    if (b->abandoned)
+        c->abandoned--;
     const db_stmt *stmt = b->members->stmt;
     const PGresult *r = b->result;
     bool fits = r && db_batch_fits(r, stmt->def.batch_key_column,
-                                   stmt->oids[stmt->def.batch_key_param]);
+                                   stmt->oids[stmt->def.batch_key_param],
+                                   b->writes ? (int)b->nmembers : -1);
     if (db_batch_clean(b) && !fits && db_stmt_refuse_batch(stmt))
         /* The registration is wrong (checked when the connection opened,
-         * but the schema may have changed since): no more batches. */
-        cr_log_error("%s: the batch form of statement %s (%.60s%s) returned no row set, or "
-                     "no key column %d of its key parameter's type: %s, and its queries "
-                     "are sent one by one from now on",
+         * but the schema may have changed since, or a trigger skips
+         * rows): no more batches. */
+        cr_log_error("%s: the batch form of statement %s (%.60s%s) returned no row set, no "
+                     "key column %d of its key parameter's type%s: %s, and its queries are "
+                     "sent one by one from now on",
                      c->set->what, stmt->name, DB_SQL_HEAD(stmt), stmt->def.batch_key_column,
+                     b->writes ? ", or not one row per member (it writes)" : "",
                      b->writes ? "this batch's queries fail" : "this batch's are sent again");
-    db_verdict v = db_verdict_batch(b, sqlstate(b), connection_bad(c), fits);
-    for (db_pending *m = b->members, *next; m; m = next) {
+    db_verdict v = db_verdict_batch(b, sqlstate(b, commit), connection_bad(c), fits);
+    if (v.error == -ECONNRESET)
+        v.error = lost(c, b);
+    int position = 0;
+    for (db_pending *m = b->members, *next; m; m = next, position++) {
         next = m->next;
         m->next = NULL;
         db_verdict mv = db_verdict_member(m, v);
@@ -161,8 +187,9 @@ static void complete_batch(db_conn *c, db_pending *b)
         m->error = mv.error;
         int k = stmt->def.batch_key_param;
         if (!mv.error && m->waiter &&
-            !(m->result = db_batch_rows(r, stmt->def.batch_key_column, m->values[k],
-                                        m->lengths[k])))
+            !(m->result = b->writes ? db_batch_row(r, position)
+                                    : db_batch_rows(r, stmt->def.batch_key_column,
+                                                    m->values[k], m->lengths[k])))
             m->error = -ENOMEM;
         db_pending_done(c->free_list, m);
     }
@@ -171,18 +198,26 @@ static void complete_batch(db_conn *c, db_pending *b)
 }
 
 /* A query's results are complete: hand it over, send it again or fail
- * it, by its verdict (retry.h). */
-static void complete(db_conn *c, db_pending *p)
+ * it, by its verdict (retry.h). @commit: the SQLSTATE of its group's
+ * commit error, when that failed. */
+static void complete(db_conn *c, db_pending *p, const char *commit)
 {
     if (p->members) {
-        complete_batch(c, p);
+        complete_batch(c, p, commit);
         return;
     }
-    db_verdict v = db_verdict_query(p, p->failed ? sqlstate(p) : NULL, connection_bad(c));
+    if (p->abandoned)
+        c->abandoned--;
+    p->cancel_hit = db_cancel_may_have_hit(c, p);
+    db_verdict v = db_verdict_query(p, p->failed || p->commit_failed ? sqlstate(p, commit) : NULL,
+                                    connection_bad(c));
     if (v.resend) {
         resend(c, p, v.reason);
+        p->alone = v.alone;
         return;
     }
+    if (v.error == -ECONNRESET)
+        v.error = lost(c, p);
     if (v.error == -EIO && p->result) {
         /* Undone, or skipped: its result must not stand. */
         PQclear(p->result);
@@ -190,6 +225,32 @@ static void complete(db_conn *c, db_pending *p)
     }
     p->error = v.error;
     db_pending_done(c->free_list, p);
+}
+
+/* Complete the queries of list @done (linked by next). @commit: the
+ * error of their Sync group's commit, when it failed (ours to free):
+ * the group's only write, at fault, gets it as its result (queue.h). */
+static void complete_group(db_conn *c, PGresult *commit, db_pending *done)
+{
+    char state[8] = "";
+    if (commit) {
+        const char *s = PQresultErrorField(commit, PG_DIAG_SQLSTATE);
+        snprintf(state, sizeof(state), "%s", s ? s : "");
+    }
+    while (done) {
+        db_pending *next = done->next;
+        done->next = NULL;
+        if (commit && done->commit_failed && done->failed) {
+            if (done->result)
+                PQclear(done->result);
+            done->result = commit;
+            commit = NULL;
+        }
+        complete(c, done, state);
+        done = next;
+    }
+    if (commit)
+        PQclear(commit);
 }
 
 /* Read every result that is available. 0, or -EPROTO when they do not
@@ -213,12 +274,7 @@ static int read_results(db_conn *c)
             return -EPROTO;
         }
         c->progress_at = cr_clock_now_ns();
-        while (done) {
-            db_pending *next = done->next;
-            done->next = NULL;
-            complete(c, done);
-            done = next;
-        }
+        complete_group(c, ev == DB_EVENT_SYNC ? db_queue_take_commit_error(&c->q) : NULL, done);
     }
     return 0;
 }
@@ -273,6 +329,16 @@ static int send_queued(db_conn *c)
 
 /* --- the serve loop -------------------------------------------------------- */
 
+/* How long a connection whose results are awaited may stay silent before
+ * it is dropped: the query timeout, by when the server's own timeouts
+ * (statement_timeout, lock_timeout: connect.h) have ended a slow
+ * statement and its waiter has given up, which sends a cancel request
+ * (cancel.h); then half as long again for that request to take effect. */
+static uint64_t stall_ns(const db_config *cfg)
+{
+    return cfg->query_timeout_ns + cfg->query_timeout_ns / 2;
+}
+
 /* Serve queries on an open connection until it breaks (-errno) or the
  * driver is cancelled (-ECANCELED). */
 static int conn_serve(db_conn *c)
@@ -284,6 +350,8 @@ static int conn_serve(db_conn *c)
         int f = PQflush(c->pg);
         if (f < 0)
             return -EIO;
+        if (f == 0)
+            db_queue_mark_flushed(&c->q); /* the Syncs sent reached the server */
         bool busy = db_queue_busy(&c->q);
         if (busy && c->q.queued && c->q.syncs < DB_MAX_SYNCS)
             continue; /* batch limit reached: keep sending */
@@ -296,32 +364,39 @@ static int conn_serve(db_conn *c)
                 return err;
             continue;
         }
-        /* No result for the query timeout while some are awaited, however
-         * often new queries woke the driver: the connection is stalled. */
+        /* A query whose waiter gave up may still run on the server:
+         * cancel it there (cancel.h). */
+        if (c->abandoned)
+            db_cancel_check(c);
+        /* No result for the stall time while some are awaited, however
+         * often new queries woke the driver: the server did not end a slow
+         * statement itself (statement_timeout, lock_timeout), nor when
+         * asked (a cancel request): the connection is stalled. */
         uint64_t now = cr_clock_now_ns(), wait = 0;
         bool late = false;
         if (busy && cfg->query_timeout_ns) { /* 0: no timeout, wait for the socket */
-            uint64_t deadline = c->progress_at + cfg->query_timeout_ns;
+            uint64_t deadline = c->progress_at + stall_ns(cfg);
             late = deadline <= now;
             /* Past it: one last look at the socket, not woken by queries. */
             wait = late ? CR_NS_PER_MS : deadline - now;
         }
         c->idle = !busy;
         c->parked = busy && !late && c->q.syncs < DB_MAX_SYNCS;
+        c->awaiting = busy;
         net_task_set_idle(c->idle);
         int ev = net_park(PQsocket(c->pg), POLLIN | (f ? POLLOUT : 0), wait);
-        c->idle = c->parked = false;
+        c->idle = c->parked = c->awaiting = false;
         net_task_set_idle(false);
         if (ev == 0)
-            continue; /* woken: a query was queued */
+            continue; /* woken: a query was queued, or a waiter gave up */
         if (ev == -ECANCELED)
             return -ECANCELED;
         if (ev == -ETIMEDOUT) {
             if (!c->lost_logged)
-                cr_log_warn("%s connection %u: no answer within the query timeout "
-                            "(queued %u, sent %u, syncs %u, closing %u, libpq busy %d)",
-                            c->set->what, c->index, c->q.queued, c->q.sent, c->q.syncs,
-                            c->q.closing, PQisBusy(c->pg));
+                cr_log_warn("%s connection %u: no answer for %.1f s, a cancel request "
+                            "included (queued %u, sent %u, syncs %u, closing %u, libpq busy %d)",
+                            c->set->what, c->index, (double)stall_ns(cfg) / 1e9, c->q.queued,
+                            c->q.sent, c->q.syncs, c->q.closing, PQisBusy(c->pg));
             return -ETIMEDOUT;
         }
         if (ev < 0)

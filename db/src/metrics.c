@@ -11,8 +11,8 @@
 
 struct db_metrics db_metrics;
 
-static const char *const error_kinds[] = {"timeout", "connection", "query", "other"};
-static const cr_metric_label error_labels[] = {{"kind", error_kinds, 4}};
+static const char *const error_kinds[] = {"timeout", "connection", "query", "other", "unknown"};
+static const cr_metric_label error_labels[] = {{"kind", error_kinds, 5}};
 /* Query durations, ns: 100 us to 10 s. */
 static const uint64_t query_bounds[] = {100000,   250000,   500000,    1000000,   2500000,
                                         5000000,  10000000, 25000000,  50000000,  100000000,
@@ -21,8 +21,10 @@ static const char *const read_targets[] = {[DB_READ_REPLICA] = "replica",
                                            [DB_READ_PRIMARY] = "primary"};
 static const char *const resend_reasons[] = {[DB_RESEND_GROUP] = "group",
                                              [DB_RESEND_DEADLOCK] = "deadlock",
-                                             [DB_RESEND_BATCH] = "batch"};
-static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 3}};
+                                             [DB_RESEND_BATCH] = "batch",
+                                             [DB_RESEND_COMMIT] = "commit",
+                                             [DB_RESEND_CANCEL] = "cancel"};
+static const cr_metric_label resend_labels[] = {{"reason", resend_reasons, 5}};
 static const cr_metric_label read_labels[] = {{"target", read_targets, 2}};
 
 int db_metrics_register(void)
@@ -54,8 +56,10 @@ int db_metrics_register(void)
         {.name = "db_queries_resent_total",
          .help = "Queries sent again after PostgreSQL rolled them back without their own "
                  "fault: another query of their Sync group failed (group), or their group "
-                 "was chosen to end a deadlock or a serialization failure (deadlock); or "
-                 "one by one after the batch they were coalesced into failed (batch).",
+                 "was chosen to end a deadlock or a serialization failure (deadlock); "
+                 "one by one after the batch they were coalesced into failed (batch); "
+                 "writes each alone, after their group failed to commit (commit); or after "
+                 "a cancel request meant for another query interrupted them (cancel).",
          .type = CR_METRIC_COUNTER, .labels = resend_labels, .num_labels = 1},
         {.name = "db_batches_total",
          .help = "Queries of a statement's batch form sent, each standing for several "
@@ -64,11 +68,15 @@ int db_metrics_register(void)
         {.name = "db_coalesced_queries_total",
          .help = "Queries sent inside a batch; per batch = coalesced / batches.",
          .type = CR_METRIC_COUNTER},
+        {.name = "db_cancel_requests_total",
+         .help = "Cancel requests sent to PostgreSQL for a statement, or a commit, that no "
+                 "one waited for any more (its query timed out, or its wait was cancelled).",
+         .type = CR_METRIC_COUNTER},
     };
     cr_metric *out[] = {&db_metrics.queries,    &db_metrics.round_trips, &db_metrics.waiting,
                         &db_metrics.lost,       &db_metrics.errors,      &db_metrics.duration,
                         &db_metrics.reads,      &db_metrics.replica_up,  &db_metrics.resent,
-                        &db_metrics.batches,    &db_metrics.coalesced};
+                        &db_metrics.batches,    &db_metrics.coalesced,   &db_metrics.cancels};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST)
@@ -83,6 +91,7 @@ unsigned db_metrics_error_kind(int err)
     case -ETIMEDOUT: return 0;
     case -ECONNRESET: case -ENOTCONN: return 1;
     case -EREMOTEIO: return 2;
+    case -EINPROGRESS: return 4;
     default: return 3;
     }
 }

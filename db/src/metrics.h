@@ -22,6 +22,7 @@ extern struct db_metrics {
     cr_metric resent;      /* db_queries_resent_total{reason}: db_resend_reason (retry.h) */
     cr_metric batches;     /* db_batches_total */
     cr_metric coalesced;   /* db_coalesced_queries_total */
+    cr_metric cancels;     /* db_cancel_requests_total */
 } db_metrics;
 
 /* The series of db_reads_total. */
@@ -29,7 +30,8 @@ enum { DB_READ_REPLICA, DB_READ_PRIMARY };
 
 /* The series of db_query_errors_total for db_run's error @err (0 or
  * -errno): timeout, connection (-ECONNRESET, -ENOTCONN), query
- * (-EREMOTEIO: the server refused it), other. */
+ * (-EREMOTEIO: the server refused it), other, unknown (-EINPROGRESS: a
+ * write that may have committed). */
 unsigned db_metrics_error_kind(int err);
 
 #endif

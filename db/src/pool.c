@@ -10,6 +10,7 @@
  */
 #include "coring/db/db.h"
 
+#include "cancel.h"
 #include "codec.h"
 #include "conn.h"
 #include "coring/core/clock.h"
@@ -24,6 +25,7 @@
 #include "pending.h"
 #include "ready.h"
 #include "resolve.h"
+#include "retry.h"
 #include "route.h"
 #include "statement.h"
 
@@ -270,12 +272,18 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     if (p->state != DB_PENDING_DONE) {
         /* Timed out or cancelled: unhook from the connection. A query
          * still queued is dropped; one in flight is left to the driver,
-         * which frees it when its result arrives. */
-        if (p->state == DB_PENDING_QUEUED && db_queue_unqueue(&c->q, p))
+         * which cancels it on the server if it still runs there and frees
+         * it when its result arrives. A write whose Sync went out may have
+         * committed: its outcome is unknown. */
+        int err = res == -ECANCELED ? -ECANCELED : -ETIMEDOUT;
+        if (p->state == DB_PENDING_QUEUED && db_queue_unqueue(&c->q, p)) {
             db_pending_free(&pool->free_list, p);
-        else
-            p->waiter = NULL;
-        return res == -ECANCELED ? -ECANCELED : -ETIMEDOUT;
+            return err;
+        }
+        if (err == -ETIMEDOUT && db_outcome_unknown(p, db_queue_sync_flushed(&c->q, p)))
+            err = -EINPROGRESS;
+        db_abandon(c, p); /* cancelled on the server if it still runs */
+        return err;
     }
     int err = p->error;
     out->pg = p->result;

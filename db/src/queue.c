@@ -19,7 +19,9 @@ static void link_tail(db_pending **head, db_pending **tail, db_pending *p)
 void db_queue_push(db_queue *q, db_pending *p)
 {
     p->state = DB_PENDING_QUEUED;
-    p->sync_after = p->aborted = p->failed = p->rolled_back = false;
+    p->sync_after = p->aborted = p->failed = p->rolled_back = p->commit_failed = false;
+    p->cancel_hit = false;
+    p->batch = NULL;
     link_tail(&q->queued_head, &q->queued_tail, p);
     q->queued++;
     q->weight += p->weight;
@@ -56,6 +58,9 @@ db_pending *db_queue_send_next(db_queue *q)
     q->queued--;
     p->state = DB_PENDING_SENT;
     p->attempts++;
+    p->seq = ++q->sent_seq;
+    for (db_pending *m = p->members; m; m = m->next)
+        m->seq = p->seq;
     link_tail(&q->sent_head, &q->sent_tail, p);
     q->sent++;
     return p;
@@ -87,6 +92,7 @@ void db_queue_coalesce(db_queue *q, db_pending *batch, db_pending *const *member
         it->state = DB_PENDING_SENT;
         it->attempts = 1;
         it->next = NULL;
+        it->batch = batch;
         if (tail)
             tail->next = it;
         else
@@ -98,6 +104,7 @@ void db_queue_coalesce(db_queue *q, db_pending *batch, db_pending *const *member
     }
     batch->state = DB_PENDING_QUEUED;
     batch->sync_after = batch->aborted = batch->failed = batch->rolled_back = false;
+    batch->commit_failed = false;
     batch->next = q->queued_head;
     q->queued_head = batch;
     if (!q->queued_tail)
@@ -112,6 +119,17 @@ void db_queue_mark_sync(db_queue *q)
     if (q->sent_tail)
         q->sent_tail->sync_after = true;
     q->syncs++;
+    q->synced_seq = q->sent_seq;
+}
+
+void db_queue_mark_flushed(db_queue *q)
+{
+    q->flushed_seq = q->synced_seq;
+}
+
+bool db_queue_sync_flushed(const db_queue *q, const db_pending *p)
+{
+    return p->seq && p->seq <= q->flushed_seq;
 }
 
 bool db_queue_next_alone(const db_queue *q)
@@ -207,22 +225,48 @@ static db_pending *pop_sent(db_queue *q)
     return p;
 }
 
+/* The queries of @list (linked by next), which waited for their Sync
+ * group's result: when a query of the group failed (@failed), those that
+ * succeeded were rolled back with it; when its commit failed (@commit),
+ * all were, and the group's only write, if it had one, failed. */
+static void mark_group(db_pending *list, bool failed, bool commit)
+{
+    unsigned writes = 0;
+    for (db_pending *it = list; it && commit; it = it->next)
+        writes += it->writes;
+    for (db_pending *it = list; it; it = it->next) {
+        it->commit_failed = commit;
+        if (commit && writes == 1 && it->writes)
+            it->failed = true; /* the one at fault: the error is its own */
+        else if (failed && !it->failed && !it->aborted)
+            it->rolled_back = true;
+    }
+}
+
 bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done)
 {
     *done = NULL;
     if (q->await_sync) {
-        /* The group's last query ended; only its Sync's result may follow. */
+        /* The group's last query ended; only its Sync's result may follow,
+         * or an error at its commit and that error's end first. */
+        if (ev == DB_EVENT_ERROR && !q->commit_error) {
+            q->commit_error = res;
+            q->group_failed = true;
+            return true;
+        }
+        if (ev == DB_EVENT_END && q->commit_error && !q->commit_ended) {
+            q->commit_ended = true;
+            return true;
+        }
         if (ev != DB_EVENT_SYNC)
             return false;
         db_pending *list = q->closing_head;
-        for (db_pending *it = list; it; it = it->next)
-            if (q->group_failed && !it->failed && !it->aborted)
-                it->rolled_back = true;
+        mark_group(list, q->group_failed, q->commit_error != NULL);
         *done = list;
         q->closing_head = q->closing_tail = NULL;
         q->closing = 0;
         q->syncs--;
-        q->await_sync = q->group_wrote = q->group_failed = false;
+        q->await_sync = q->group_wrote = q->group_failed = q->commit_ended = false;
         return true;
     }
     if (ev == DB_EVENT_SYNC) {
@@ -276,12 +320,37 @@ static void append_list(db_pending **head, db_pending **tail, db_pending *list)
     }
 }
 
+uint64_t db_queue_cancel_target(const db_queue *q)
+{
+    if (q->await_sync) {
+        for (const db_pending *it = q->closing_head; it; it = it->next)
+            if (it->abandoned)
+                return q->closing_tail->seq;
+        return 0;
+    }
+    const db_pending *p = q->sent_head;
+    return p && p->abandoned ? p->seq : 0;
+}
+
+struct pg_result *db_queue_take_commit_error(db_queue *q)
+{
+    if (q->await_sync)
+        return NULL; /* the group's Sync result has not come yet */
+    struct pg_result *res = q->commit_error;
+    q->commit_error = NULL;
+    return res;
+}
+
 db_pending *db_queue_take_all(db_queue *q)
 {
     db_pending *head = NULL, *tail = NULL;
     append_list(&head, &tail, q->closing_head);
     append_list(&head, &tail, q->sent_head);
     append_list(&head, &tail, q->queued_head);
-    *q = (db_queue){0};
+    /* The numbering goes on: what was flushed of the queries taken can
+     * still be asked (db_queue_sync_flushed), and a query sent later
+     * never passes for one of theirs. */
+    *q = (db_queue){.commit_error = q->commit_error, .sent_seq = q->sent_seq,
+                    .synced_seq = q->synced_seq, .flushed_seq = q->flushed_seq};
     return head;
 }

@@ -15,6 +15,10 @@
  *   NULL                  -> end of the head query's results
  *   PGRES_PIPELINE_SYNC   -> end of a Sync group
  *
+ * and, after a group's last query ended, an error result and its end
+ * before the Sync's: the implicit transaction failed to commit (a
+ * deferred constraint, 40001 under SERIALIZABLE).
+ *
  * Statements between two Syncs (a Sync group) run in one implicit
  * transaction, and an error rolls back the whole group (libpq docs,
  * "Pipeline Mode"; protocol docs, "Extended Query"). Writes share a group
@@ -30,6 +34,11 @@
  *     again; the failing one keeps its own error, unless PostgreSQL
  *     chose its group to end a deadlock or a serialization failure
  *     (40P01, 40001: no fault of its own), when it is sent again too;
+ *   - when the group fails at its commit, every query waiting for the
+ *     Sync was rolled back (commit_failed, rolled_back); the group's
+ *     only write, if it had one, is the one at fault (commit_failed,
+ *     failed: the error is its own). With several writes, the one at
+ *     fault is not known: the driver sends each again alone (retry.h);
  *   - a query sent again rides in the next group with the others; one
  *     sent twice already goes in a Sync group of its own
  *     (db_queue_next_alone), where no other query's error can touch it:
@@ -37,6 +46,13 @@
  *
  * Several Sync groups may be in flight at once: their results come back
  * in the order they were sent, one group after the other.
+ *
+ * Whether a write may have committed when its outcome never came (the
+ * connection broke, its waiter gave up): only once the Sync after it
+ * reached the server, which commits there. The queue numbers the queries
+ * as they are sent and remembers the last one a Sync followed
+ * (db_queue_mark_sync) and, once the driver flushed them, the last one a
+ * flushed Sync followed (db_queue_mark_flushed): db_queue_sync_flushed.
  */
 #ifndef CORING_DB_QUEUE_H
 #define CORING_DB_QUEUE_H
@@ -45,6 +61,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct pg_result;
 
@@ -65,22 +82,30 @@ typedef struct db_pending {
     bool sync_after;             /* a Sync was sent right after this query */
     bool aborted;                /* PGRES_PIPELINE_ABORTED: it did not run */
     bool rolled_back;            /* it ran, but a later query of its group failed */
-    bool failed;                 /* its result is an error */
+    bool failed;                 /* its result is an error (or its commit's) */
+    bool commit_failed;          /* its group failed to commit, after its result */
     unsigned attempts;           /* times sent */
     bool alone;                  /* to be sent in a Sync group of its own
                                   * (a member of a batch that failed) */
     unsigned weight;             /* DB_ROUTING_FILL: work beyond one query's, in
                                   * DB_FILL_UNIT_BYTES of its statement's results */
+    uint64_t seq;                /* its number when last sent (db_queue_send_next;
+                                  * a batch's members take the batch's); 0: never */
     int state;                   /* enum db_pending_state */
     int error;                   /* outcome for the waiter: 0 or -errno */
     struct pg_result *result;    /* owned until handed to the waiter */
     void *waiter;                /* the waiting task; NULL once it gave up */
+    bool abandoned;              /* it, or one of a batch's members, was in flight
+                                  * when its waiter gave up (cancel.h) */
+    bool cancel_hit;             /* a cancel request of its connection may have
+                                  * interrupted it (retry.h) */
     /* A batch (db_queue_coalesce): the queries it stands for, linked by
      * `next` in queue order, each SENT until the batch completes; and the
      * memory of its parameters, the driver's (NULL otherwise). */
     struct db_pending *members;
     unsigned nmembers;
     void *owned;
+    struct db_pending *batch;    /* a member's batch, while it is one */
 } db_pending;
 
 typedef struct db_queue {
@@ -92,10 +117,18 @@ typedef struct db_queue {
                                               one per batch */
     unsigned weight;                       /* of the queued and sent queries */
     unsigned syncs;                        /* Syncs sent whose result is not read */
+    uint64_t sent_seq;                     /* the last query sent's seq */
+    uint64_t synced_seq;                   /* the last query a Sync followed */
+    uint64_t flushed_seq;                  /* ... a Sync written out to the server */
     /* The Sync group whose results are being read: */
     bool await_sync;                       /* its last query ended: its Sync comes next */
     bool group_wrote;                      /* a writing query of it has been read */
-    bool group_failed;                     /* a query of it failed */
+    bool group_failed;                     /* a query of it failed, or its commit */
+    bool commit_ended;                     /* the end of its commit's error was read */
+    /* The error result of that group's commit, then, once its Sync
+     * result came, of the group it completed, until the driver takes it
+     * (db_queue_take_commit_error). Owned by the queue meanwhile. */
+    struct pg_result *commit_error;
 } db_queue;
 
 typedef enum db_event {
@@ -118,6 +151,15 @@ db_pending *db_queue_send_next(db_queue *q);
 
 /* A Sync was sent after the last sent query. */
 void db_queue_mark_sync(db_queue *q);
+
+/* Everything sent so far was written out to the server (PQflush returned
+ * 0): the Syncs among it reached the socket. */
+void db_queue_mark_flushed(db_queue *q);
+
+/* Whether a Sync after @p (sent, or a batch's member) was flushed: the
+ * server may have run and committed it, so a write whose outcome never
+ * came may have taken effect. */
+bool db_queue_sync_flushed(const db_queue *q, const db_pending *p);
 
 /* Whether the next query to send was sent twice before (aborted or rolled
  * back each time), or is marked `alone`: the driver gives it a Sync group
@@ -218,8 +260,29 @@ bool db_queue_prefer(const db_queue *k, const db_queue *best, db_routing routing
  */
 bool db_queue_feed(db_queue *q, db_event ev, struct pg_result *res, db_pending **done);
 
+/*
+ * db_queue_take_commit_error - right after db_queue_feed completed a Sync
+ * group (DB_EVENT_SYNC): the error result of that group's commit, when it
+ * failed to commit (its queries in *done are commit_failed), for the
+ * caller to give to the one at fault or free; else NULL. Once per group.
+ */
+struct pg_result *db_queue_take_commit_error(db_queue *q);
+
+/*
+ * db_queue_cancel_target - what a cancel request would interrupt now, when
+ * that is work no one waits for any more: the oldest query whose results
+ * are not all read (the statement the server runs, or runs next) if it is
+ * abandoned; or, once its Sync group's last query ended, the group's
+ * commit, if a query waiting for it is. Returns that query's seq (the
+ * group's last, for a commit) to name it, or 0 for nothing to cancel.
+ * Pure (cancel.h acts on it).
+ */
+uint64_t db_queue_cancel_target(const db_queue *q);
+
 /* Take every query off @q (waiting, sent and closing) as a list linked by
- * `next`, in order, and reset @q. */
+ * `next`, in order, and reset @q; a commit error it holds is left in
+ * q->commit_error for the caller to free, and its numbering goes on
+ * (db_queue_sync_flushed still answers for the queries taken). */
 db_pending *db_queue_take_all(db_queue *q);
 
 #endif

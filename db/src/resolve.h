@@ -3,9 +3,10 @@
  * blocking getaddrinfo(3) inside PQconnectStart/PQconnectPoll: during a
  * DNS outage every reconnect attempt froze the worker thread for the
  * resolver's whole timeout. So the pool resolves names itself, here, on a
- * helper thread, and hands libpq `hostaddr=` beside `host=` (libpq docs,
- * "Parameter Key Words", hostaddr: "... a connection attempt that never
- * blocks"). The waiting coroutine polls an eventfd through the ring.
+ * helper thread (offload.h), and hands libpq `hostaddr=` beside `host=`
+ * (libpq docs, "Parameter Key Words", hostaddr: "... a connection attempt
+ * that never blocks"). The waiting coroutine polls an eventfd through the
+ * ring.
  *
  * A request is shared by its helper thread and its owner (a connection):
  * whichever lets go last frees it, so an owner may give up waiting (the
@@ -19,14 +20,12 @@
 
 #define DB_RESOLVE_MAX_ADDRS 8
 
-typedef struct db_resolve db_resolve;
+/* A name's resolution: a call on a helper thread (offload.h). */
+typedef struct db_offload db_resolve;
 
 /* db_resolve_start - resolve @name (TCP, IPv4 and IPv6) on a new detached
  * thread. Returns the request, or NULL without memory or threads. */
 db_resolve *db_resolve_start(const char *name);
-
-/* db_resolve_name - the name being resolved (owned by @r). */
-const char *db_resolve_name(const db_resolve *r);
 
 /* db_resolve_fd - an eventfd that turns readable once @r is done (poll it
  * for POLLIN). Owned by @r. */

@@ -11,8 +11,11 @@
  * skipped (aborted) through no fault of their own, and are sent again; so
  * is a query whose group PostgreSQL rolled back to end a deadlock or a
  * serialization failure (PostgreSQL docs, 13.5 "Serialization Failure
- * Handling"). A query is sent DB_MAX_ATTEMPTS times at most, the last
- * alone in its group (queue.h, db_queue_next_alone).
+ * Handling"). A group that fails at its commit (a deferred constraint)
+ * has its writes sent again each alone, so that the one at fault fails
+ * in a transaction of its own and gets the error. A query is sent
+ * DB_MAX_ATTEMPTS times at most, the last alone in its group (queue.h,
+ * db_queue_next_alone).
  */
 #ifndef CORING_DB_RETRY_H
 #define CORING_DB_RETRY_H
@@ -28,6 +31,8 @@ typedef enum db_resend_reason {
     DB_RESEND_GROUP,    /* another query of its Sync group failed */
     DB_RESEND_DEADLOCK, /* its group was rolled back for 40P01 or 40001 */
     DB_RESEND_BATCH,    /* the batch it rode in failed, or did not fit */
+    DB_RESEND_COMMIT,   /* its group failed to commit (a deferred constraint) */
+    DB_RESEND_CANCEL,   /* a cancel request meant for another query hit it */
 } db_resend_reason;
 
 /* What becomes of a query whose results are complete. */
@@ -38,9 +43,11 @@ typedef struct db_verdict {
     db_resend_reason reason;
     /* Not resent: 0, its result stands; or its waiter's error: -ECONNRESET
      * (the connection broke under it), -EREMOTEIO (the server refused it:
-     * its error result stands), -EPROTO (a writing batch's result did not
-     * fit), -EIO (it did not take effect and has no sends left, or no
-     * result came: any result it holds is dropped). */
+     * its error result stands), -ETIMEDOUT (the server cancelled it for
+     * its statement_timeout or lock_timeout: its error result stands),
+     * -EPROTO (a writing batch's result did not fit), -EIO (it did not
+     * take effect and has no sends left, or no result came: any result it
+     * holds is dropped). */
     int error;
 } db_verdict;
 
@@ -48,6 +55,12 @@ typedef struct db_verdict {
  * to run the transaction again: 40P01 (deadlock) or 40001 (serialization
  * failure). PostgreSQL docs, 13.5 and Appendix A. */
 bool db_retry_state(const char *sqlstate);
+
+/* Whether @sqlstate says the server cancelled the statement for taking
+ * too long: 57014 (query_canceled: statement_timeout, or a cancel
+ * request) or 55P03 (lock_not_available: lock_timeout). PostgreSQL docs,
+ * Appendix A and 20.11 "Client Connection Defaults". */
+bool db_timeout_state(const char *sqlstate);
 
 /* Whether an error result says the database went away rather than the
  * query was at fault: no SQLSTATE (an error libpq made up: the connection
@@ -60,13 +73,31 @@ bool db_connection_lost(const char *sqlstate, bool connection_bad);
 bool db_may_resend(const db_pending *p);
 
 /*
+ * db_outcome_unknown - whether @p, whose Sync group's result never came
+ * (its connection broke, or its waiter gave up), may have committed: it
+ * writes, a Sync after it reached the server (@sync_flushed:
+ * db_queue_sync_flushed), which commits there, and nothing read says it
+ * did not take effect (it was not skipped, nor rolled back). Its waiter
+ * then gets -EINPROGRESS (the apps answer 504: a retry with the same
+ * Idempotency-Key is safe), not -ECONNRESET or -ETIMEDOUT (503: it
+ * certainly did not take effect).
+ */
+bool db_outcome_unknown(const db_pending *p, bool sync_flushed);
+
+/*
  * db_verdict_query - the verdict on single query @p (not a batch), whose
- * results are complete: @sqlstate is its error result's SQLSTATE (read
- * only when p->failed), @connection_bad whether the connection is bad.
+ * results are complete: @sqlstate is its error result's SQLSTATE, or its
+ * group's commit error's when p->commit_failed (read only then or when
+ * p->failed), @connection_bad whether the connection is bad.
  * Skipped or rolled back for another query's error: sent again
- * (DB_RESEND_GROUP), else -EIO. Failed: -ECONNRESET for a connection
- * error; sent again for a retry state (DB_RESEND_DEADLOCK), else
- * -EREMOTEIO. No result: -EIO. Otherwise 0.
+ * (DB_RESEND_GROUP), else -EIO. Rolled back by its group's failed
+ * commit: sent again, alone if it writes (DB_RESEND_COMMIT), or with the
+ * rest for a retry state (DB_RESEND_DEADLOCK); else -EIO. Failed (its
+ * own error, or its commit's as the group's only write): -ECONNRESET for
+ * a connection error; sent again for a retry state (DB_RESEND_DEADLOCK);
+ * for a timeout state, sent again when a cancel request meant for another
+ * query may have hit it (p->cancel_hit: DB_RESEND_CANCEL), else
+ * -ETIMEDOUT; else -EREMOTEIO. No result: -EIO. Otherwise 0.
  */
 db_verdict db_verdict_query(const db_pending *p, const char *sqlstate, bool connection_bad);
 
@@ -82,7 +113,9 @@ bool db_batch_clean(const db_pending *b);
  * twice), sent again for a reading one (DB_RESEND_BATCH). Failed for a
  * connection error: -ECONNRESET. No result, nothing undone: -EIO.
  * Skipped or rolled back for another query's error: sent again together
- * (DB_RESEND_GROUP). Failed itself: each member sent again alone
+ * (DB_RESEND_GROUP); rolled back by its group's failed commit, as a
+ * query (db_verdict_query). Failed itself (its own error, or its
+ * commit's as the group's only write): each member sent again alone
  * (DB_RESEND_DEADLOCK for a retry state, else DB_RESEND_BATCH).
  */
 db_verdict db_verdict_batch(const db_pending *b, const char *sqlstate, bool connection_bad,

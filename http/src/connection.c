@@ -4,6 +4,14 @@
  * once, repeat until the client closes, an idle or header timeout, a
  * framing error, `Connection: close`, or shutdown.
  *
+ * Between requests (the answers sent, nothing received) the connection
+ * holds no coroutine: http_connection_main returns after
+ * net_connection_idle, its stack goes back to the pool, and the runtime
+ * runs it again in a new coroutine when the next bytes arrive. What stays
+ * is http_conn_state (its client's address, whether it served a request),
+ * on the heap; a request being received, the output and the parser's
+ * progress live in the run, on its stack (http_conn).
+ *
  * A request that spans reads is gathered in the connection's own buffer;
  * a request that fits one read is parsed from a copy in the coroutine's
  * arena, and the provided buffer the kernel put it in goes back to the ring
@@ -29,17 +37,25 @@
 
 enum conn_action { CONN_CONTINUE, CONN_CLOSE };
 
-/* What a connection keeps between requests, at most, in each of its input
- * and output buffers: after each batch a buffer holding no more than this
- * is cut back to it (freed when empty), so that an idle connection costs
- * the same after a 1 MiB request as before it. */
-#define CONN_BUF_FLOOR 4096u
+/* What a connection keeps between its runs, while idle with no coroutine
+ * (net_connection_idle): a flag, and its peer's address as text once a
+ * request needed it (http_peer_get: the access line, --trusted-proxies),
+ * 64 bytes in all. */
+typedef struct http_conn_state {
+    bool served;    /* a request was answered: idle waits get the keep-alive timeout */
+    http_peer peer; /* the client: its socket, and getpeername's answer once asked */
+} http_conn_state;
 
+/* One run of a connection, on its coroutine's stack: from the bytes that
+ * woke it until it goes idle again or closes. */
 typedef struct http_conn {
     int fd;
     const http_server *srv;
-    cr_buf in;          /* a request gathered across reads */
-    cr_buf out;         /* responses not yet sent */
+    http_conn_state *st; /* kept between runs */
+    cr_buf in;          /* a request gathered across reads; after each batch cut back to
+                           HTTP_CONN_BUF_FLOOR, and freed before going idle */
+    cr_buf out;         /* responses not yet sent: a buffer lent by the thread for the
+                           run (out_take) */
     /* The pending request, at in.data[0], costs each read the bytes that
      * read brought, not a scan from its first byte (linear however it is
      * cut). While its header section arrives, the parser resumes from
@@ -58,10 +74,41 @@ typedef struct http_conn {
     bool sent_continue; /* 100 Continue sent for the request being read */
     uint64_t request_start_ns; /* first byte of the pending request arrived */
     uint64_t body_start_ns;    /* the pending request's headers were complete */
-    bool served;        /* a request was answered: idle waits get the keep-alive timeout */
     bool error_close;   /* closing after an error: linger to deliver it */
-    http_peer peer;     /* the client (getpeername when a request first needs it) */
 } http_conn;
+
+/* Output buffers are lent to a run by the thread, HTTP_CONN_BUF_FLOOR bytes
+ * each: a connection that idles holds none, and the steady state of a
+ * keep-alive connection takes no malloc per request. At most
+ * CONN_SPARE_OUT are kept per thread; more are freed when given back. */
+#define CONN_SPARE_OUT 64u
+
+static void out_take(cr_buf *b)
+{
+    http_thread *t = http_tl;
+    if (t->num_spare_out) {
+        b->data = t->spare_out[--t->num_spare_out];
+        b->cap = HTTP_CONN_BUF_FLOOR;
+        b->len = 0;
+    }
+}
+
+/* A buffer that grew past HTTP_CONN_BUF_FLOOR is freed, not cut back with
+ * realloc: glibc cuts a mapped block (128 KiB and more) back with
+ * mremap(2) and keeps it mapped, so the next large answer mapped and
+ * faulted its pages in again (pipelined GET /todos: 10 times the CPU per
+ * response); freed, the block raises malloc's mmap threshold and the next
+ * comes from the heap. */
+static void out_give(cr_buf *b)
+{
+    http_thread *t = http_tl;
+    if (b->cap == HTTP_CONN_BUF_FLOOR && !b->failed && t->num_spare_out < CONN_SPARE_OUT) {
+        t->spare_out[t->num_spare_out++] = b->data;
+        *b = CR_BUF_INIT;
+        return;
+    }
+    cr_buf_free(b);
+}
 
 static int flush(http_conn *c)
 {
@@ -90,7 +137,8 @@ static void reject(http_conn *c, int status, const char *message)
 
 /* The headers are in, the body is not: from now on the body timeout
  * applies, and a client that asked for it (@expect_continue) gets 100
- * Continue (RFC 9110 section 10.1.1) once, before the body. */
+ * Continue (RFC 9110 section 10.1.1) once, before the body (unless
+ * answer_unread answered first). */
 static void await_body(http_conn *c, bool expect_continue)
 {
     if (c->body_start_ns == 0)
@@ -99,6 +147,36 @@ static void await_body(http_conn *c, bool expect_continue)
         cr_buf_append_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
         c->sent_continue = true;
     }
+}
+
+/*
+ * A request with Expect: 100-continue whose body is not in yet, that the
+ * server refuses without it (http_request_refused_early: 404, 405, 415,
+ * 501): its final status now instead of 100 Continue (RFC 9110 section
+ * 10.1.1), so that the client does not upload a body for nothing. Then the
+ * connection closes: the client may send the body anyway or not at all
+ * (both are allowed), so what follows on it cannot be framed; the linger
+ * reads and discards what it does send, so that the close does not reset
+ * the answer. Returns true when it answered.
+ */
+static bool answer_unread(http_conn *c, const http_request *req, size_t head, uint64_t clock_ns)
+{
+    if (!req->expect_continue || c->sent_continue || !http_request_refused_early(c->srv, req))
+        return false;
+    c->head_len = 0;
+    http_exchange x = {
+        .req = req,
+        .wire_bytes = head,
+        .close = true,
+        .body_unread = true,
+        .start_ns = clock_ns,
+        .peer = &c->st->peer,
+        .out = &c->out,
+    };
+    http_request_handle(c->srv, &x);
+    c->st->served = true;
+    c->error_close = true;
+    return true;
 }
 
 /* Parse the header section of the request at @p (@n bytes received),
@@ -190,6 +268,8 @@ void http_connection_thread_fini(http_thread *t)
     }
     t->spare_headers = NULL;
     t->num_spare_headers = 0;
+    while (t->num_spare_out)
+        free(t->spare_out[--t->num_spare_out]);
 }
 
 /*
@@ -251,6 +331,11 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             }
             c->chunk_decoded = before + n;
             if (done == HTTP_PARSE_INCOMPLETE) {
+                if (!head_known && answer_unread(c, &req, head, clock_ns)) {
+                    action = CONN_CLOSE;
+                    pos = len;
+                    break;
+                }
                 pending_end = pos + head + c->chunk_decoded;
                 await_body(c, !head_known && req.expect_continue);
                 break;
@@ -260,6 +345,11 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             consumed += before + (size_t)done;
         } else if (c->content_length > 0) {
             if (avail < c->content_length) {
+                if (!head_known && answer_unread(c, &req, head, clock_ns)) {
+                    action = CONN_CLOSE;
+                    pos = len;
+                    break;
+                }
                 await_body(c, !head_known && req.expect_continue);
                 break;
             }
@@ -287,11 +377,11 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
             .wire_bytes = head + body_len,
             .close = close,
             .start_ns = clock_ns,
-            .peer = &c->peer,
+            .peer = &c->st->peer,
             .out = &c->out,
         };
         clock_ns = http_request_handle(c->srv, &x);
-        c->served = true;
+        c->st->served = true;
         pos += consumed;
         if (close) {
             action = CONN_CLOSE;
@@ -364,26 +454,44 @@ static void warn_no_provided_buffers(void)
 
 void http_connection_main(int fd, void *server)
 {
-    http_conn c = {.fd = fd, .srv = server, .peer = {.fd = fd}};
-    const http_server_config *cfg = &c.srv->cfg;
+    const http_server *srv = server;
+    const http_server_config *cfg = &srv->cfg;
+    http_conn_state *st = net_connection_state();
+    if (!st) {
+        /* Just accepted: what it keeps while idle. */
+        st = calloc(1, sizeof(*st));
+        if (!st) {
+            cr_log_error("out of memory for a connection: closing it");
+            net_close(fd);
+            return;
+        }
+        st->peer.fd = fd; /* its address: asked for when first needed */
+        http_metrics_connection(true);
+    }
+    http_conn c = {.fd = fd, .srv = srv, .st = st};
     cr_arena *arena = cr_coro_arena(cr_coro_current());
-    http_metrics_connection(true);
 
     for (;;) {
         bool partial = c.in.len > 0;
-        if (!partial) {
-            /* While draining too: the runtime ends an idle read at once
-             * unless a request is already waiting (then it is answered,
-             * with Connection: close). */
-            net_task_set_idle(true);
-        }
         /* Idle: the keep-alive timeout (the header timeout before the first
          * request, as a new connection owes us one). Headers: one deadline for the
          * whole header section, so a byte every few seconds cannot hold
          * the connection (slowloris). Body: likewise one deadline for the
          * whole body, counted from the end of its headers (a per-read timeout
          * would let a byte every few seconds hold it for days). */
-        uint64_t timeout = c.served ? cfg->keepalive_timeout_ns : cfg->header_timeout_ns;
+        uint64_t timeout = st->served ? cfg->keepalive_timeout_ns : cfg->header_timeout_ns;
+        if (!partial) {
+            /* Between requests, the answers sent: give the coroutine up
+             * until the next bytes come (net_connection_idle), holding no
+             * buffer. While draining the runtime says no, and the read
+             * below ends at once unless a request is already waiting (then
+             * it is answered, with Connection: close). */
+            net_task_set_idle(true);
+            cr_buf_free(&c.in);
+            out_give(&c.out);
+            if (net_connection_idle(st, timeout) == 0)
+                return;
+        }
         if (partial && c.head_len != 0) {
             uint64_t spent = cr_clock_now_ns() - c.body_start_ns;
             timeout = spent < cfg->body_timeout_ns ? cfg->body_timeout_ns - spent : 1;
@@ -439,6 +547,8 @@ void http_connection_main(int fd, void *server)
             len = c.in.len;
         }
 
+        if (!c.out.data)
+            out_take(&c.out);
         size_t used = 0, kept = 0;
         enum conn_action action = process(&c, data, len, &used, &kept);
         if (copied) {
@@ -460,8 +570,11 @@ void http_connection_main(int fd, void *server)
         }
         int sent = flush(&c);
         cr_arena_reset(arena);
-        cr_buf_shrink(&c.in, CONN_BUF_FLOOR);
-        cr_buf_shrink(&c.out, CONN_BUF_FLOOR);
+        /* What a large request or answer took goes now, not when the
+         * connection closes. */
+        cr_buf_shrink(&c.in, HTTP_CONN_BUF_FLOOR);
+        if (c.out.cap > HTTP_CONN_BUF_FLOOR)
+            out_give(&c.out);
         if (action == CONN_CLOSE || sent < 0)
             break;
     }
@@ -469,6 +582,14 @@ void http_connection_main(int fd, void *server)
         linger(&c);
     net_close(fd);
     cr_buf_free(&c.in);
-    cr_buf_free(&c.out);
+    out_give(&c.out);
+    free(st);
+    http_metrics_connection(false);
+}
+
+void http_connection_closed(void *state, void *server)
+{
+    (void)server;
+    free(state);
     http_metrics_connection(false);
 }

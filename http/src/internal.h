@@ -6,6 +6,7 @@
 #define CORING_HTTP_INTERNAL_H
 
 #include "coring/http/proxy.h"
+#include "coring/http/accept_encoding.h"
 #include "coring/http/server.h"
 
 #include <netinet/in.h>
@@ -51,6 +52,15 @@ struct http_ctx_internal {
     /* CORS header lines, each "\r\n" name ": " value (cors.c); 0 bytes: none. */
     const char *cors_lines;
     size_t cors_lines_len;
+    /* Compression (compress.c): the server's settings (NULL: off), the
+     * request whose Accept-Encoding decides, the type given to
+     * http_response_begin, and the lines Vary/Content-Encoding chosen for
+     * the response (0 bytes: none). */
+    const http_server_config *compression;
+    const http_request *req;
+    const char *content_type;
+    const char *coding_lines;
+    size_t coding_lines_len;
     size_t num_extra;
     /* Last, and read only below num_extra: http_ctx_internal_start zeroes
      * what comes before them, not these (once per request). */
@@ -72,17 +82,46 @@ typedef struct http_thread {
     cr_json_parser *json;
     cr_buf scratch;
     cr_buf discard;          /* where a second answer's body goes (release builds) */
+    cr_buf compressed;       /* a response's compressed body, before it is copied out */
     char date[30];           /* IMF-fixdate, refreshed once a second */
     long date_second;
     struct http_header_block *spare_headers; /* header arrays not lent (connection.c) */
     unsigned num_spare_headers;
+    char *spare_out[64];     /* output buffers of HTTP_CONN_BUF_FLOOR bytes not lent
+                                (connection.c) */
+    unsigned num_spare_out;
+    /* The access line's escaped method and target (request.c): formatted
+     * here, not on a connection's stack. */
+    char access_target[256];
+    char access_method[40];
 } http_thread;
+
+/* What a connection keeps at most in each of its input and output buffers
+ * between the batches of a run (connection.c). */
+#define HTTP_CONN_BUF_FLOOR 4096u
 
 extern _Thread_local http_thread *http_tl;
 
 /* Append a complete response to @out (internal form of http_respond). */
 void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
                          const void *body, size_t len);
+
+/* http_write_response with the body as given, never compressed: the
+ * coding lines already chosen (in->coding_lines) are sent with it. */
+void http_write_encoded(struct http_ctx_internal *in, int status, const char *content_type,
+                        const void *body, size_t len);
+
+/* Whether and how to compress a response (compress.c): its @status,
+ * @content_type and body length @len (bytes) against the server's settings
+ * and the request's Accept-Encoding. Sets in->coding_lines (Vary, and
+ * Content-Encoding unless identity) when the response is compressible;
+ * returns the coding chosen (identity for HEAD). */
+http_coding http_compress_choose(struct http_ctx_internal *in, int status, const char *content_type,
+                                 size_t len);
+
+/* A compression chosen by http_compress_choose that failed: the response
+ * goes out in identity, still with Vary. */
+void http_compress_fall_back(struct http_ctx_internal *in);
 
 /* After the handler returned: a response begun and never ended is taken
  * back out of the output buffer, with an error logged, and the request is
@@ -107,6 +146,8 @@ typedef struct http_exchange {
     size_t body_len;         /* bytes at @body */
     size_t wire_bytes;       /* header section and body as counted in the metrics */
     bool close;              /* the connection closes after this answer */
+    bool body_unread;        /* its body was not read: http_request_refused_early said
+                                it is refused without it (@body NULL) */
     uint64_t start_ns;       /* monotonic clock reading that starts its duration */
     http_peer *peer;         /* the connection's peer, asked for on first use */
     cr_buf *out;             /* the connection's output: the response goes here */
@@ -124,11 +165,29 @@ typedef struct http_exchange {
  */
 uint64_t http_request_handle(const http_server *srv, const http_exchange *x);
 
-/* The connection coroutine: net_hooks.on_connection. */
+/*
+ * http_request_refused_early - whether the server answers @req on @srv
+ * without reading its body: 501 (CONNECT, an unknown method), 404, 405, or
+ * 415 for a POST, PUT or PATCH whose Content-Type is not JSON on a route
+ * that exists (coring's routes take JSON bodies only). For Expect:
+ * 100-continue (RFC 9110 section 10.1.1): such a request gets its final
+ * status instead of 100 Continue, answered by http_request_handle with
+ * body_unread set. OPTIONS is never refused early. Any thread.
+ */
+bool http_request_refused_early(const http_server *srv, const http_request *req);
+
+/* The connection coroutine: net_hooks.on_connection. It runs while the
+ * connection has something to do and leaves it idle between requests
+ * (net_connection_idle), with its http_conn_state (connection.c). */
 void http_connection_main(int fd, void *server);
 
+/* net_hooks.on_idle_close: the runtime closed an idle connection; free
+ * @state, count the close. Worker thread, outside any coroutine. */
+void http_connection_closed(void *state, void *server);
+
 /* Free the connection loop's per-thread memory in @t (spare header
- * arrays). Worker thread, at its end, once no connection runs. */
+ * arrays and output buffers). Worker thread, at its end, once no
+ * connection runs. */
 void http_connection_thread_fini(http_thread *t);
 
 /* Metrics (metrics.c). Register the HTTP families, the route label taking

@@ -321,8 +321,10 @@ static http_method method_from_token(const char *m, size_t n)
  * NULL, or the end of the bytes an earlier call checked and found to be the
  * start of a request line: its request-target is then scanned from a few
  * bytes before it rather than from its first byte. Adds the bytes it reads
- * to *@bytes_read. */
-static const char *parse_request_line(const char *p, const char *end, const char *resume,
+ * to *@bytes_read, or counts nothing when @bytes_read is NULL (a caller that
+ * parses a whole section counts its bytes at once: the hot path). */
+static inline __attribute__((always_inline)) const char *
+parse_request_line(const char *p, const char *end, const char *resume,
                                       const http_limits *lim, http_request *req, int *ret,
                                       size_t *bytes_read)
 {
@@ -333,7 +335,8 @@ static const char *parse_request_line(const char *p, const char *end, const char
         p++;
     if (p - start > METHOD_MAX_LEN)
         return fail(req, ret, 501, "method too long");
-    *bytes_read += (size_t)(p - start);
+    if (bytes_read)
+        *bytes_read += (size_t)(p - start);
     if (p == end)
         return need_more(ret);
     if (p == start || *p != ' ')
@@ -351,7 +354,8 @@ static const char *parse_request_line(const char *p, const char *end, const char
         p = resume - REQUEST_LINE_TAIL_MAX;
     const char *scan_from = p;
     p = scan_target(p, end);
-    *bytes_read += (size_t)(p - scan_from) + (p < end);
+    if (bytes_read)
+        *bytes_read += (size_t)(p - scan_from) + (p < end);
     if (p == end)
         return need_more(ret);
     if (p == start || *p != ' ')
@@ -364,7 +368,8 @@ static const char *parse_request_line(const char *p, const char *end, const char
     static const char version[] = "HTTP/#.#";
     static const char common[] = "HTTP/1.1\r\n";
     size_t tail = (size_t)(end - p);
-    *bytes_read += tail < sizeof(common) - 1 ? tail : sizeof(common) - 1;
+    if (bytes_read)
+        *bytes_read += tail < sizeof(common) - 1 ? tail : sizeof(common) - 1;
     if (tail >= sizeof(common) - 1 && memcmp(p, common, sizeof(common) - 1) == 0) {
         /* Nearly every request: the loop below in one comparison. */
         req->minor_version = 1;
@@ -811,9 +816,8 @@ static int too_long(const char *p, const char *end, http_request *req, const htt
 {
     int ret = HTTP_PARSE_ERROR;
     struct framing f = {0};
-    size_t ignored = 0;
     *bytes_read += (size_t)(end - p);
-    p = parse_request_line(p, end, NULL, lim, req, &ret, &ignored);
+    p = parse_request_line(p, end, NULL, lim, req, &ret, NULL);
     if (!p) {
         if (ret == HTTP_PARSE_INCOMPLETE)
             return reject(req, 414, "request-target too long");
@@ -836,9 +840,8 @@ static int parse_section(const char *buf, const char *p, const char *section_end
      * on cannot happen and would be a malformed line. */
     int ret = HTTP_PARSE_ERROR;
     struct framing f = {0};
-    size_t ignored = 0;
     *bytes_read += (size_t)(section_end - p);
-    p = parse_request_line(p, section_end, NULL, lim, req, &ret, &ignored);
+    p = parse_request_line(p, section_end, NULL, lim, req, &ret, NULL);
     if (p && split_target(req) < 0)
         return HTTP_PARSE_ERROR;
     if (p)
@@ -877,8 +880,12 @@ int http_parse_request(const char *buf, size_t len, http_parse_progress *progres
      * line's start or from the last LF the last call may have left
      * undecided (the 2 bytes after an LF say whether it ends the section). */
     const char *stop = buf + pr->line_start;
-    const char *p = skip_empty_lines(stop, end, lim, req, &ret, &stop);
-    pr->bytes_read += (size_t)((p ? p : stop) - (buf + pr->line_start));
+    const char *p = stop;
+    /* Empty lines first (rare), or nothing received past them yet. */
+    if (stop >= end || *stop == '\r' || *stop == '\n') {
+        p = skip_empty_lines(stop, end, lim, req, &ret, &stop);
+        pr->bytes_read += (size_t)((p ? p : stop) - (buf + pr->line_start));
+    }
     const char *section_end = NULL;
     if (p) {
         const char *from = pr->scanned > 2 && buf + pr->scanned - 2 > p ? buf + pr->scanned - 2 : p;

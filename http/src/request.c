@@ -26,10 +26,11 @@ static void log_access(const char *client, const http_peer *peer, const http_req
                        const http_str *bad_id)
 {
     double ms = (double)duration_ns / 1e6;
-    char path[256];
-    cr_log_escape(path, sizeof(path), req->target.ptr, req->target.len);
-    char method[40];
-    cr_log_escape(method, sizeof(method), req->method_str.ptr, req->method_str.len);
+    /* In the thread's memory, not on the connection's stack. */
+    http_thread *t = http_tl;
+    char *path = t->access_target, *method = t->access_method;
+    cr_log_escape(path, sizeof(t->access_target), req->target.ptr, req->target.len);
+    cr_log_escape(method, sizeof(t->access_method), req->method_str.ptr, req->method_str.len);
     const http_str *ua = http_request_header(req, "User-Agent");
     cr_log_field f[] = {
         {.key = "method", .type = CR_LOG_STR, .str = req->method_str.ptr,
@@ -55,7 +56,7 @@ static void log_access(const char *client, const http_peer *peer, const http_req
  * path parameters @ctx points to while the handler runs (the caller's, so
  * that they outlive this call as @ctx does). Returns the route index that
  * labels the request's metrics (http_metrics_unmatched() for none). */
-static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m)
+static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m, bool body_unread)
 {
     const http_request *req = ctx->req;
     /* CORS off (the default): nothing but this test. */
@@ -80,6 +81,12 @@ static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m
     } else {
         switch (http_router_match(srv->router, req->method, req->path, m)) {
         case HTTP_ROUTE_FOUND:
+            if (body_unread) {
+                /* http_request_refused_early said so: the one refusal of a
+                 * route that does not need its body. */
+                http_respond_error(ctx, 415, HTTP_NOT_JSON_MESSAGE);
+                return m->route;
+            }
             ctx->params = &m->params;
             m->handler(ctx, m->user);
             http_response_drop_unfinished(ctx->internal);
@@ -108,6 +115,28 @@ static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m
         }
     }
     return http_metrics_unmatched();
+}
+
+/* Methods whose body a route reads: coring's routes take JSON bodies only
+ * (docs/handlers.md), so such a body of another type is refused (415). */
+static bool reads_body(http_method method)
+{
+    return method == HTTP_POST || method == HTTP_PUT || method == HTTP_PATCH;
+}
+
+bool http_request_refused_early(const http_server *srv, const http_request *req)
+{
+    if (req->method == HTTP_CONNECT || req->method == HTTP_METHOD_OTHER)
+        return true; /* 501 */
+    if (req->method == HTTP_OPTIONS)
+        return false; /* CORS preflights and OPTIONS: answered as usual */
+    http_route_match m;
+    switch (http_router_match(srv->router, req->method, req->path, &m)) {
+    case HTTP_ROUTE_FOUND:
+        return reads_body(req->method) && !http_request_is_json(req); /* 415 */
+    default:
+        return true; /* 404, 405 */
+    }
 }
 
 uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
@@ -139,6 +168,8 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
     in.request_id_len = request_id_len;
     in.peer = x->peer;
     in.proxies = srv->cfg.trusted_proxies;
+    in.compression = srv->cfg.compression_codings ? &srv->cfg : NULL;
+    in.req = req;
     static const http_route_params no_params;
     http_ctx ctx = {
         .req = req,
@@ -149,7 +180,7 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
         .internal = &in,
     };
     http_route_match match;
-    unsigned route_index = route(srv, &ctx, &match);
+    unsigned route_index = route(srv, &ctx, &match, x->body_unread);
 
     /* Once, for the metrics and the access line alike. */
     uint64_t end_ns = cr_clock_now_ns();

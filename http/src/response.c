@@ -2,9 +2,12 @@
  * Response serialisation: status line, the headers every response carries
  * (Server, Date, Content-Type, Content-Length, Connection), handler headers,
  * body. Written straight into the connection's output buffer so that the
- * responses of a pipelined batch leave in one send.
+ * responses of a pipelined batch leave in one send. A compressible body is
+ * compressed where it is final (compress.c decides).
  */
 #include "internal.h"
+
+#include "coring/http/compress.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/json_writer.h"
@@ -149,7 +152,7 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
     for (size_t i = 0; i < in->num_extra; i++)
         extra_len += 4 + strlen(in->extra_name[i]) + strlen(in->extra_value[i]);
     size_t need = 15 + reason_len + 22 + 29 + 16 + type_len + 16 + id_len + extra_len +
-                  in->cors_lines_len + 24 + 18 + room_after + 4;
+                  in->cors_lines_len + in->coding_lines_len + 24 + 18 + room_after + 4;
     if (out->cap - out->len < need && cr_buf_reserve(out, need) < 0)
         return NULL;
     char *p = out->data + out->len;
@@ -181,6 +184,8 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
     }
     if (in->cors_lines_len)
         p = put(p, in->cors_lines, in->cors_lines_len);
+    if (in->coding_lines_len)
+        p = put(p, in->coding_lines, in->coding_lines_len);
     if (in->close)
         p = put(p, "\r\nConnection: close", 19);
     else if (in->keep_alive_10)
@@ -191,8 +196,40 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
     return p;
 }
 
+/* A compressed body stays in the thread's buffer between responses; past
+ * this size (bytes) its memory is given back after each. */
+#define COMPRESSED_KEEP_BYTES (64 * 1024)
+
+/* The thread's buffer holding @len bytes at @body compressed in @coding;
+ * NULL when that failed (the response then goes out in identity). */
+static cr_buf *compress_body(struct http_ctx_internal *in, http_coding coding, const void *body,
+                             size_t len)
+{
+    cr_buf *z = &http_tl->compressed;
+    cr_buf_reset(z);
+    if (http_compress(coding, body, len, z) == 0)
+        return z;
+    http_compress_fall_back(in);
+    return NULL;
+}
+
 void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
                          const void *body, size_t len)
+{
+    if (in->compression && len >= in->compression->compression_min_bytes) {
+        http_coding coding = http_compress_choose(in, status, content_type, len);
+        cr_buf *z = coding != HTTP_CODING_IDENTITY ? compress_body(in, coding, body, len) : NULL;
+        if (z) {
+            http_write_encoded(in, status, content_type, z->data, z->len);
+            cr_buf_shrink(z, COMPRESSED_KEEP_BYTES);
+            return;
+        }
+    }
+    http_write_encoded(in, status, content_type, body, len);
+}
+
+void http_write_encoded(struct http_ctx_internal *in, int status, const char *content_type,
+                        const void *body, size_t len)
 {
     bool no_content = has_no_content(status);
     bool send_body = !no_content && !in->head;
@@ -263,6 +300,7 @@ cr_buf *http_response_begin(http_ctx *ctx, int status, const char *content_type)
     in->responded = true;
     in->building = true;
     in->status = status;
+    in->content_type = content_type;
     in->response_start = out->len;
     char *p = write_head(in, status, content_type, RESERVED_LENGTH_DIGITS);
     if (!p) {
@@ -277,6 +315,41 @@ cr_buf *http_response_begin(http_ctx *ctx, int status, const char *content_type)
     p = put(p, "\r\n\r\n", 4);
     out->len = in->body_start = (size_t)(p - out->data);
     return out;
+}
+
+/*
+ * End a response built in place whose body (@len bytes at body_start) is
+ * compressible: rewrite it from its "\r\nContent-Length: " on, with the
+ * coding lines chosen before it, and the body compressed in @coding (or
+ * moved along, identity; dropped for HEAD).
+ */
+static void end_with_coding(struct http_ctx_internal *in, http_coding coding, size_t len)
+{
+    cr_buf *out = in->out;
+    cr_buf *z = coding != HTTP_CODING_IDENTITY
+                    ? compress_body(in, coding, out->data + in->body_start, len)
+                    : NULL;
+    size_t body_len = z ? z->len : len;
+    char tmp[20];
+    char *digits = format_decimal(tmp, body_len);
+    size_t num_digits = (size_t)(tmp + sizeof(tmp) - digits);
+    size_t head_at = in->length_at - 18; /* "\r\nContent-Length: " */
+    size_t body_at = head_at + in->coding_lines_len + 18 + num_digits + 4;
+    size_t send = in->head ? 0 : body_len;
+    if (body_at + send > out->len && cr_buf_reserve(out, body_at + send - out->len) < 0)
+        return; /* out->failed: the connection closes */
+    if (z)
+        memcpy(out->data + body_at, z->data, send);
+    else
+        memmove(out->data + body_at, out->data + in->body_start, send);
+    char *p = out->data + head_at;
+    p = put(p, in->coding_lines, in->coding_lines_len);
+    p = put(p, "\r\nContent-Length: ", 18);
+    p = put(p, digits, num_digits);
+    put(p, "\r\n\r\n", 4);
+    out->len = body_at + send;
+    if (z)
+        cr_buf_shrink(z, COMPRESSED_KEEP_BYTES);
 }
 
 void http_response_end(http_ctx *ctx)
@@ -294,6 +367,13 @@ void http_response_end(http_ctx *ctx)
     if (has_no_content(in->status)) {
         out->len = in->body_start; /* no body, and no Content-Length to patch */
         return;
+    }
+    if (in->compression && len >= in->compression->compression_min_bytes) {
+        http_coding coding = http_compress_choose(in, in->status, in->content_type, len);
+        if (in->coding_lines_len) {
+            end_with_coding(in, coding, len);
+            return;
+        }
     }
     if (in->head)
         out->len = in->body_start; /* the length of the body a GET would get */

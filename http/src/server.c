@@ -8,6 +8,7 @@
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
 #include "coring/http/client.h"
+#include "coring/http/compress.h"
 
 #include <curl/curl.h>
 
@@ -24,6 +25,8 @@ http_server_config http_server_config_default(void)
         .send_timeout_ns = 30 * CR_NS_PER_S,
         .output_flush_bytes = 64 * 1024,
         .access_log = false,
+        .compression_codings = HTTP_CODINGS_ALL,
+        .compression_min_bytes = HTTP_COMPRESSION_MIN_BYTES_DEFAULT,
     };
 }
 
@@ -49,11 +52,13 @@ static void thread_fini(void *user)
     if (srv->thread_fini)
         srv->thread_fini(srv->user);
     http_client_thread_fini();
+    http_compress_thread_fini();
     http_thread *t = http_tl;
     if (t) {
         cr_json_parser_destroy(t->json);
         cr_buf_free(&t->scratch);
         cr_buf_free(&t->discard);
+        cr_buf_free(&t->compressed);
         http_connection_thread_fini(t);
         free(t);
         http_tl = NULL;
@@ -87,6 +92,7 @@ int http_serve(http_server *srv, const net_config *net)
         .thread_init = thread_init,
         .thread_fini = thread_fini,
         .on_connection = http_connection_main,
+        .on_idle_close = http_connection_closed,
         .on_listening = on_listening,
         .user = srv,
     };

@@ -159,17 +159,12 @@ int net_close(int fd)
     net_task *task = net_task_current();
     if (!task)
         return close(fd) < 0 ? -errno : 0;
+    net_loop *loop = task->waiter.loop;
     if (task->recv && fd >= 0 && fd == task->recv->fd)
-        net_recv_release(task); /* its cancel goes before the close */
+        net_recv_release(loop, task->recv); /* its cancel goes before the close */
     /* Close even when the task was cancelled: never leak the descriptor.
-     * Nobody waits for it: a close that succeeds posts no CQE
-     * (IOSQE_CQE_SKIP_SUCCESS), a failing one's CQE (user_data 0) is
-     * dropped; the descriptor is gone either way (close(2)). */
-    net_ring *ring = &task->waiter.loop->ring;
-    net_ring_reserve(ring, 1);
-    struct io_uring_sqe *sqe = net_ring_sqe(ring);
-    io_uring_prep_close(sqe, fd);
-    io_uring_sqe_set_data64(sqe, 0);
-    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+     * Nobody waits for it (net_ring_close). */
+    net_ring_reserve(&loop->ring, 1);
+    net_ring_close(&loop->ring, fd);
     return 0;
 }

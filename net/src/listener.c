@@ -1,13 +1,20 @@
 /*
  * The listener and accept: one SO_REUSEPORT listener per worker, bound by
  * the main thread before the workers start (so a port in use fails the
- * start, and the kernel spreads connections over the workers), a multishot
- * accept on each worker's ring, the per-thread connection limit, and the
+ * start, and the kernel spreads connections over the workers), single-shot
+ * accepts on each worker's ring, the per-thread connection limit, and the
  * accept queue served (not reset) when the drain closes the listener.
+ *
+ * At most NET_TURN_ACCEPTS connections are accepted and started between
+ * two loop turns (nginx's multi_accept off takes one an event loop
+ * iteration): a burst of 10,000 accepted and started in one turn held
+ * every established connection's request for the whole of it (issue 39:
+ * GET / over 50 ms, up to 250).
  * See coring/net/runtime.h.
  */
+#include "activation.h"
+#include "conn.h"
 #include "listener.h"
-#include "recv.h"
 #include "rt.h"
 
 #include "coring/core/clock.h"
@@ -24,7 +31,7 @@
 
 /* --- binding ----------------------------------------------------------- */
 
-static int parse_host(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+int net_host_address(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof(*ss));
     struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
@@ -48,7 +55,7 @@ bool net_host_valid(const char *host)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    return host && parse_host(host, 0, &ss, &len) == 0;
+    return host && net_host_address(host, 0, &ss, &len) == 0;
 }
 
 /*
@@ -82,10 +89,14 @@ int net_bind_listeners(uint16_t *port_out)
     struct sockaddr_storage ss;
     socklen_t len;
     uint16_t port = net_rt.cfg.port;
-    if (parse_host(net_rt.cfg.host, port, &ss, &len) < 0) {
+    if (net_host_address(net_rt.cfg.host, port, &ss, &len) < 0) {
         cr_log_error("--host %s: not a numeric IPv4 or IPv6 address", net_rt.cfg.host);
         return -EINVAL;
     }
+    /* Listeners handed over by a predecessor or passed by systemd. */
+    int inherited = net_listeners_inherit(&ss, port_out);
+    if (inherited != 0)
+        return inherited < 0 ? inherited : 0;
     if (port != 0) {
         int err = probe_port(&ss, len);
         if (err < 0) {
@@ -123,6 +134,7 @@ int net_bind_listeners(uint16_t *port_out)
         }
         net_rt.listen_fds[i] = fd;
     }
+    net_rt.listeners = net_rt.threads;
     *port_out = port;
     return 0;
 }
@@ -131,20 +143,24 @@ int net_bind_listeners(uint16_t *port_out)
 
 struct net_listener {
     int fd;                             /* the worker's listener, or -1 once closed */
-    bool accept_armed;                  /* the multishot accept is live */
-    struct __kernel_timespec accept_ts; /* the back-off after an accept error */
+    unsigned armed;                     /* accepts in flight */
+    bool backing_off;                   /* after an accept error: none armed for 10 ms */
+    unsigned drain_turns;               /* turns since the drain began */
+    unsigned accepted;                  /* connections accepted since the last turn */
+    struct __kernel_timespec accept_ts; /* that back-off */
     uint64_t last_accept_log, last_limit_log;
 };
 
 static void accept_arm(net_loop *loop)
 {
     struct io_uring_sqe *sqe = net_ring_sqe(&loop->ring);
-    io_uring_prep_multishot_accept(sqe, loop->listener->fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_prep_accept(sqe, loop->listener->fd, NULL, NULL, SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, NET_TAG_ACCEPT);
-    loop->listener->accept_armed = true;
+    loop->listener->armed++;
 }
 
-/* Serve accepted connection @fd, or close it beyond the connection limit. */
+/* Start a connection for accepted socket @fd, or close it beyond the
+ * connection limit. */
 static void serve_accepted(net_loop *loop, int fd)
 {
     struct net_listener *l = loop->listener;
@@ -161,31 +177,29 @@ static void serve_accepted(net_loop *loop, int fd)
     }
     /* TCP_NODELAY comes from the listener (net_bind_listeners). */
     if (net_connection_start(loop, fd) < 0) {
-        cr_log_warn("out of memory for a connection coroutine: closing it");
+        cr_log_warn("out of memory for a connection: closing it");
         close(fd);
     }
 }
 
 /*
- * Shutdown, once the multishot accept is gone (and with it its reference to
+ * Shutdown, once no accept is in flight (and with them their references to
  * the listener): accept what the kernel has already queued, then close the
  * listener. Closing it first would reset connections whose handshake the
  * kernel completed and whose request may be waiting; accepted here, each
  * is served like any other (its request, if it came, is answered with
- * Connection: close). New connections are refused (RST) once it is closed;
+ * Connection: close). NET_TURN_ACCEPTS a turn, as ever; returns true when
+ * there may be more. New connections are refused (RST) once it is closed;
  * one whose handshake completes between the last accept4(2) and close(2),
  * microseconds, is reset. See accept4(2), listen(2).
  */
-static void listener_close(net_loop *loop)
+static bool accept_queue(net_loop *loop)
 {
     struct net_listener *l = loop->listener;
-    if (l->fd < 0)
-        return;
     int flags = fcntl(l->fd, F_GETFL);
-    if (flags >= 0)
+    if (flags >= 0 && !(flags & O_NONBLOCK))
         fcntl(l->fd, F_SETFL, flags | O_NONBLOCK);
-    unsigned n = 0;
-    for (;;) {
+    for (unsigned n = 0; n < NET_TURN_ACCEPTS; n++) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR)
@@ -193,60 +207,93 @@ static void listener_close(net_loop *loop)
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 cr_log_warn("accept while draining: %s: resetting the rest of the accept queue",
                             cr_strerror(-errno));
-            break;
+            close(l->fd);
+            l->fd = -1;
+            return false;
         }
         serve_accepted(loop, fd);
-        n++;
     }
-    close(l->fd);
-    l->fd = -1;
-    if (n)
-        cr_log_debug("draining: served %u connection(s) left in the accept queue", n);
+    return true;
+}
+
+/*
+ * Each loop turn: NET_TURN_ACCEPTS single-shot accepts stay armed, those
+ * that completed since the last turn armed again, so that the kernel
+ * accepts at most that many connections between two turns. A multishot
+ * accept, one CQE per connection with no SQE at all, accepted the whole
+ * queue at each wake-up inside one io_uring_enter (579 connections in
+ * 13.7 ms in a burst here), however long that took. Draining, once the
+ * cancelled accepts are back: the queue, then the close (accept_queue).
+ * Returns whether the drain left some of the queue for the next turn.
+ */
+static bool accept_turn(net_loop *loop, void *ctx)
+{
+    (void)ctx;
+    struct net_listener *l = loop->listener;
+    if (l->fd < 0)
+        return false;
+    if (loop->draining) {
+        /* Accepts left after the first turn (a kernel before 5.19 has no
+         * IORING_ASYNC_CANCEL_ALL): one cancel a turn. Several at once
+         * found the same accept here. */
+        if (l->armed && ++l->drain_turns > 1)
+            net_ring_cancel(&loop->ring, NET_TAG_ACCEPT);
+        return l->armed == 0 && accept_queue(loop);
+    }
+    if (l->accepted >= NET_TURN_ACCEPTS)
+        loop->turn_cut = true; /* the bound was reached: more may be queued */
+    l->accepted = 0;
+    while (!l->backing_off && l->armed < NET_TURN_ACCEPTS)
+        accept_arm(loop);
+    return false;
+}
+
+bool net_listener_open(const net_loop *loop)
+{
+    return loop->listener && loop->listener->fd >= 0;
 }
 
 void net_listener_stop(net_loop *loop)
 {
-    if (loop->listener->accept_armed)
-        net_ring_cancel(&loop->ring, NET_TAG_ACCEPT); /* its last CQE closes the listener */
-    else
-        listener_close(loop); /* backing off after an accept error */
+    /* Every accept at once (IORING_ASYNC_CANCEL_ALL, Linux 5.19); their
+     * CQEs come back, then the turn accepts the queue and closes the
+     * listener. A failure's CQE (user_data 0) is dropped. */
+    if (loop->listener->armed) {
+        struct io_uring_sqe *sqe = net_ring_sqe(&loop->ring);
+        io_uring_prep_cancel64(sqe, NET_TAG_ACCEPT, IORING_ASYNC_CANCEL_ALL);
+        io_uring_sqe_set_data64(sqe, 0);
+    }
 }
 
 static void accepted(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
 {
-    (void)ctx, (void)data;
+    (void)ctx, (void)data, (void)flags;
     struct net_listener *l = loop->listener;
-    if (!(flags & IORING_CQE_F_MORE))
-        l->accept_armed = false;
+    l->armed--;
     if (res >= 0) {
+        l->accepted++;
         serve_accepted(loop, res); /* draining too: accepted before the cancel */
-    } else if (res != -ECANCELED) {
-        uint64_t now = cr_clock_now_ns();
-        if (now - l->last_accept_log > CR_NS_PER_S) {
-            cr_log_warn("accept: %s", cr_strerror(res));
-            l->last_accept_log = now;
-        }
-        /* EMFILE, ENFILE, ENOMEM: back off instead of spinning on accept. */
-        if (!(flags & IORING_CQE_F_MORE) && !loop->draining) {
-            net_ring_timeout(&loop->ring, &l->accept_ts, 10 * CR_NS_PER_MS,
-                             NET_CTRL(NET_CTRL_ACCEPT));
-            return;
-        }
+        return;
     }
-    if (!l->accept_armed) {
-        if (loop->draining)
-            listener_close(loop);
-        else
-            accept_arm(loop);
+    if (res == -ECANCELED)
+        return;
+    uint64_t now = cr_clock_now_ns();
+    if (now - l->last_accept_log > CR_NS_PER_S) {
+        cr_log_warn("accept: %s", cr_strerror(res));
+        l->last_accept_log = now;
+    }
+    /* EMFILE, ENFILE, ENOMEM: back off instead of spinning on accept. */
+    if (!loop->draining && !l->backing_off) {
+        l->backing_off = true;
+        net_ring_timeout(&loop->ring, &l->accept_ts, 10 * CR_NS_PER_MS, NET_CTRL(NET_CTRL_ACCEPT));
     }
 }
 
-/* The back-off after an accept error is over. */
+/* The back-off after an accept error is over: the next turn arms again. */
 static void accept_again(net_loop *loop, void *ctx)
 {
     (void)ctx;
-    if (!loop->draining && !loop->listener->accept_armed)
-        accept_arm(loop);
+    loop->listener->backing_off = false;
 }
 
 int net_listener_attach(net_loop *loop, int fd)
@@ -257,7 +304,7 @@ int net_listener_attach(net_loop *loop, int fd)
     loop->listener->fd = fd;
     net_loop_on_cqe(loop, NET_TAG_ACCEPT, accepted, NULL);
     net_loop_on_ctrl(loop, NET_CTRL_ACCEPT, accept_again, NULL);
-    accept_arm(loop);
+    net_loop_on_turn(loop, accept_turn, NULL);
     return 0;
 }
 

@@ -57,6 +57,12 @@ void net_loop_on_drain_turn(net_loop *loop, net_event_fn fn, void *ctx)
     loop->on_drain_turn.ctx = ctx;
 }
 
+void net_loop_on_turn(net_loop *loop, net_turn_fn fn, void *ctx)
+{
+    loop->on_turn.fn = fn;
+    loop->on_turn.ctx = ctx;
+}
+
 void net_loop_ready(net_loop *loop, net_ready *r)
 {
     r->next = NULL;
@@ -74,12 +80,17 @@ void net_loop_resume(cr_coro *co)
         cr_coro_destroy(co);
 }
 
-/* Resume the coroutines made ready since the last turn (and those they
- * make ready). */
+/* Resume the coroutines made ready (and those they make ready), up to
+ * NET_TURN_READY a turn: the rest wait for the next turn. */
 static void run_ready(net_loop *loop)
 {
     net_ready *r;
     while ((r = loop->ready_head)) {
+        if (loop->turn_resumed == NET_TURN_READY) {
+            loop->turn_cut = true;
+            return;
+        }
+        loop->turn_resumed++;
         loop->ready_head = r->next;
         if (!loop->ready_head)
             loop->ready_tail = NULL;
@@ -176,18 +187,26 @@ static void dispatch(net_loop *loop, const net_cqe *c)
 }
 
 /* Dispatch the backlog in order (and what it adds to itself meanwhile),
- * resuming the coroutines made ready every 64 completions. */
+ * resuming the coroutines made ready every 64 completions, up to
+ * NET_TURN_CQES completions: the rest wait for the next turn. */
 static void dispatch_backlog(net_loop *loop)
 {
-    unsigned since_ready = 0;
+    unsigned since_ready = 0, dispatched = 0;
     net_cqe c;
     for (;;) {
+        if (dispatched == NET_TURN_CQES) {
+            if (!net_ring_backlog_empty(&loop->ring) || io_uring_cq_ready(&loop->ring.ring))
+                loop->turn_cut = true;
+            return;
+        }
         if (!net_ring_next(&loop->ring, &c)) {
             run_ready(loop); /* may reap more into the backlog */
+            net_ring_reap(&loop->ring);
             if (!net_ring_next(&loop->ring, &c))
                 break;
         }
         dispatch(loop, &c);
+        dispatched++;
         if (++since_ready == 64) {
             run_ready(loop);
             since_ready = 0;
@@ -200,17 +219,20 @@ void net_loop_run(net_loop *loop)
     loop->now_ns = cr_clock_now_ns();
     net_ring_timeout(&loop->ring, &loop->tick_ts, NET_TICK_NS, NET_CTRL(NET_CTRL_TICK));
     for (;;) {
+        loop->turn_resumed = 0;
         run_ready(loop);
+        bool more = loop->on_turn.fn && loop->on_turn.fn(loop, loop->on_turn.ctx);
         if (loop->draining && loop->on_drain_turn.fn) {
             loop->on_drain_turn.fn(loop, loop->on_drain_turn.ctx);
             if (loop->exit)
                 break;
         }
-        /* The turn's own work may have reaped completions (SQ full):
-         * then only submit, and dispatch them without waiting. */
-        bool waited = net_ring_backlog_empty(&loop->ring);
+        /* Work left by the last turn (its budget ran out), or completions
+         * the turn's own work reaped (SQ full): submit, take in what is
+         * ready, and go on without waiting. */
+        bool waited = !more && !loop->ready_head && net_ring_backlog_empty(&loop->ring);
         int ret = waited ? net_ring_submit_and_wait(&loop->ring, batch_wait_nr(loop))
-                         : net_ring_submit(&loop->ring);
+                         : net_ring_submit_and_peek(&loop->ring);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME) {
             cr_log_error("io_uring_enter (submit and wait): %s", cr_strerror(ret));
             break;
@@ -218,8 +240,12 @@ void net_loop_run(net_loop *loop)
         loop->now_ns = cr_clock_now_ns();
         /* Everything goes through the backlog, in order: what the SQ-full
          * path reaps during a dispatch lands behind what is there. */
-        while (net_ring_reap(&loop->ring) || !net_ring_backlog_empty(&loop->ring))
-            dispatch_backlog(loop);
+        net_ring_reap(&loop->ring);
+        dispatch_backlog(loop);
+        if (more || loop->turn_cut) {
+            NET_STAT_ADD(turns_cut, 1);
+            loop->turn_cut = false;
+        }
         if (waited) {
             loop->load.batch_recvs = loop->load.turn_recvs;
             loop->load.turn_recvs = 0;

@@ -65,7 +65,31 @@ typedef struct net_load {
                              * task runs at that cancel's CQE (wait.c) */
 } net_load;
 
-#define NET_TICK_HOOKS 4
+#define NET_TICK_HOOKS 8
+
+/*
+ * The most work one loop turn does, so that a burst (10,000 connections
+ * arriving at once) is spread over many turns and every turn enters the
+ * kernel: the sends queued go out, and the completions of established
+ * connections come in, within a bounded slice. A turn resumes at most
+ * NET_TURN_READY coroutines made ready and dispatches at most
+ * NET_TURN_CQES completions; at most NET_TURN_ACCEPTS connections are
+ * accepted between two turns (listener.c). Work left over makes the next
+ * turn enter without waiting (net_ring_submit_and_peek); a turn that
+ * reached a bound counts in coring_loop_turns_cut_total. The values are
+ * perf/burst.py's: with 8 accepts a turn the probe's worst latency went to
+ * hundreds of ms (the accept queue overflows, handshakes are retried);
+ * 16 to 64 accepts and 128 to 256 completions were within that machine's
+ * noise of each other (docs/runtime.md, "Fair turns").
+ */
+#define NET_TURN_CQES 128
+#define NET_TURN_READY 128
+#define NET_TURN_ACCEPTS 32
+
+/* Work a file does once per turn, before the kernel is entered (the
+ * listener's accepted connections); returns true when some is left for the
+ * next turn. */
+typedef bool (*net_turn_fn)(net_loop *loop, void *ctx);
 
 struct net_loop {
     net_ring ring;
@@ -78,6 +102,8 @@ struct net_loop {
     net_recv_support recv_support; /* multishot recv on this kernel (compat.h) */
     net_load load;
     net_ready *ready_head, *ready_tail;
+    unsigned turn_resumed; /* coroutines resumed from the ready list this turn */
+    bool turn_cut;         /* this turn left work for the next (NET_TURN_*) */
     struct {
         net_cqe_fn fn;
         void *ctx;
@@ -86,11 +112,16 @@ struct net_loop {
         net_event_fn fn;
         void *ctx;
     } on_ctrl[NET_CTRL_COUNT], on_tick[NET_TICK_HOOKS], on_drain_turn;
+    struct {
+        net_turn_fn fn;
+        void *ctx;
+    } on_turn;
     unsigned tick_hooks;
     struct __kernel_timespec tick_ts;
     /* The parts the files above own (opaque here): */
     struct net_waits *waits;       /* wait.c: the table naming waits */
     struct net_tasks *tasks;       /* task.c: the thread's tasks, its stack pools */
+    struct net_conns *conns;       /* conn.c: idle connections and their deadlines */
     struct net_msgs *msgs;         /* msg.c: envelopes, retries, the inbox */
     struct net_listener *listener; /* listener.c */
     struct net_drain *drain;       /* shutdown.c */
@@ -109,6 +140,8 @@ void net_loop_on_ctrl(net_loop *loop, unsigned cmd, net_event_fn fn, void *ctx);
 void net_loop_on_tick(net_loop *loop, net_event_fn fn, void *ctx);
 /* Register @fn(@ctx) to run at every turn while the loop drains. */
 void net_loop_on_drain_turn(net_loop *loop, net_event_fn fn, void *ctx);
+/* Register @fn(@ctx) to run at every turn (one: the listener's). */
+void net_loop_on_turn(net_loop *loop, net_turn_fn fn, void *ctx);
 
 /* net_loop_ready - resume @r's coroutine at the loop's next turn, after the
  * current completions. */

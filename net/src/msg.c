@@ -9,9 +9,10 @@
  * message is running elsewhere waits for it (a message's fn never blocks).
  *
  * A post the kernel refuses because the target's CQ is full is retried
- * from a 1 ms timer; a reply or wake-up that cannot be posted at all (or,
- * from a thread that is not a worker, at once) goes to its origin's inbox,
- * an atomic list the origin's tick reads: nothing is lost. See
+ * from a 1 ms timer; a reply or wake-up that surely was not posted (a
+ * worker's that cannot be, or, from a thread that is not a worker, at
+ * once) goes to its origin's inbox, an atomic list the origin's tick
+ * reads. Never one that may have been posted: it would arrive twice. See
  * coring/net/io.h.
  */
 #include "msg.h"
@@ -27,12 +28,16 @@
 #include <stdlib.h>
 
 struct net_msgs {
+    net_envelope *all;   /* every envelope of this thread's, linked by ->all: freed by
+                            net_msgs_detach, wherever they are (free, out, abandoned,
+                            in an inbox or a retry queue) */
     net_envelope *free;  /* recycled envelopes */
     net_envelope *retry; /* to re-post at the retry timer */
     bool retry_armed;
     struct __kernel_timespec retry_ts;
     _Atomic(net_envelope *) inbox; /* pushed by other threads: replies and wake-ups for
                                       waiters here that could not be posted */
+    bool stale_logged;             /* a stale delivery was logged on this thread */
 };
 
 static net_envelope *envelope_take(struct net_msgs *m)
@@ -42,11 +47,17 @@ static net_envelope *envelope_take(struct net_msgs *m)
         m->free = e->next;
     else if (!(e = malloc(sizeof(*e))))
         return NULL;
+    else {
+        e->gen = 0;
+        e->all = m->all;
+        m->all = e;
+    }
     return e;
 }
 
 static void envelope_recycle(struct net_msgs *m, net_envelope *e)
 {
+    atomic_store_explicit(&e->state, NET_ENVELOPE_FREE, memory_order_relaxed);
     e->next = m->free;
     m->free = e;
 }
@@ -55,20 +66,24 @@ static void envelope_fill(net_envelope *e, net_msg *msg, int origin, int target,
 {
     e->msg = msg;
     e->waiter = 0;
-    atomic_init(&e->state, NET_ENVELOPE_OUT);
+    atomic_store_explicit(&e->state, NET_ENVELOPE_OUT, memory_order_relaxed);
+    e->gen++; /* a new use: deliveries of the last one no longer match */
     e->origin = origin;
     e->target = target;
     e->phase = phase;
     e->error = 0;
     e->back = false;
+    e->let_go = false;
     e->next = e->sibling = NULL;
 }
 
 static void post(net_loop *loop, net_envelope *e, int to)
 {
+    /* Read before the release: once released, the origin may reuse @e. */
+    uint32_t gen = e->gen;
     NET_TSAN_RELEASE(e);
     NET_STAT_ADD(messages_sent, 1);
-    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG),
+    net_ring_msg(&loop->ring, net_rt.ring_fds[to], net_ptr_name(e, NET_TAG_MSG), gen,
                  net_ptr_name(e, NET_TAG_MSG_FAILED));
 }
 
@@ -84,15 +99,50 @@ static void inbox_push(net_envelope *e)
                                                   memory_order_relaxed));
 }
 
-/* @e is back on its origin (@loop): recycle it if its waiter gave up on
- * it; else mark it back and resume its waiter once nothing else is out. */
+/* A delivery of @e that is not its current use's (an earlier use's, or a
+ * second one of this use): dropped, so that it never ends the wait of
+ * whoever holds @e now; counted, and logged once per thread. */
+static void drop_stale(net_loop *loop, net_envelope *e)
+{
+    NET_STAT_ADD(messages_stale, 1);
+    if (!loop->msgs->stale_logged) {
+        loop->msgs->stale_logged = true;
+        cr_log_warn("dropped a stale cross-core message (envelope %p): delivered twice, or after "
+                    "its use ended (logged once per thread; coring_messages_stale_total counts "
+                    "them)",
+                    (void *)e);
+    }
+}
+
+/* The waiter of @e, which it abandoned, is done with it: recycle it now
+ * if it is back, else when it comes back (came_back). Only the waiter
+ * recycles an envelope it abandoned before letting go, so that it never
+ * reads one that another owner holds. */
+static void envelope_let_go(struct net_msgs *m, net_envelope *e)
+{
+    if (e->back)
+        envelope_recycle(m, e);
+    else
+        e->let_go = true;
+}
+
+/* @e is back on its origin (@loop), as a reply or wake-up: dropped if it
+ * is not in use as one, or already back; else marked back, and recycled
+ * if its waiter abandoned it and let go, left to that waiter if it has
+ * not resumed yet, or its waiter resumed once nothing else is out. */
 static void came_back(net_loop *loop, net_envelope *e)
 {
-    if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
-        envelope_recycle(loop->msgs, e);
+    int state = atomic_load_explicit(&e->state, memory_order_relaxed);
+    if (state == NET_ENVELOPE_FREE || e->back || e->phase != NET_MSG_REPLY) {
+        drop_stale(loop, e);
         return;
     }
     e->back = true;
+    if (state == NET_ENVELOPE_ABANDONED) {
+        if (e->let_go)
+            envelope_recycle(loop->msgs, e);
+        return;
+    }
     net_waiter *w = e->waiter ? net_waiter_of(loop, e->waiter) : NULL;
     if (w && w->name == e->waiter && net_waiting(w) && w->kind == NET_WAIT_MESSAGE && w->pending &&
         --w->pending == 0)
@@ -170,8 +220,9 @@ static int call(net_msg *const *msgs, const unsigned *targets, size_t n, uint64_
     bool abandoned = false;
     for (net_envelope *e = out, *next; e; e = next) {
         next = e->sibling;
-        if (!e->back) {
-            abandoned = true; /* it comes back to be recycled */
+        if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
+            abandoned = true; /* its fn never runs */
+            envelope_let_go(m, e);
             continue;
         }
         if (e->error < 0 && !err)
@@ -229,7 +280,7 @@ int net_wait_init(net_wait_handle **out)
     return 0;
 }
 
-/* End a wake-up's wait early: the wake-up, when it comes, is recycled. */
+/* End a wake-up's wait early: the wake-up, when it comes, is dropped. */
 static bool abandon_wake(net_waiter *w)
 {
     net_envelope *e = w->abandon_ctx;
@@ -251,6 +302,7 @@ int net_wait(net_wait_handle *h, uint64_t timeout_ns)
          * be handled before this coroutine yields. */
         if (net_waiter_cancelled(w)) {
             atomic_store_explicit(&e->state, NET_ENVELOPE_ABANDONED, memory_order_relaxed);
+            envelope_let_go(loop->msgs, e);
             return -ECANCELED;
         }
         e->waiter = net_wait_begin(w, NET_WAIT_MESSAGE, timeout_ns ? loop->now_ns + timeout_ns : 0);
@@ -258,8 +310,12 @@ int net_wait(net_wait_handle *h, uint64_t timeout_ns)
         w->abandon = abandon_wake;
         w->abandon_ctx = e;
         net_wait_suspend(w);
-        if (!e->back)
+        if (atomic_load_explicit(&e->state, memory_order_relaxed) == NET_ENVELOPE_ABANDONED) {
+            /* Ended first (it may have come back since: the first end
+             * decides). */
+            envelope_let_go(loop->msgs, e);
             return w->ended == NET_END_DEADLINE ? -ETIMEDOUT : -ECANCELED;
+        }
     }
     int err = e->error;
     envelope_recycle(loop->msgs, e);
@@ -305,25 +361,72 @@ static struct io_uring *wake_ring(void)
     return r;
 }
 
-/* From a thread that is not a worker: post @e to its origin's ring through
- * this thread's wake ring. Returns 0, or -errno when it was not posted
- * (-ENOMEM: no wake ring; -EOVERFLOW: the origin's CQ is full). */
+/* Close this thread's wake ring, whose state is unknown (an SQE that may
+ * still be submitted, a CQE that may still come): the next post makes a
+ * new one. */
+static void drop_wake_ring(void)
+{
+    pthread_setspecific(wake_key, NULL);
+    free_wake_ring(tl_wake_ring);
+    tl_wake_ring = NULL;
+}
+
+/* The user_data of the wake ring's own MSG_RING, told apart from anything
+ * else that lands in its CQ. */
+#define NET_WAKE_RING_POST UINT64_C(1)
+
+/*
+ * From a thread that is not a worker, counted in foreign_wakes: post @e to
+ * its origin's ring through this thread's wake ring, and wait for the
+ * kernel's answer. Returns 0 (posted), -ESHUTDOWN (the origin's loop has
+ * left: nobody waits there), -EINPROGRESS (submitted, but the wait for its
+ * answer failed: it may have been posted), or another -errno: not posted
+ * (-ENOMEM: no wake ring; the submit's error; the kernel's, -EOVERFLOW:
+ * the origin's CQ is full).
+ *
+ * The wait goes through io_uring_wait_cqe_nr (liburing's
+ * __io_uring_get_cqe, whichever liburing), which tests/unit/net/
+ * test_msg_faults.c wraps to inject the failures handled here.
+ */
 static int post_foreign(net_envelope *e)
 {
+    /* Stays open while foreign_wakes counts this post (setup.c). */
+    int fd = net_rt.ring_fds[e->origin];
+    if (fd < 0)
+        return -ESHUTDOWN;
     struct io_uring *r = wake_ring();
     if (!r)
         return -ENOMEM;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
-    io_uring_prep_msg_ring(sqe, net_rt.ring_fds[e->origin], 0, net_ptr_name(e, NET_TAG_MSG), 0);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r); /* one post at a time: never NULL */
+    io_uring_prep_msg_ring(sqe, fd, e->gen, net_ptr_name(e, NET_TAG_MSG), 0);
+    io_uring_sqe_set_data64(sqe, NET_WAKE_RING_POST);
     NET_TSAN_RELEASE(e);
-    io_uring_submit(r);
+    int ret = io_uring_submit(r);
+    if (ret != 1) {
+        /* Not submitted. The SQE may still sit in the SQ, where a later
+         * submit would send it after all: a new ring for the next post. */
+        drop_wake_ring();
+        return ret < 0 ? ret : -EAGAIN;
+    }
     struct io_uring_cqe *cqe;
-    int ret = io_uring_wait_cqe(r, &cqe);
-    if (ret < 0)
-        return ret; /* not waited for: the ring is unusable (never seen) */
-    ret = cqe->res;
-    io_uring_cqe_seen(r, cqe);
-    return ret < 0 ? ret : 0;
+    for (;;) {
+        /* A signal (SIGSTOP/SIGCONT, ptrace, a cgroup freeze: this thread
+         * is not ours and may not block them) ends the wait, not the post. */
+        while ((ret = io_uring_wait_cqe_nr(r, &cqe, 1)) == -EINTR)
+            ;
+        if (ret < 0) {
+            cr_log_error("wake-up MSG_RING submitted, but waiting for its result failed (%s): "
+                         "it may or may not arrive",
+                         cr_strerror(ret));
+            drop_wake_ring();
+            return -EINPROGRESS;
+        }
+        uint64_t data = cqe->user_data;
+        int res = cqe->res;
+        io_uring_cqe_seen(r, cqe);
+        if (data == NET_WAKE_RING_POST)
+            return res < 0 ? res : 0;
+    }
 }
 
 int net_wake(net_wait_handle *h)
@@ -337,30 +440,39 @@ int net_wake(net_wait_handle *h)
         return 0;
     }
     /* Not a worker: the runtime must still be there (net_run waits for
-     * the wakes under way before it frees the loops). */
+     * the wakes under way before it frees the loops), and so must the
+     * origin's ring (its worker waits for them before it closes it). */
     atomic_fetch_add(&net_rt.foreign_wakes, 1);
     if (atomic_load(&net_rt.wakes_closed)) {
         atomic_fetch_sub(&net_rt.foreign_wakes, 1);
         return -ESHUTDOWN;
     }
     int ret = post_foreign(e);
-    if (ret < 0) {
-        /* Never lost: the origin's tick takes it from its inbox. */
+    if (ret < 0 && ret != -EINPROGRESS && ret != -ESHUTDOWN) {
+        /* Surely not posted (the wake ring, its submit, or the kernel
+         * refused it): the origin's tick takes it from its inbox. Never
+         * after a post that may have arrived: the envelope would then be
+         * delivered twice. */
         cr_log_debug("wake-up MSG_RING failed (%s): through the inbox", cr_strerror(ret));
         NET_TSAN_RELEASE(e);
         inbox_push(e);
+        ret = 0;
     }
     atomic_fetch_sub(&net_rt.foreign_wakes, 1);
-    return 0;
+    return ret;
 }
 
 /* --- the loop's handlers ----------------------------------------------- */
 
 static void arrived(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
 {
-    (void)ctx, (void)res, (void)flags;
+    (void)ctx, (void)flags;
     net_envelope *e = net_name_ptr(data);
     NET_TSAN_ACQUIRE(e);
+    if ((uint32_t)res != e->gen) {
+        drop_stale(loop, e);
+        return;
+    }
     if (e->phase != NET_MSG_REQUEST) {
         came_back(loop, e);
         return;
@@ -394,10 +506,12 @@ static void post_failed(net_loop *loop, void *ctx, uint64_t data, int res, uint3
     cr_log_error("MSG_RING to thread %d failed: %s",
                  e->phase == NET_MSG_REQUEST ? e->target : e->origin, cr_strerror(res));
     e->error = res;
-    if (e->phase == NET_MSG_REQUEST)
-        came_back(loop, e); /* we are its origin: its fn never ran */
-    else
+    if (e->phase == NET_MSG_REQUEST) {
+        e->phase = NET_MSG_REPLY; /* back with its error: its fn never ran */
+        came_back(loop, e);       /* we are its origin */
+    } else {
         inbox_push(e); /* its waiter is on the origin, which no MSG_RING reaches */
+    }
 }
 
 static void retry(net_loop *loop, void *ctx)
@@ -454,10 +568,10 @@ void net_msgs_detach(net_loop *loop)
     struct net_msgs *m = loop->msgs;
     if (!m)
         return;
-    while (m->free) {
-        net_envelope *next = m->free->next;
-        free(m->free);
-        m->free = next;
+    while (m->all) {
+        net_envelope *next = m->all->all;
+        free(m->all);
+        m->all = next;
     }
     free(m);
     loop->msgs = NULL;

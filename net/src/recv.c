@@ -1,11 +1,12 @@
 /*
- * Connection tasks and their multishot recv (see recv.h). A recv is named
- * in user_data by a name of its task's waiter (NET_TAG_RECV): a CQE that
- * comes after the task ended, or after the recv was re-armed, names an
- * older generation than the task's recv and only gives its buffer back.
- * While the task waits for the next CQE, its wait is on the recv itself,
- * so the tick, net_task_interrupt, net_task_cancel and the drain cancel
- * the recv; data on its way wins the race and is served.
+ * A connection's multishot recv (see recv.h): its queue of CQEs, arming
+ * and stopping it, and a task's receive from it. A recv is named in
+ * user_data by its connection's slot (NET_TAG_RECV, conn.c): a CQE that
+ * comes after the connection closed, or after the recv was re-armed,
+ * names an older generation and only gives its buffer back. While the
+ * task waits for the next CQE, its wait is on the recv itself, so the
+ * tick, net_task_interrupt, net_task_cancel and the drain cancel the recv;
+ * data on its way wins the race and is served.
  */
 #include "recv.h"
 #include "rt.h"
@@ -57,11 +58,14 @@ static void give_back(net_loop *loop, uint32_t flags, bool taken)
     net_buf_ring_recycle(&loop->bufs, bid);
 }
 
-static void recv_arm(net_task *task, bool poll_first)
+void net_recv_give_back(net_loop *loop, uint32_t flags)
 {
-    net_recv_state *r = task->recv;
-    net_loop *loop = task->waiter.loop;
-    r->name = net_waiter_rename(&task->waiter, NET_TAG_RECV);
+    give_back(loop, flags, false);
+}
+
+void net_recv_arm_multishot(net_loop *loop, net_recv_state *r, bool poll_first)
+{
+    r->name = net_slot_rename(loop, r->slot, NET_TAG_RECV);
     struct io_uring_sqe *sqe = net_ring_sqe(&loop->ring);
     io_uring_prep_recv_multishot(sqe, r->fd, NULL, 0, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
@@ -76,8 +80,7 @@ static void recv_arm(net_task *task, bool poll_first)
     r->arm = NET_RECV_ARMED;
 }
 
-/* Stop the armed recv (its last CQE is still to come). */
-static void recv_stop(net_loop *loop, net_recv_state *r)
+void net_recv_stop(net_loop *loop, net_recv_state *r)
 {
     if (r->arm == NET_RECV_ARMED) {
         r->arm = NET_RECV_STOPPING;
@@ -85,28 +88,8 @@ static void recv_stop(net_loop *loop, net_recv_state *r)
     }
 }
 
-/* Resume @t with @res if it waits for its recv's next CQE (1: one was
- * queued). */
-static void recv_wake(net_task *t, int res)
+net_recv_event net_recv_cqe(net_loop *loop, net_recv_state *r, int res, uint32_t flags)
 {
-    net_waiter *w = &t->waiter;
-    if (net_waiting(w) && w->cancel == t->recv->name)
-        net_wait_complete(w, res, 0);
-}
-
-/* A CQE of a multishot recv (NET_TAG_RECV): queue it on its task, resume
- * the task if it waits for it; a stale one gives its buffer back. */
-static void recv_completed(net_loop *loop, void *ctx, uint64_t data, int res, uint32_t flags)
-{
-    (void)ctx;
-    loop->load.turn_recvs++;
-    net_waiter *w = net_waiter_of(loop, data);
-    net_task *t = w ? net_task_of(w) : NULL;
-    net_recv_state *r = t ? t->recv : NULL;
-    if (!r || r->name != data) {
-        give_back(loop, flags, false); /* its connection closed, or the recv was re-armed */
-        return;
-    }
     bool more = flags & IORING_CQE_F_MORE;
     if (!more)
         r->arm = NET_RECV_OFF;
@@ -115,36 +98,28 @@ static void recv_completed(net_loop *loop, void *ctx, uint64_t data, int res, ui
          * the byte stream, was given back): what comes after it must never
          * reach the parser. Drop it; the error stands. */
         give_back(loop, flags, false);
-        return;
+        return NET_RECV_DROPPED;
     }
-    if (!more && res == -ECANCELED) {
-        recv_wake(t, -ECANCELED); /* our own cancel: not data */
-        return;
-    }
+    if (!more && res == -ECANCELED)
+        return NET_RECV_ENDED; /* our own cancel: not data */
     loop->recv_support = net_compat_recv_seen(loop->recv_support, res, flags);
-    if (!more && res == -EINVAL && loop->recv_support == NET_MULTISHOT_NO) {
-        recv_wake(t, NET_RECV_SINGLE); /* the kernel has none (before 6.0) */
-        return;
-    }
+    if (!more && res == -EINVAL && loop->recv_support == NET_MULTISHOT_NO)
+        return NET_RECV_NONE; /* the kernel has none (before 6.0) */
     if (flags & IORING_CQE_F_BUFFER)
         net_buf_ring_taken(&loop->bufs, (uint16_t)(flags >> IORING_CQE_BUFFER_SHIFT));
-    if (recv_push(r, (net_cqe){.data = data, .res = res, .flags = flags}) < 0) {
+    if (recv_push(r, (net_cqe){.res = res, .flags = flags}) < 0) {
         give_back(loop, flags, true);
         r->error = -ENOMEM;
-        recv_stop(loop, r);
+        net_recv_stop(loop, r);
     } else if (r->len >= NET_RECV_PAUSE) {
-        recv_stop(loop, r);
+        net_recv_stop(loop, r);
     }
-    recv_wake(t, 1);
+    return NET_RECV_QUEUED;
 }
 
-void net_recv_release(net_task *task)
+void net_recv_release(net_loop *loop, net_recv_state *r)
 {
-    net_recv_state *r = task->recv;
-    if (!r)
-        return;
-    net_loop *loop = task->waiter.loop;
-    recv_stop(loop, r);
+    net_recv_stop(loop, r);
     r->arm = NET_RECV_OFF;
     r->name = 0; /* what still comes is stale */
     while (r->len) {
@@ -255,7 +230,7 @@ ssize_t net_recv_multishot(net_task *task, net_rbuf *out, char *buf, size_t len,
         }
         if (r->arm == NET_RECV_OFF) {
             net_ring_reserve(&loop->ring, 1);
-            recv_arm(task, !drain_cancel);
+            net_recv_arm_multishot(loop, r, !drain_cancel);
         }
         uint64_t left = 0;
         if (deadline)
@@ -270,30 +245,4 @@ bool net_recv_busy(const net_task *task, int fd)
 {
     const net_recv_state *r = task->recv;
     return r && fd >= 0 && fd == r->fd && (r->arm != NET_RECV_OFF || r->len || r->error);
-}
-
-/* --- connection tasks ---------------------------------------------------- */
-
-static void connection_main(void *arg)
-{
-    int fd = (int)(intptr_t)arg;
-    net_task *task = net_task_current();
-    net_loop *loop = task->waiter.loop;
-    net_recv_state r = {.fd = fd};
-    task->recv = &r;
-    loop->load.connections++;
-    net_rt.hooks.on_connection(fd, net_rt.hooks.user);
-    net_recv_release(task);
-    task->recv = NULL;
-    loop->load.connections--;
-}
-
-int net_connection_start(net_loop *loop, int fd)
-{
-    return net_task_start(loop, connection_main, (void *)(intptr_t)fd, false);
-}
-
-void net_recv_attach(net_loop *loop)
-{
-    net_loop_on_cqe(loop, NET_TAG_RECV, recv_completed, NULL);
 }

@@ -135,17 +135,32 @@ void net_ring_timeout(net_ring *r, struct __kernel_timespec *ts, uint64_t ns, ui
     io_uring_sqe_set_data64(sqe, user_data);
 }
 
-void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint64_t failed)
+void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint32_t res, uint64_t failed)
 {
     struct io_uring_sqe *sqe = net_ring_sqe(r);
-    io_uring_prep_msg_ring(sqe, ring_fd, 0, data, 0);
+    io_uring_prep_msg_ring(sqe, ring_fd, res, data, 0);
     io_uring_sqe_set_data64(sqe, failed);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+}
+
+void net_ring_close(net_ring *r, int fd)
+{
+    struct io_uring_sqe *sqe = net_ring_sqe(r);
+    io_uring_prep_close(sqe, fd);
+    io_uring_sqe_set_data64(sqe, 0);
     sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 }
 
 int net_ring_submit(net_ring *r)
 {
     int ret = io_uring_submit(&r->ring);
+    NET_STAT_SUBMIT(ret);
+    return ret;
+}
+
+int net_ring_submit_and_peek(net_ring *r)
+{
+    int ret = io_uring_submit_and_get_events(&r->ring);
     NET_STAT_SUBMIT(ret);
     return ret;
 }

@@ -16,7 +16,7 @@
  *   gen << 32 | slot << 3 | TAG_RECV
  *                      a connection's multishot recv (recv.c), named the
  *                      same way by its own generation
- *   TAG_ACCEPT         the multishot accept (listener.c)
+ *   TAG_ACCEPT         an accept (listener.c)
  *   pointer | TAG_MSG  a cross-core message arriving (msg.c)
  *   pointer | TAG_MSG_FAILED  our MSG_RING could not be posted (msg.c)
  *   cmd << 3 | TAG_CTRL       a control event (loop.c's table)
@@ -149,14 +149,26 @@ void net_ring_timeout(net_ring *r, struct __kernel_timespec *ts, uint64_t ns, ui
 /*
  * net_ring_msg - post @data to the ring whose fd is @ring_fd
  * (IORING_OP_MSG_RING): it arrives there as a CQE with user_data @data and
- * res 0. Only a failure posts a CQE here, with user_data @failed (e.g.
- * -EOVERFLOW: the target's CQ is full).
+ * res @res (the SQE's len). Only a failure posts a CQE here, with
+ * user_data @failed (e.g. -EOVERFLOW: the target's CQ is full).
  */
-void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint64_t failed);
+void net_ring_msg(net_ring *r, int ring_fd, uint64_t data, uint32_t res, uint64_t failed);
+
+/* net_ring_close - close(2) @fd through the ring, with nobody waiting: a
+ * close that succeeds posts no CQE (IOSQE_CQE_SKIP_SUCCESS), a failing
+ * one's (user_data 0) is dropped; the descriptor is gone either way. */
+void net_ring_close(net_ring *r, int fd);
 
 /* net_ring_submit - submit what the SQ holds. Returns the SQEs submitted
  * or -errno (io_uring_enter(2)). */
 int net_ring_submit(net_ring *r);
+
+/* net_ring_submit_and_peek - submit, and have the kernel post the
+ * completions that are ready (with DEFER_TASKRUN they are posted only when
+ * the ring is entered for them) without waiting for any: a turn that has
+ * work left still takes in what came meanwhile. Returns the SQEs
+ * submitted or -errno (io_uring_submit_and_get_events(3)). */
+int net_ring_submit_and_peek(net_ring *r);
 
 /*
  * net_ring_submit_and_wait - submit, and wait for @wait_nr completions at

@@ -8,9 +8,11 @@
  * process-wide state the other files share (net_rt, rt.h) is defined here.
  * See coring/net/runtime.h.
  */
+#include "conn.h"
+#include "handover.h"
 #include "listener.h"
 #include "msg.h"
-#include "recv.h"
+#include "notify.h"
 #include "rt.h"
 #include "shutdown.h"
 #include "stats.h"
@@ -90,9 +92,9 @@ static int worker_setup(net_loop *loop)
     }
     if ((ret = net_waits_attach(loop)) < 0 || (ret = net_msgs_attach(loop)) < 0 ||
         (ret = net_tasks_attach(loop, net_rt.cfg.stack_size, net_rt.cfg.service_stack_size)) < 0 ||
-        (ret = net_drain_attach(loop)) < 0)
+        (ret = net_drain_attach(loop)) < 0 || (ret = net_conns_attach(loop)) < 0)
         return ret;
-    net_recv_attach(loop);
+    net_watchdog_attach(loop);
     int fd = net_rt.listen_fds[loop->index];
     if ((ret = net_listener_attach(loop, fd)) < 0)
         return ret;
@@ -144,14 +146,23 @@ static void *net_worker_main(void *p)
     if (set_up && net_rt.hooks.thread_fini)
         net_rt.hooks.thread_fini(net_rt.hooks.user);
     net_tasks_detach(loop);
+    net_conns_detach(loop);
     net_drain_detach(loop);
     net_waits_detach(loop);
     if (net_rt.ring_fds[loop->index] >= 0) {
+        /* Other threads post to this ring (net_wake, the broadcast) while
+         * they read its fd: from now on none does (-ESHUTDOWN), and those
+         * that read it have posted before it closes, so that nothing is
+         * sent to the number of a closed ring, which the next open(2)
+         * reuses. Both sides seq_cst: each sees the other's write. */
+        atomic_store(&net_rt.ring_fds[loop->index], -1);
+        while (atomic_load(&net_rt.foreign_wakes))
+            sched_yield();
         net_buf_ring_free(&loop->ring.ring, &loop->bufs);
         net_ring_exit(&loop->ring);
     }
-    /* The messages part stays: other threads may still reach its inbox
-     * (net_wake); net_run frees it once none can. */
+    /* The messages part stays: other workers may still reach its inbox
+     * (a reply that could not be posted); net_run frees it once none can. */
     atomic_fetch_sub(&net_rt.running, 1);
     return NULL;
 }
@@ -257,7 +268,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     net_rt.cpus = calloc(net_rt.threads, sizeof(int));
     net_rt.listen_fds = calloc(net_rt.threads, sizeof(int));
-    net_rt.ring_fds = calloc(net_rt.threads, sizeof(int));
+    net_rt.ring_fds = calloc(net_rt.threads, sizeof(atomic_int));
     net_rt.loops = calloc(net_rt.threads, sizeof(net_loop *));
     pthread_t *tids = calloc(net_rt.threads, sizeof(pthread_t));
     if (!net_rt.cpus || !net_rt.listen_fds || !net_rt.ring_fds || !net_rt.loops || !tids)
@@ -268,7 +279,7 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     uint16_t port = 0;
     int ret = net_bind_listeners(&port);
-    if (ret < 0)
+    if (ret < 0 || (ret = net_handover_open()) < 0 || (ret = net_watchdog_setup()) < 0)
         goto out_close;
     if (net_rt.hooks.after_bind && (ret = net_rt.hooks.after_bind(net_rt.hooks.user)) < 0)
         goto out_close;
@@ -308,6 +319,8 @@ int net_run(const net_config *cfg, const net_hooks *hooks)
 
     if (net_rt.hooks.on_listening)
         net_rt.hooks.on_listening(net_rt.cfg.host, port, net_rt.threads, net_rt.hooks.user);
+    net_handover_ready(); /* --take-over: the predecessor drains now */
+    net_notify_ready(net_rt.cfg.host, port, net_rt.threads);
 
     /* Wait for SIGINT/SIGTERM; notice workers that died on their own. */
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
@@ -331,6 +344,8 @@ out_free:
         free(net_rt.loops[i]);
     }
 out_close:
+    net_handover_close();
+    net_watchdog_free();
     for (unsigned i = 0; i < net_rt.threads; i++)
         if (net_rt.listen_fds[i] >= 0)
             close(net_rt.listen_fds[i]);

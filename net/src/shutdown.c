@@ -7,7 +7,10 @@
  * drained; once all are, they leave their loops together. A second signal
  * exits at once. See coring/net/runtime.h (Lifecycle) and docs/operating.md.
  */
+#include "conn.h"
+#include "handover.h"
 #include "listener.h"
+#include "notify.h"
 #include "rt.h"
 #include "shutdown.h"
 #include "task.h"
@@ -36,7 +39,9 @@ struct net_drain {
  * with input waiting: a request that has arrived is answered. An
  * operation's wait is ended softly (NET_END_DRAIN): if it completes first,
  * the task goes on. Any other wait of an idle task (a park, a message) is
- * cancelled.
+ * cancelled. Idle connections, which have no task, are closed the same way
+ * (conn.c): their recv is cancelled unless input is waiting, and its last
+ * CQE closes them unless a request came first.
  */
 static void drain_start(net_loop *loop, void *ctx)
 {
@@ -58,12 +63,14 @@ static void drain_start(net_loop *loop, void *ctx)
             net_task_cancel(t);
         }
     }
+    net_conns_drain(loop, false);
     net_ring_timeout(&loop->ring, &loop->drain->deadline_ts, net_rt.cfg.shutdown_timeout_ns,
                      NET_CTRL(NET_CTRL_DEADLINE));
 }
 
 /* The drain's deadline: cancel every task but the services, whatever it
- * waits for (an operation, a park, a message, a wake-up). */
+ * waits for (an operation, a park, a message, a wake-up), and close every
+ * idle connection. */
 static void drain_deadline(net_loop *loop, void *ctx)
 {
     (void)ctx;
@@ -74,20 +81,26 @@ static void drain_deadline(net_loop *loop, void *ctx)
     for (net_task *t = ts->list; t; t = t->next)
         if (!t->service)
             net_task_cancel(t);
+    net_conns_drain(loop, true);
 }
 
 /*
- * Every turn while draining, once the other tasks are gone: stop the
- * services, then tell the runtime this worker is drained. A drained worker
- * keeps running its ring until every worker is drained (NET_CTRL_EXIT),
- * since another worker's last requests may still send it messages.
+ * Every turn while draining, once the other tasks are gone (and with them
+ * every connection: an idle one may still be woken by a request that came,
+ * and the listener's queue may still be accepted):
+ * stop the services, then tell the runtime this worker is drained. A
+ * drained worker keeps running its ring until every worker is drained
+ * (NET_CTRL_EXIT), since another worker's last requests may still send it
+ * messages.
  */
 static void drain_progress(net_loop *loop, void *ctx)
 {
     (void)ctx;
     net_tasks *ts = loop->tasks;
     struct net_drain *d = loop->drain;
-    if (!d->services_cancelled && ts->count == ts->services) {
+    if (ts->count != ts->services || loop->load.connections || net_listener_open(loop))
+        return;
+    if (!d->services_cancelled) {
         d->services_cancelled = true;
         for (net_task *t = ts->list; t; t = t->next)
             net_task_cancel(t);
@@ -138,8 +151,9 @@ static void on_stop_signal(int sig)
     errno = saved;
 }
 
-/* Post control command @cmd to every worker, through a small ring of the
- * main thread's. */
+/* Post control command @cmd to every worker whose loop has not left,
+ * through a small ring of the main thread's; counted in foreign_wakes, so
+ * that no worker closes its ring while its fd is read here (setup.c). */
 static void broadcast(unsigned cmd)
 {
     struct io_uring ring;
@@ -149,9 +163,11 @@ static void broadcast(unsigned cmd)
         _exit(1);
     }
     for (unsigned i = 0; i < net_rt.threads; i++) {
-        for (int tries = 0; tries < 1000; tries++) {
+        atomic_fetch_add(&net_rt.foreign_wakes, 1);
+        int fd = net_rt.ring_fds[i];
+        for (int tries = 0; fd >= 0 && tries < 1000; tries++) {
             struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-            io_uring_prep_msg_ring(sqe, net_rt.ring_fds[i], 0, NET_CTRL(cmd), 0);
+            io_uring_prep_msg_ring(sqe, fd, 0, NET_CTRL(cmd), 0);
             io_uring_sqe_set_data64(sqe, i);
             io_uring_submit(&ring);
             struct io_uring_cqe *cqe;
@@ -163,6 +179,7 @@ static void broadcast(unsigned cmd)
                 break;
             usleep(1000); /* the worker's CQ is full: it drains as it runs */
         }
+        atomic_fetch_sub(&net_rt.foreign_wakes, 1);
     }
     io_uring_queue_exit(&ring);
 }
@@ -190,6 +207,7 @@ static void drain_grace(void)
         }
         if (atomic_load(&net_rt.running) < net_rt.threads)
             break; /* a worker died: the caller's loop notices and drains */
+        net_watchdog_kick();
     }
     cr_log_info("drain grace over: draining (deadline %.1f s)",
                 (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
@@ -204,6 +222,7 @@ static void drain_grace(void)
  */
 void net_shut_down(void)
 {
+    net_handover_close();
     broadcast(NET_CTRL_SHUTDOWN);
     uint64_t give_up = cr_clock_now_ns() + net_rt.cfg.shutdown_timeout_ns + 5 * CR_NS_PER_S;
     while (atomic_load(&net_rt.drained) + (net_rt.threads - atomic_load(&net_rt.running)) <
@@ -221,6 +240,7 @@ void net_shut_down(void)
             cr_log_flush();
             _exit(1);
         }
+        net_watchdog_kick();
     }
     broadcast(NET_CTRL_EXIT);
 }
@@ -250,28 +270,41 @@ int net_signals_install(sigset_t *old_mask)
 int net_signals_wait(void)
 {
     for (;;) {
-        struct pollfd pfd = {.fd = signal_pipe[0], .events = POLLIN};
+        struct pollfd pfd[3] = {{.fd = signal_pipe[0], .events = POLLIN}};
+        int n = 1 + net_handover_pollfds(pfd + 1);
         unsigned char sig = 0;
-        if (poll(&pfd, 1, 200) > 0 && read(signal_pipe[0], &sig, 1) == 1 &&
-            (sig == SIGINT || sig == SIGTERM)) {
-            atomic_store(&net_rt.stopping, true);
-            const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
-            if (net_rt.cfg.drain_grace_ns == 0) {
-                cr_log_info("received %s: draining (deadline %.1f s)", name,
+        if (poll(pfd, (nfds_t)n, 200) > 0) {
+            if (net_handover_event(pfd + 1, n - 1)) {
+                /* The successor accepts on the same sockets: no grace. */
+                atomic_store(&net_rt.stopping, true);
+                net_notify_stopping("handed over to a successor");
+                cr_log_info("hand-over: the successor serves: draining (deadline %.1f s)",
                             (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
-            } else {
-                cr_log_info("received %s: not ready; accepting for the drain grace of %.1f s, "
-                            "then draining (deadline %.1f s)",
-                            name, (double)net_rt.cfg.drain_grace_ns / 1e9,
-                            (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
-                drain_grace();
+                return 0;
             }
-            return 0;
+            if (pfd[0].revents && read(signal_pipe[0], &sig, 1) == 1 &&
+                (sig == SIGINT || sig == SIGTERM)) {
+                atomic_store(&net_rt.stopping, true);
+                const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+                net_notify_stopping(name);
+                if (net_rt.cfg.drain_grace_ns == 0) {
+                    cr_log_info("received %s: draining (deadline %.1f s)", name,
+                                (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+                } else {
+                    cr_log_info("received %s: not ready; accepting for the drain grace of %.1f "
+                                "s, then draining (deadline %.1f s)",
+                                name, (double)net_rt.cfg.drain_grace_ns / 1e9,
+                                (double)net_rt.cfg.shutdown_timeout_ns / 1e9);
+                    drain_grace();
+                }
+                return 0;
+            }
         }
         if (atomic_load(&net_rt.running) < net_rt.threads) {
             cr_log_error("a worker thread stopped unexpectedly: shutting down");
             return -EIO;
         }
+        net_watchdog_kick();
     }
 }
 

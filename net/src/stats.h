@@ -17,8 +17,11 @@ typedef struct net_stats {
     cr_metric buffers_exhausted;/* recvs that found no provided buffer (-ENOBUFS) */
     cr_metric messages_sent;    /* MSG_RING posts: requests, replies, wake-ups */
     cr_metric messages_retried; /* MSG_RING posts retried (the target's CQ was full) */
+    cr_metric messages_stale;   /* deliveries of a message no longer in use, dropped (msg.c) */
     cr_metric coroutines;       /* live tasks (set by the tick) */
     cr_metric stacks_cached;    /* free stacks in the pool (set by the tick) */
+    cr_metric connections_idle; /* connections idle with no task (set by the tick) */
+    cr_metric turns_cut;        /* loop turns that left work for the next (loop.c) */
 } net_stats;
 
 extern net_stats net_stat;

@@ -15,6 +15,7 @@
 #include "coring/core/clock.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdlib.h>
 
@@ -196,11 +197,29 @@ bool net_unpark(net_task *task)
 
 /* --- the part ------------------------------------------------------------ */
 
+/*
+ * Memory back after a burst. Every NET_STACK_TRIM_TICKS ticks (500 ms) the
+ * connection stacks that stayed unused since the last trim are unmapped,
+ * beyond NET_STACKS_KEPT (cr_stack_pool_trim): a burst's stacks go back to
+ * the system within a second of it; a working set taken in each interval
+ * stays. When some went, a burst is over, and the heap memory its
+ * connections freed goes back too: malloc_trim(3) gives the system the
+ * whole free pages inside malloc's heaps, which the heap's top trim alone
+ * does not (the requests' buffers are freed between longer-lived small
+ * blocks). It takes each malloc arena's lock in turn, briefly: once per
+ * burst at most every 500 ms.
+ */
+#define NET_STACK_TRIM_TICKS 5
+#define NET_STACKS_KEPT 16
+
 static void sample(net_loop *loop, void *ctx)
 {
     (void)ctx;
-    NET_STAT_SET(coroutines, loop->tasks->count);
-    NET_STAT_SET(stacks_cached, cr_stack_pool_cached(loop->tasks->stacks));
+    net_tasks *ts = loop->tasks;
+    if (++ts->ticks % NET_STACK_TRIM_TICKS == 0 && cr_stack_pool_trim(ts->stacks, NET_STACKS_KEPT))
+        malloc_trim(0);
+    NET_STAT_SET(coroutines, ts->count);
+    NET_STAT_SET(stacks_cached, cr_stack_pool_cached(ts->stacks));
 }
 
 int net_tasks_attach(net_loop *loop, size_t stack_size, size_t service_stack_size)

@@ -23,7 +23,8 @@ struct net_task {
     bool service;                /* a role: serves other tasks (a database driver, the
                                     curl timer), so the drain ends it only once no other
                                     task is left (net_task_set_service) */
-    struct net_recv_state *recv; /* a connection task's multishot recv (recv.c), or NULL */
+    struct net_recv_state *recv; /* a connection task's: its connection's multishot recv
+                                    (conn.c), or NULL */
     net_task *prev, *next;       /* in the thread's list */
 };
 
@@ -34,6 +35,7 @@ typedef struct net_tasks {
     unsigned services;             /* tasks marked as services, among count */
     cr_stack_pool *stacks;         /* connection tasks' and net_spawn's stacks */
     cr_stack_pool *service_stacks; /* net_spawn_service's: larger (net_config) */
+    unsigned ticks;                /* ticks seen: every few, the stacks are trimmed */
 } net_tasks;
 
 /* Attach the tasks part to @loop: its stack pools (@stack_size and

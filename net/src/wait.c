@@ -1,6 +1,7 @@
 /*
- * The one wait state machine (see wait.h) and the table that names waits:
- * a slot per waiter, a generation per wait. Both the resumption of a wait
+ * The one wait state machine (see wait.h) and the table that names waits
+ * and connections' receives: a slot per waiter or connection, a
+ * generation per name. Both the resumption of a wait
  * (its completion's handler) and its early ends (deadline, unpark,
  * interrupt, drain, cancel) go through here, so that the first end decides
  * and an end reaches every kind of wait the same way.
@@ -14,7 +15,9 @@
 #include <stdlib.h>
 
 typedef struct net_slot {
-    net_waiter *waiter; /* the waiter holding the slot, or NULL while free */
+    uintptr_t owner;    /* what holds the slot, its address with the tag of the names
+                           it takes in the low bits (NET_TAG_OP: a waiter, NET_TAG_RECV:
+                           a connection); 0 while free */
     uint32_t gen;       /* of its latest name; never 0 once used */
     uint32_t next_free; /* in the free list, while unused: index + 1, 0 ends it */
 } net_slot;
@@ -25,11 +28,31 @@ struct net_waits {
     uint32_t free; /* index + 1 of the first free slot, 0: none */
 };
 
-net_waiter *net_waiter_of(net_loop *loop, uint64_t name)
+void *net_slot_owner(net_loop *loop, uint64_t name)
 {
     uint32_t slot = net_name_slot(name);
     struct net_waits *t = loop->waits;
-    return slot < t->len ? t->slots[slot].waiter : NULL;
+    if (slot >= t->len)
+        return NULL;
+    uintptr_t owner = t->slots[slot].owner;
+    /* A slot given back and taken by an owner of the other kind since the
+     * name was made matches nothing. */
+    if ((owner & NET_TAG_MASK) != (name & NET_TAG_MASK))
+        return NULL;
+    return (void *)(owner & ~(uintptr_t)NET_TAG_MASK);
+}
+
+void net_slot_hold(net_loop *loop, uint32_t slot, void *owner, unsigned tag)
+{
+    loop->waits->slots[slot].owner = (uintptr_t)owner | tag;
+}
+
+uint64_t net_slot_rename(net_loop *loop, uint32_t slot, unsigned tag)
+{
+    net_slot *s = &loop->waits->slots[slot];
+    if (++s->gen == 0)
+        s->gen = 1;
+    return net_name(tag, slot, s->gen);
 }
 
 int net_waits_take(net_loop *loop, uint32_t *slot)
@@ -51,7 +74,7 @@ int net_waits_take(net_loop *loop, uint32_t *slot)
         t->cap = cap;
     }
     /* A new slot's generations start at 1: 0 is never a valid one. */
-    t->slots[t->len] = (net_slot){.waiter = NULL, .gen = 0};
+    t->slots[t->len] = (net_slot){.owner = 0, .gen = 0};
     *slot = t->len++;
     return 0;
 }
@@ -59,7 +82,7 @@ int net_waits_take(net_loop *loop, uint32_t *slot)
 void net_waits_give(net_loop *loop, uint32_t slot)
 {
     struct net_waits *t = loop->waits;
-    t->slots[slot].waiter = NULL;
+    t->slots[slot].owner = 0;
     t->slots[slot].next_free = t->free;
     t->free = slot + 1;
 }
@@ -67,7 +90,7 @@ void net_waits_give(net_loop *loop, uint32_t slot)
 void net_waiter_init(net_waiter *w, net_loop *loop, cr_coro *co, uint32_t slot)
 {
     *w = (net_waiter){.ready.coro = co, .loop = loop, .fd = -1, .slot = slot};
-    loop->waits->slots[slot].waiter = w;
+    net_slot_hold(loop, slot, w, NET_TAG_OP);
 }
 
 void net_waiter_close(net_waiter *w)
@@ -75,13 +98,6 @@ void net_waiter_close(net_waiter *w)
     net_waits_give(w->loop, w->slot);
 }
 
-uint64_t net_waiter_rename(net_waiter *w, unsigned tag)
-{
-    net_slot *s = &w->loop->waits->slots[w->slot];
-    if (++s->gen == 0)
-        s->gen = 1;
-    return net_name(tag, w->slot, s->gen);
-}
 
 uint64_t net_wait_begin(net_waiter *w, net_wait_kind kind, uint64_t deadline_ns)
 {
@@ -93,7 +109,7 @@ uint64_t net_wait_begin(net_waiter *w, net_wait_kind kind, uint64_t deadline_ns)
     w->fd = -1;
     w->pending = 0;
     w->abandon = NULL;
-    w->name = net_waiter_rename(w, NET_TAG_OP);
+    w->name = net_slot_rename(w->loop, w->slot, NET_TAG_OP);
     if (deadline_ns)
         net_wheel_add(&w->loop->wheel, &w->timer, deadline_ns);
     return w->name;

@@ -87,23 +87,36 @@ int net_waits_attach(net_loop *loop);
 void net_waits_detach(net_loop *loop);
 
 /* net_waits_take - reserve a slot of @loop's table in *@slot, for a
- * waiter about to be made. 0 or -ENOMEM. net_waits_give gives one back
- * (its generations go on counting for its next waiter). */
+ * waiter or a connection about to be made. 0 or -ENOMEM. net_waits_give
+ * gives one back (its generations go on counting for its next holder). */
 int net_waits_take(net_loop *loop, uint32_t *slot);
 void net_waits_give(net_loop *loop, uint32_t slot);
+
+/* net_slot_hold - @owner (8-byte aligned) holds @slot (taken), and the
+ * names it takes are tagged @tag: NET_TAG_OP for a waiter, NET_TAG_RECV
+ * for a connection (conn.c). */
+void net_slot_hold(net_loop *loop, uint32_t slot, void *owner, unsigned tag);
+
+/* net_slot_rename - a new name for @slot's holder, tagged @tag: the next
+ * generation of the slot. */
+uint64_t net_slot_rename(net_loop *loop, uint32_t slot, unsigned tag);
+
+/* net_slot_owner - what holds the slot that @name names, when it takes
+ * names of @name's tag; else NULL (a free slot, or one held by the other
+ * kind since). It may have moved on to newer names since: compare. */
+void *net_slot_owner(net_loop *loop, uint64_t name);
 
 /* net_waiter_init - @w, for coroutine @co of @loop, holds @slot (taken).
  * net_waiter_close gives the slot back. */
 void net_waiter_init(net_waiter *w, net_loop *loop, cr_coro *co, uint32_t slot);
 void net_waiter_close(net_waiter *w);
 
-/* net_waiter_rename - a new name for @w tagged @tag (NET_TAG_OP,
- * NET_TAG_RECV): the next generation of its slot. */
-uint64_t net_waiter_rename(net_waiter *w, unsigned tag);
-
-/* net_waiter_of - the waiter holding the slot that @name names, or NULL
- * (a free slot); it may have moved on to newer names since. */
-net_waiter *net_waiter_of(net_loop *loop, uint64_t name);
+/* net_waiter_of - the waiter holding the slot that @name (a NET_TAG_OP
+ * name) names, or NULL; it may have moved on to newer names since. */
+static inline net_waiter *net_waiter_of(net_loop *loop, uint64_t name)
+{
+    return (net_waiter *)net_slot_owner(loop, name);
+}
 
 /*
  * net_wait_begin - @w starts waiting (NONE -> ON) for @kind, until

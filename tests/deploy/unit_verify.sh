@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy/coring.service passes `systemd-analyze verify` without a single
+# deploy/coring.service and deploy/coring.socket pass `systemd-analyze verify` without a single
 # message (an unknown key is only a warning there, with exit 0, so any output
 # fails), and keeps the settings docs/deploy.md promises, TimeoutStopSec=
 # above deploy/coring.env's drain grace + shutdown timeout among them.
@@ -15,8 +15,9 @@ command -v systemd-analyze >/dev/null || { echo "SKIP: systemd-analyze is missin
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sed "s|^ExecStart=.*|ExecStart=$binary|" "$unit" >"$tmp/coring.service"
+cp "$root/deploy/coring.socket" "$tmp/coring.socket"
 status=0
-out=$(systemd-analyze verify "$tmp/coring.service" 2>&1) || status=$?
+out=$(systemd-analyze verify "$tmp/coring.service" "$tmp/coring.socket" 2>&1) || status=$?
 if [ "$status" -ne 0 ] || [ -n "$out" ]; then
   echo "FAIL: systemd-analyze verify (exit $status):"
   echo "$out"
@@ -24,7 +25,7 @@ if [ "$status" -ne 0 ] || [ -n "$out" ]; then
 fi
 
 fail=0
-for want in Type=simple EnvironmentFile= DynamicUser=yes ProtectSystem=strict NoNewPrivileges=yes \
+for want in Type=notify WatchdogSec= Requires=coring.socket EnvironmentFile= DynamicUser=yes ProtectSystem=strict NoNewPrivileges=yes \
             LimitNOFILE= KillSignal=SIGTERM TimeoutStopSec= Restart=on-failure; do
   grep -q "^$want" "$unit" || { echo "FAIL: $unit has no $want line"; fail=1; }
 done

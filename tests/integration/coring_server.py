@@ -110,9 +110,10 @@ def raise_nofile_limit():
 class CoringServer:
     """One coring process. Use start()/stop(), or as a context manager."""
 
-    def __init__(self, threads=2, apps="hello,todo", args=(), preexec_fn=None):
+    def __init__(self, threads=2, apps="hello,todo", args=(), preexec_fn=None, popen=None):
         self.threads = threads
         self.preexec_fn = preexec_fn  # run in the child before exec (e.g. setrlimit)
+        self.popen = dict(popen or {})  # more subprocess.Popen arguments (env, pass_fds)
         self.apps = apps
         self.args = list(args)
         self.proc = None
@@ -136,7 +137,7 @@ class CoringServer:
     def start(self):
         cmd = self.command()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, preexec_fn=self.preexec_fn)
+                                     stderr=subprocess.PIPE, preexec_fn=self.preexec_fn, **self.popen)
         self.pid = self.proc.pid
         self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
         self._reader.start()
@@ -495,6 +496,24 @@ class Conn:
         return True
 
 
+def send_all(server, requests, timeout=20):
+    """Send each of @requests, (method, path, body: JSON-encoded and sent
+    as application/json, or None), on a connection of its own to @server,
+    all before any answer is read, so that the server reads them in few
+    loop turns (queries of theirs then share its database round trips);
+    returns the responses in order."""
+    raise_nofile_limit()
+    conns = [server.connect(timeout=timeout) for _ in requests]
+    try:
+        for c, (method, path, body) in zip(conns, requests):
+            hdrs = {"Content-Type": "application/json"} if body is not None else {}
+            c.send(build_request(method, path, hdrs, body))
+        return [c.read_response(method) for c, (method, _, _) in zip(conns, requests)]
+    finally:
+        for c in conns:
+            c.close()
+
+
 def build_request(method, path, headers=None, body=None, version="HTTP/1.1", host=True):
     if isinstance(body, str):
         body = body.encode("utf-8")
@@ -600,6 +619,7 @@ def main():
     ap.add_argument("--binary")
     ap.add_argument("--expect-version")
     ap.add_argument("--fake-viacep")
+    ap.add_argument("--cycles")
     ns, rest = ap.parse_known_args(sys.argv[1:])
     if ns.binary:
         _BINARY = os.path.abspath(ns.binary)
@@ -607,6 +627,8 @@ def main():
         _EXTRA["expect_version"] = ns.expect_version
     if ns.fake_viacep:
         _EXTRA["fake_viacep"] = os.path.abspath(ns.fake_viacep)
+    if ns.cycles:
+        _EXTRA["cycles"] = int(ns.cycles)
     if not _BINARY or not os.access(_BINARY, os.X_OK):
         sys.stderr.write("coring binary not found or not executable: %r (use --binary PATH)\n" % _BINARY)
         sys.exit(2)

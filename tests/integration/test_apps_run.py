@@ -9,6 +9,9 @@ temporary folder (CORING_LOCAL_PG), so that nothing of the checkout's own
   does not stop a cluster that another apps/run is using;
 - a second apps/run stopped with SIGTERM leaves the first one's cluster
   running and the first still answers from PostgreSQL;
+- apps/run --restart: the server restarts in place on the same port (the
+  new coring takes the listeners over), PostgreSQL keeps running, and the
+  first apps/run still stops it at the end;
 - one Ctrl-C in a terminal (a pseudo-terminal: the interrupt character,
   which the line discipline turns into SIGINT for the foreground process
   group) drains and exits 0, and stops the cluster: 10 times; the same in
@@ -153,6 +156,33 @@ class AppsRunTest(cs.CoringTestCase):
             self.assertFalse(os.path.exists(fresh), "a cluster for apps that need none")
         finally:
             self.assertEqual(hello.stop(), 0, "".join(hello.lines))
+
+    def test_restart_in_place_keeps_postgres(self):
+        nothing = subprocess.run([APPS_RUN, "--restart"], env=run_env(self.pgdir), stdin=subprocess.DEVNULL,
+                                 capture_output=True, text=True, timeout=60)
+        self.assertEqual(nothing.returncode, 1, nothing.stderr)
+        self.assertIn("no apps/run serves", nothing.stderr)
+        first = AppsRun(self.pgdir, ["--threads", "1", "--apps", "hello,users"])
+        try:
+            self.assertEqual(first.get("/users/1").status, 404)
+            r = subprocess.run([APPS_RUN, "--restart"], env=run_env(self.pgdir), stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "[main] stopped" not in "".join(first.lines):
+                time.sleep(0.1)
+            log = "".join(first.lines)
+            self.assertIn("restarting coring in place", log)
+            self.assertIn("took over 1 listening socket(s) on port %d" % first.port, log)
+            self.assertIn("hand-over: the successor serves", log)
+            self.assertEqual(log.count("stopped"), 1, log)  # the old coring drained, PostgreSQL did not stop
+            self.assertTrue(pg_running(self.pgdir), "the restart stopped PostgreSQL")
+            for _ in range(5):
+                resp = first.get("/users/1")
+                self.assertEqual(resp.status, 404, resp.body)  # served from PostgreSQL by the new coring
+        finally:
+            self.assertEqual(first.stop(), 0, "".join(first.lines))
+        self.assertFalse(pg_running(self.pgdir), "apps/run did not stop its cluster after a restart")
 
     def ctrl_c(self, argv, env):
         """Run @argv on a pseudo-terminal, wait for the start-up line, type

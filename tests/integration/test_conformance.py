@@ -212,6 +212,23 @@ TABLE = [
      POST + b"Expect: 100-continue\r\nContent-Length: 13\r\n" + TE + b"\r\n", 400, True),
     ("Expect 100-continue over the body limit",
      POST + b"Expect: 100-continue\r\nContent-Length: 2000000\r\n\r\n", 413, True),
+    # Refused before its body matters: the final status, not 100 Continue (RFC 9110 10.1.1),
+    # and the connection closed (the client may or may not send the body: what follows
+    # cannot be framed).
+    ("Expect 100-continue with a form body on a JSON route",
+     b"POST /todos HTTP/1.1\r\n" + H + b"Content-Type: application/x-www-form-urlencoded\r\n"
+     b"Expect: 100-continue\r\nContent-Length: 13\r\n\r\n", 415, True),
+    ("Expect 100-continue with an unknown method",
+     b"FROB /todos HTTP/1.1\r\n" + H + CT + b"Expect: 100-continue\r\nContent-Length: 13\r\n\r\n",
+     501, True),
+    ("Expect 100-continue with a method the path has not",
+     b"PUT /todos HTTP/1.1\r\n" + H + CT + b"Expect: 100-continue\r\nContent-Length: 13\r\n\r\n",
+     405, True),
+    ("Expect 100-continue on a path no route has",
+     b"POST /nowhere HTTP/1.1\r\n" + H + CT + b"Expect: 100-continue\r\nContent-Length: 13\r\n\r\n",
+     404, True),
+    ("Expect 100-continue chunked on a path no route has",
+     b"POST /nowhere HTTP/1.1\r\n" + H + CT + b"Expect: 100-continue\r\n" + TE + b"\r\n", 404, True),
 ]
 
 

@@ -89,10 +89,11 @@ class MetricsText(unittest.TestCase):
         for family in ("coring_ring_sqes_submitted_total", "coring_ring_submits_total",
                        "coring_ring_cqes_reaped_total", "coring_ring_cq_overflows_total",
                        "coring_provided_buffers_exhausted_total", "coring_messages_sent_total",
-                       "coring_messages_retried_total", "coring_coroutines_alive",
-                       "coring_stack_pool_stacks"):
+                       "coring_messages_retried_total", "coring_messages_stale_total",
+                       "coring_coroutines_alive", "coring_stack_pool_stacks"):
             self.assertEqual(sorted(samples(text, family)), ['{thread="0"}', '{thread="1"}'], family)
         self.assertGreater(sum(samples(text, "coring_ring_sqes_submitted_total").values()), 0)
+        self.assertEqual(sum(samples(text, "coring_messages_stale_total").values()), 0)
 
     def test_routes_are_labelled_by_pattern_and_unknown_paths_add_no_series(self):
         for i in range(3):

@@ -93,6 +93,26 @@ class RoutesTest(unittest.TestCase):
                 self.assertEqual({t["name"] for t in doc["tags"]}, used, "tags of the operations served")
                 self.assertIn("components", doc)
 
+    def test_writes_to_the_database_document_an_unknown_outcome(self):
+        # A write that reached PostgreSQL but whose commit was not
+        # confirmed answers 504 (apps/database.c, app_db_respond_error):
+        # every route that writes to the database says so, and that a
+        # retry with the same Idempotency-Key is safe.
+        doc = load_document()
+        writes = {"POST /users", "POST /todos", "PATCH /todos/{id}", "DELETE /todos/{id}"}
+        ops = operations(doc)
+        self.assertLessEqual(writes, set(ops))
+        for name in sorted(writes):
+            with self.subTest(operation=name):
+                responses = ops[name][2]["responses"]
+                self.assertIn("504", responses, "%s does not document 504" % name)
+                self.assertEqual(responses["504"], {"$ref": "#/components/responses/OutcomeUnknown"})
+        unknown = doc["components"]["responses"]["OutcomeUnknown"]["description"]
+        self.assertIn("Idempotency-Key", unknown)
+        for name, (_, method, op, _) in sorted(ops.items()):
+            if method == "get":
+                self.assertNotIn("504", op["responses"], "%s: a read never answers 504" % name)
+
 
 def resolve(doc, obj):
     while isinstance(obj, dict) and "$ref" in obj:

@@ -242,10 +242,14 @@
 
           # libraries coring links
           liburing = pkg "liburing";
+          systemd = pkg "systemd";
           simdjson = pkg "simdjson";
           double-conversion = pkg "double-conversion";
           libpq = pkg "libpq";
           curl = pkg "curl";
+          zstd = pkg "zstd";
+          brotli = pkg "brotli";
+          libdeflate = pkg "libdeflate";
           openblas = pkg "openblas";
           utf8proc = pkg "utf8proc";
           criterion = pkg "criterion";

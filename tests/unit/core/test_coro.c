@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "coring/core/coro.h"
 
@@ -500,4 +501,54 @@ Test(coro, resume_of_a_finished_coroutine_aborts, .signal = SIGABRT)
 Test(coro, yield_outside_a_coroutine_aborts, .signal = SIGABRT)
 {
     cr_coro_yield();
+}
+
+Test(coro, trim_unmaps_the_stacks_unused_since_the_last_trim)
+{
+    cr_stack_pool *p = new_pool(0, 64);
+    cr_assert_not_null(p);
+    /* A burst: 20 coroutines at once, each touching its stack. */
+    cr_coro *cos[20];
+    int runs = 0;
+    for (int i = 0; i < 20; i++)
+        cos[i] = new_coro(p, noop, &runs);
+    void *lo[20], *hi;
+    for (int i = 0; i < 20; i++) {
+        cr_coro_stack_bounds(cos[i], &lo[i], &hi);
+        cr_coro_resume(cos[i]);
+        cr_coro_destroy(cos[i]);
+    }
+    cr_assert_eq(cr_stack_pool_cached(p), 20);
+    /* The first trim after the burst: the pool had none cached before it,
+     * so none stayed unused all along. */
+    cr_assert_eq(cr_stack_pool_trim(p, 4), 0);
+    /* A working set of 3 is taken and given back in this interval: the
+     * other 17 stayed unused, and all but 4 of those go. */
+    for (int round = 0; round < 5; round++) {
+        cr_coro *a = new_coro(p, noop, &runs), *b = new_coro(p, noop, &runs),
+                *c = new_coro(p, noop, &runs);
+        cr_coro_resume(a), cr_coro_resume(b), cr_coro_resume(c);
+        cr_coro_destroy(c), cr_coro_destroy(b), cr_coro_destroy(a);
+    }
+    cr_assert_eq(cr_stack_pool_trim(p, 4), 13);
+    cr_assert_eq(cr_stack_pool_cached(p), 7);
+    /* The coldest went: the stacks touched first in the burst (at the
+     * bottom of the LIFO) are unmapped: mincore(2) fails on them. */
+    unsigned char v;
+    cr_assert_neq(mincore((void *)((uintptr_t)lo[0] & ~(uintptr_t)4095), 4096, &v), 0,
+                  "the coldest stack is still mapped");
+    /* Nothing used since: everything beyond @keep goes. */
+    cr_assert_eq(cr_stack_pool_trim(p, 4), 3);
+    cr_assert_eq(cr_stack_pool_cached(p), 4);
+    cr_assert_eq(cr_stack_pool_trim(p, 4), 0);
+    /* The pool still works, from its cache and beyond it. */
+    cr_coro *more[6];
+    for (int i = 0; i < 6; i++)
+        more[i] = new_coro(p, noop, &runs);
+    for (int i = 0; i < 6; i++) {
+        cr_coro_resume(more[i]);
+        cr_coro_destroy(more[i]);
+    }
+    cr_assert_eq(runs, 20 + 15 + 6);
+    cr_stack_pool_destroy(p);
 }

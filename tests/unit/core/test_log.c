@@ -8,6 +8,7 @@
  * in a process of its own).
  */
 #include "coring/core/clock.h"
+#include "coring/core/coro.h"
 #include "coring/core/json.h"
 
 /* Criterion has an enum cr_log_level and cr_log_* macros of its own:
@@ -543,5 +544,46 @@ Test(log_json, a_line_that_fits_is_not_marked)
     cr_expect(member_str(root, "user_agent", &len) && len == sizeof(ua), "%s", text);
     cr_expect_null(strstr(text, "truncated"), "%s", text);
     cr_json_parser_destroy(p);
+    free(text);
+}
+
+/* A worker logs from its coroutines, whose stacks the pool passes from
+ * connection to connection: the line is formatted in per-thread memory,
+ * not in arrays on the stack (7 KiB of them made every stack that logged
+ * an access line keep those pages). */
+static void log_worst_access_line(void *arg)
+{
+    (void)arg;
+    enum { BIG = 4096 };
+    static char ua[BIG];
+    memset(ua, '"', sizeof(ua));
+    access_line a = {"GET", 3, ua, BIG, 200, 0.012, "127.0.0.1", 54321, 172, ua, BIG};
+    cr_log_field f[ACCESS_FIELDS + 1];
+    access_fields(f, &a);
+    f[ACCESS_FIELDS] = CR_LOG_FIELD_STR("request_id", "trace-1", 7);
+    cr_log_kv(CORING_LOG_INFO, f, cr_countof(f), "GET %.*s 200 0.012 ms", 1000, ua);
+}
+
+Test(log_json, a_line_logged_on_a_coroutine_takes_little_of_its_stack)
+{
+    reader r;
+    capture_stderr(&r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    log_worst_access_line(NULL); /* the logger thread and this thread's buffer made */
+    setenv("CORING_STACK_REPORT", "1", 1); /* paint the pool's stacks */
+    cr_stack_pool *pool = NULL;
+    cr_assert_eq(cr_stack_pool_create(&pool, 0, 1), 0);
+    cr_coro *co = NULL;
+    cr_assert_eq(cr_coro_create(&co, pool, log_worst_access_line, NULL), 0);
+    cr_coro_resume(co);
+    cr_coro_destroy(co);
+    size_t deepest = cr_stack_pool_deepest(pool);
+    cr_stack_pool_destroy(pool);
+    char *text = finish(&r);
+    cr_expect(strstr(text, "\"request_id\":\"trace-1\""), "%s", text);
+    printf("deepest stack use logging an access line: %zu bytes\n", deepest);
+    /* About 4 KiB is libc's (vsnprintf, gmtime_r); with the line, the
+     * note and the message on the stack it was 10 KiB. */
+    cr_expect_lt(deepest, 6144, "logging one line took %zu bytes of a coroutine's stack", deepest);
     free(text);
 }

@@ -1,8 +1,9 @@
 /*
  * Handing a batch's rows to the queries it stands for (db/src/batch.c),
  * on results made by hand with libpq's PQmakeEmptyPGresult,
- * PQsetResultAttrs and PQsetvalue: no server. A row goes to the query
- * whose key it carries, wherever it stands in the batch's result.
+ * PQsetResultAttrs and PQsetvalue: no server. A reading batch's row goes
+ * to the query whose key it carries, wherever it stands in the batch's
+ * result; a writing batch's, to the query at its place.
  */
 #include "db/src/batch.h"
 
@@ -48,7 +49,7 @@ Test(batch, each_key_gets_its_own_row_in_any_order)
     const long long ids[] = {11, 12, 13};
     const char *emails[] = {"c@x", "a@x", "b@x"}; /* not in the order asked */
     PGresult *r = make(3, ids, emails);
-    cr_assert(db_batch_fits(r, 1, OID_TEXT));
+    cr_assert(db_batch_fits(r, 1, OID_TEXT, -1));
     const char *asked[] = {"a@x", "b@x", "c@x"};
     const long long want[] = {12, 13, 11};
     for (int i = 0; i < 3; i++) {
@@ -106,14 +107,51 @@ Test(batch, a_result_that_does_not_fit_its_registration)
     const long long ids[] = {1};
     const char *emails[] = {"a@x"};
     PGresult *r = make(1, ids, emails);
-    cr_expect(db_batch_fits(r, 0, OID_INT8));
-    cr_expect_not(db_batch_fits(r, 2, OID_TEXT), "no third column");
-    cr_expect_not(db_batch_fits(r, -1, OID_TEXT));
-    cr_expect_not(db_batch_fits(r, 1, OID_INT8), "email is not int8");
+    cr_expect(db_batch_fits(r, 0, OID_INT8, -1));
+    cr_expect_not(db_batch_fits(r, 2, OID_TEXT, -1), "no third column");
+    cr_expect_not(db_batch_fits(r, -1, OID_TEXT, -1));
+    cr_expect_not(db_batch_fits(r, 1, OID_INT8, -1), "email is not int8");
     PQclear(r);
     PGresult *cmd = PQmakeEmptyPGresult(NULL, PGRES_COMMAND_OK);
-    cr_expect_not(db_batch_fits(cmd, 0, OID_INT8), "no row set: no RETURNING");
+    cr_expect_not(db_batch_fits(cmd, 0, OID_INT8, -1), "no row set: no RETURNING");
     PQclear(cmd);
+}
+
+Test(batch, a_writing_batch_must_return_one_row_per_member)
+{
+    const long long ids[] = {1, 2, 3};
+    const char *emails[] = {"a@x", "b@x", "c@x"};
+    PGresult *r = make(3, ids, emails);
+    cr_expect(db_batch_fits(r, 1, OID_TEXT, 3), "three rows for three members");
+    cr_expect_not(db_batch_fits(r, 1, OID_TEXT, 4), "a row short: a trigger skipped one");
+    cr_expect_not(db_batch_fits(r, 1, OID_TEXT, 2), "a row too many");
+    cr_expect(db_batch_fits(r, 1, OID_TEXT, -1), "a reading batch: any number");
+    PQclear(r);
+}
+
+Test(batch, a_writing_batch_gives_each_member_the_row_at_its_place)
+{
+    /* Inserted as "Ann@X", "bob@x", "Ann@x.org": a trigger stored the
+     * emails in lower case, so no key is the one asked. */
+    const long long ids[] = {21, 22, 23};
+    const char *emails[] = {"ann@x", "bob@x", "ann@x.org"};
+    PGresult *r = make(3, ids, emails);
+    cr_assert(db_batch_fits(r, 1, OID_TEXT, 3));
+    PGresult *none = db_batch_rows(r, 1, "Ann@X", 5);
+    cr_expect_eq(PQntuples(none), 0, "by key the first member would get no row");
+    PQclear(none);
+    for (int i = 0; i < 3; i++) {
+        PGresult *own = db_batch_row(r, i);
+        cr_assert_not_null(own);
+        cr_expect_eq(PQresultStatus(own), PGRES_TUPLES_OK);
+        cr_expect_eq(PQnfields(own), 2);
+        cr_expect_eq(PQfformat(own, 1), 1, "binary, as the batch");
+        cr_assert_eq(PQntuples(own), 1);
+        cr_expect_eq(id_at(own, 0), ids[i], "member %d", i);
+        cr_expect_str_eq(PQgetvalue(own, 0, 1), emails[i], "the email as stored");
+        PQclear(own);
+    }
+    PQclear(r);
 }
 
 /* A statement's description (PQdescribePrepared): status COMMAND_OK and

@@ -280,6 +280,162 @@ Test(queue, several_sync_groups_in_flight)
     cr_expect_not(db_queue_busy(&q));
 }
 
+/* libpq's outcomes for an error raised when the implicit transaction
+ * commits at the Sync (a deferred constraint, 40001 under SERIALIZABLE):
+ * after the group's last result and its end, an error result, its end,
+ * then the Sync's result (seen with PostgreSQL 15 and a deferred
+ * constraint trigger). */
+static db_pending *fail_commit(struct pg_result *error)
+{
+    cr_expect_null(feed(DB_EVENT_ERROR, error), "the commit's error completes no query");
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    return feed(DB_EVENT_SYNC, NULL);
+}
+
+Test(queue, an_error_at_commit_fails_the_group_and_rolls_its_writes_back)
+{
+    p[1].writes = p[2].writes = true;
+    for (int i = 0; i < 4; i++)
+        db_queue_push(&q, &p[i]);
+    send_batch(4); /* a read, two writes, a read after them: one Sync */
+    cr_expect_null(feed(DB_EVENT_RESULT, RES(1)));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[0], "a read before any write: at its end");
+    for (int i = 1; i < 4; i++) {
+        cr_expect_null(feed(DB_EVENT_RESULT, RES(i + 1)));
+        cr_expect_null(feed(DB_EVENT_END, NULL));
+    }
+    db_pending *want[] = {&p[1], &p[2], &p[3]};
+    expect_list(fail_commit(RES(9)), want, 3);
+    for (int i = 1; i < 4; i++) {
+        cr_expect(p[i].commit_failed, "p[%d]: its group's commit failed", i);
+        cr_expect(p[i].rolled_back, "p[%d] ran, then was rolled back", i);
+        cr_expect_not(p[i].failed, "p[%d]: two writes, the error is no single one's", i);
+    }
+    cr_expect_not(p[0].commit_failed, "delivered before the commit");
+    cr_expect_eq(db_queue_take_commit_error(&q), RES(9), "the error is the caller's");
+    cr_expect_null(db_queue_take_commit_error(&q), "once");
+    cr_expect_not(db_queue_busy(&q));
+}
+
+Test(queue, an_error_at_commit_is_the_groups_only_write_s)
+{
+    p[0].writes = true;
+    for (int i = 0; i < 2; i++)
+        db_queue_push(&q, &p[i]);
+    send_batch(2);
+    feed(DB_EVENT_RESULT, RES(1));
+    cr_expect_null(feed(DB_EVENT_END, NULL));
+    feed(DB_EVENT_RESULT, RES(2));
+    cr_expect_null(feed(DB_EVENT_END, NULL), "after a write");
+    db_pending *want[] = {&p[0], &p[1]};
+    expect_list(fail_commit(RES(9)), want, 2);
+    cr_expect(p[0].failed && p[0].commit_failed, "the one write failed at its commit");
+    cr_expect_not(p[0].rolled_back);
+    cr_expect(p[1].rolled_back && p[1].commit_failed, "the read after it was rolled back");
+    cr_expect_not(p[1].failed);
+    cr_expect_eq(db_queue_take_commit_error(&q), RES(9));
+}
+
+Test(queue, the_groups_after_a_failed_commit_go_on)
+{
+    p[0].writes = true;
+    db_queue_push(&q, &p[0]);
+    send_batch(1);
+    db_queue_push(&q, &p[1]);
+    send_batch(1); /* a second group in flight behind the first */
+    feed(DB_EVENT_RESULT, RES(1));
+    feed(DB_EVENT_END, NULL);
+    db_pending *d;
+    cr_expect(db_queue_feed(&q, DB_EVENT_ERROR, RES(9), &d));
+    cr_expect_not(db_queue_feed(&q, DB_EVENT_ERROR, RES(8), &d), "one error per commit");
+    cr_expect_not(db_queue_feed(&q, DB_EVENT_RESULT, RES(7), &d), "only its end and Sync follow");
+    cr_expect(db_queue_feed(&q, DB_EVENT_END, NULL, &d));
+    cr_expect_not(db_queue_feed(&q, DB_EVENT_END, NULL, &d), "one end");
+    cr_expect_eq(feed(DB_EVENT_SYNC, NULL), &p[0]);
+    cr_expect_eq(db_queue_take_commit_error(&q), RES(9));
+    feed(DB_EVENT_RESULT, RES(2));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[1], "the next group as usual");
+    cr_expect_not(p[1].commit_failed || p[1].rolled_back);
+    cr_expect_null(feed(DB_EVENT_SYNC, NULL));
+    cr_expect_null(db_queue_take_commit_error(&q), "its commit did not fail");
+}
+
+Test(queue, a_sync_counts_as_reaching_the_server_once_flushed)
+{
+    p[0].writes = true;
+    db_queue_push(&q, &p[0]);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[0]), "never sent");
+    send_batch(1);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[0]), "its Sync still in libpq's buffer");
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[0]), "written out");
+    db_queue_push(&q, &p[1]);
+    send_batch(1);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[1]), "a later group, not flushed yet");
+    cr_expect(db_queue_sync_flushed(&q, &p[0]));
+    /* A query sent with no Sync after it yet does not count, flushed or not. */
+    db_queue_push(&q, &p[2]);
+    cr_expect_eq(db_queue_send_next(&q), &p[2]);
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[1]));
+    cr_expect_not(db_queue_sync_flushed(&q, &p[2]), "no Sync after it");
+    db_queue_mark_sync(&q);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[2]), "its Sync not written out");
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[2]));
+    /* Taken off a connection that broke: still answered for; a query sent
+     * on the next connection is not taken for one of them. */
+    db_queue_push(&q, &p[3]);
+    send_batch(1);
+    cr_expect_not_null(db_queue_take_all(&q));
+    cr_expect(db_queue_sync_flushed(&q, &p[2]));
+    cr_expect_not(db_queue_sync_flushed(&q, &p[3]));
+    db_queue_push(&q, &p[4]);
+    send_batch(1);
+    cr_expect_not(db_queue_sync_flushed(&q, &p[4]));
+}
+
+Test(queue, a_batchs_members_reach_the_server_with_it)
+{
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    db_pending *members[] = {&p[0], &p[1]};
+    db_queue_coalesce(&q, &p[7], members, 2);
+    send_batch(2); /* the batch, then p[2]: one group */
+    cr_expect_not(db_queue_sync_flushed(&q, &p[0]));
+    db_queue_mark_flushed(&q);
+    cr_expect(db_queue_sync_flushed(&q, &p[0]) && db_queue_sync_flushed(&q, &p[1]));
+    cr_expect(db_queue_sync_flushed(&q, &p[7]) && db_queue_sync_flushed(&q, &p[2]));
+}
+
+Test(queue, a_cancel_targets_what_runs_when_no_one_waits_for_it)
+{
+    p[1].writes = true;
+    for (int i = 0; i < 3; i++)
+        db_queue_push(&q, &p[i]);
+    send_batch(3); /* a read, a write, a read: one group */
+    db_queue_push(&q, &p[3]);
+    send_batch(1); /* a second group behind it */
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "every waiter waits");
+    p[3].abandoned = true;
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "it does not run yet: another statement does");
+    p[0].abandoned = true;
+    cr_expect_eq(db_queue_cancel_target(&q), p[0].seq, "the statement running is abandoned");
+    feed(DB_EVENT_RESULT, RES(1));
+    cr_expect_eq(feed(DB_EVENT_END, NULL), &p[0]);
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "the next one runs, and is waited for");
+    feed(DB_EVENT_RESULT, RES(2));
+    feed(DB_EVENT_END, NULL);
+    p[1].abandoned = true; /* the write, waiting for its commit */
+    cr_expect_eq(db_queue_cancel_target(&q), 0, "a statement of the group still runs");
+    feed(DB_EVENT_RESULT, RES(3));
+    feed(DB_EVENT_END, NULL);
+    cr_expect_eq(db_queue_cancel_target(&q), p[2].seq,
+                 "the group commits for an abandoned write: its commit, named by its last");
+    cr_expect_not_null(feed(DB_EVENT_SYNC, NULL));
+    cr_expect_eq(db_queue_cancel_target(&q), p[3].seq, "the next group's abandoned statement");
+}
+
 Test(queue, unexpected_results_are_refused)
 {
     db_pending *done;

@@ -109,6 +109,80 @@ Test(retry, a_failed_query_keeps_its_error_unless_asked_to_retry)
     expect_error(db_verdict_query(&p, "40P01", false), -EREMOTEIO, "deadlock, no sends left");
 }
 
+Test(retry, a_failed_commit_sends_the_groups_writes_again_each_alone)
+{
+    /* Rolled back by its group's failed commit (@sqlstate the commit's). */
+    db_pending w = sent(1);
+    w.writes = w.rolled_back = w.commit_failed = true;
+    w.result = RES;
+    expect_resend(db_verdict_query(&w, "23514", false), DB_RESEND_COMMIT, true,
+                  "a write of several: which one is at fault is not known");
+    expect_resend(db_verdict_query(&w, "40001", false), DB_RESEND_DEADLOCK, false,
+                  "a serialization failure at commit keeps its retry policy");
+    db_pending r = sent(1);
+    r.rolled_back = r.commit_failed = true;
+    r.result = RES;
+    expect_resend(db_verdict_query(&r, "23514", false), DB_RESEND_COMMIT, false,
+                  "a read after them: with the others");
+    w.waiter = NULL;
+    expect_error(db_verdict_query(&w, "23514", false), -EIO, "rolled back, no waiter");
+    /* The group's only write: the commit's error is its own. */
+    db_pending f = sent(1);
+    f.writes = f.failed = f.commit_failed = true;
+    f.result = RES;
+    expect_error(db_verdict_query(&f, "23514", false), -EREMOTEIO, "a deferred constraint");
+    expect_resend(db_verdict_query(&f, "40001", false), DB_RESEND_DEADLOCK, false,
+                  "a serialization failure at its commit");
+    f.attempts = DB_MAX_ATTEMPTS;
+    expect_error(db_verdict_query(&f, "40001", false), -EREMOTEIO, "no sends left");
+    /* A batch among several writes of a group whose commit failed: each
+     * member alone; as the group's only write, the error is its own. */
+    db_pending b = sent(1);
+    b.waiter = NULL; /* the driver's */
+    b.writes = b.rolled_back = b.commit_failed = true;
+    b.result = RES;
+    expect_resend(db_verdict_batch(&b, "23505", false, true), DB_RESEND_COMMIT, true,
+                  "a batch rolled back by a failed commit");
+    b.rolled_back = false;
+    b.failed = true;
+    expect_resend(db_verdict_batch(&b, "23505", false, false), DB_RESEND_BATCH, true,
+                  "a batch that failed its own commit");
+}
+
+Test(retry, a_write_whose_sync_reached_the_server_has_an_unknown_outcome)
+{
+    db_pending w = sent(1);
+    w.writes = true;
+    cr_expect(db_outcome_unknown(&w, true), "sent, its Sync flushed, no outcome: may have committed");
+    cr_expect_not(db_outcome_unknown(&w, false), "its Sync never reached the server: it cannot have");
+    w.aborted = true;
+    cr_expect_not(db_outcome_unknown(&w, true), "skipped: it did not run");
+    w.aborted = false;
+    w.rolled_back = true;
+    cr_expect_not(db_outcome_unknown(&w, true), "rolled back with its group");
+    db_pending r = sent(1);
+    cr_expect_not(db_outcome_unknown(&r, true), "a read changes nothing");
+}
+
+Test(retry, a_statement_the_server_timed_out_fails_alone)
+{
+    cr_expect(db_timeout_state("57014"), "statement_timeout, or a cancel request");
+    cr_expect(db_timeout_state("55P03"), "lock_timeout");
+    cr_expect_not(db_timeout_state("40P01"));
+    cr_expect_not(db_timeout_state(NULL));
+    db_pending p = sent(1);
+    p.result = RES;
+    p.failed = true;
+    expect_error(db_verdict_query(&p, "55P03", false), -ETIMEDOUT, "its lock wait timed out");
+    expect_error(db_verdict_query(&p, "57014", false), -ETIMEDOUT, "its statement timed out");
+    p.cancel_hit = true;
+    expect_resend(db_verdict_query(&p, "57014", false), DB_RESEND_CANCEL, false,
+                  "a cancel request meant for another query hit it");
+    p.waiter = NULL;
+    expect_error(db_verdict_query(&p, "57014", false), -ETIMEDOUT,
+                 "the query the request was meant for: no one waits for it");
+}
+
 /* A batch sent once, standing for its members (not read by the verdict). */
 static db_pending batch(bool writes)
 {

@@ -254,7 +254,7 @@ static void failing_waker(void *arg)
         net_sleep(CR_NS_PER_MS);
     lost.post_fd = eventfd(0, EFD_CLOEXEC);
     net_loop *loop = net_loop_current();
-    net_ring_msg(&loop->ring, lost.post_fd, net_ptr_name(h, NET_TAG_MSG),
+    net_ring_msg(&loop->ring, lost.post_fd, net_ptr_name(h, NET_TAG_MSG), 0,
                  net_ptr_name(h, NET_TAG_MSG_FAILED));
     /* Unfixed, the waiter never resumes: end the run anyway (the drain
      * then cannot finish either, and the process exits with status 1). */

@@ -94,6 +94,14 @@ struct app_def {
      * what the app needs (a model, a seed). @opts: the server's settings.
      * May block. 0, or -errno after logging why. Optional. */
     int (*start)(const app_options *opts);
+    /* The longest one of the app's requests may take under @opts (and the
+     * app's own options, read by then), ns: the waits its handler makes
+     * one after the other, each bounded by its timeout, which the drain
+     * deadline must outlast (coring_longest_request_ns). When @why is not
+     * NULL, the sum as text into it (@len bytes: "2 x --db-timeout 5 s").
+     * Main thread, once the options are read. Optional: no request waits on anything
+     * with a timeout (0). */
+    uint64_t (*longest_request_ns)(const app_options *opts, char *why, size_t len);
     /* Descriptors each worker thread keeps open for the app besides client
      * connections (its upstream connections), after start(): counted out
      * of --max-connections' default. Optional: none. */

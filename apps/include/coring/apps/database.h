@@ -67,6 +67,16 @@ int app_db_check(void);
  */
 int app_db_start(const app_options *opts);
 
+/*
+ * app_db_longest_request_ns - app_def.longest_request_ns of an app whose
+ * requests run up to two queries one after the other, each bounded by
+ * --db-timeout (@opts->db_timeout_ns, 0: db_config's default): a POST
+ * with an Idempotency-Key (its insert, then the key's answer after a
+ * conflict), a read asked of the replica then of the primary. Writes "2 x
+ * --db-timeout 5 s" into @why (@len bytes) when not NULL. Main thread.
+ */
+uint64_t app_db_longest_request_ns(const app_options *opts, char *why, size_t len);
+
 /* app_db_url - the DATABASE_URL in use (after app_db_start), or NULL. */
 const char *app_db_url(void);
 
@@ -83,15 +93,25 @@ const char *app_db_ready(char *buf, size_t len);
  * server not ready. Worker thread; never blocks (db_reading_replica). */
 const char *app_db_read_ready(char *buf, size_t len);
 
+/* The error of a 504 for a write whose outcome is unknown (-EINPROGRESS). */
+#define APP_DB_OUTCOME_UNKNOWN                                                                     \
+    "outcome unknown: the database did not confirm the write, which may or may not have been "   \
+    "done; a retry with the same Idempotency-Key is safe"
+
 /*
- * app_db_respond_error - answer a failed db_run (@err, with result @r) of
- * app @app (for the log line): -EREMOTEIO (the server's error, logged with
- * its SQLSTATE), -ENOMEM and the app's own mistakes (-EINVAL, -ERANGE,
- * -EPERM, -EPROTO: logged) answer 500; every other error (-ENOTCONN,
- * -ECONNRESET, -ETIMEDOUT, -ECANCELED: no connection, lost, timed out,
- * shutting down) answers 503 {"error":"database unavailable"} with
- * Retry-After: 1. An app that maps some SQLSTATEs to 4xx checks those
- * first. Request handler (coroutine on a worker thread).
+ * app_db_respond_error - the apps' one answer to a failed db_run (@err,
+ * with result @r) of app @app (for the log line): -EREMOTEIO (the server's
+ * error, logged with its SQLSTATE), -ENOMEM and the app's own mistakes
+ * (-EINVAL, -ERANGE, -EPERM, -EPROTO: logged) answer 500; -EINPROGRESS (a
+ * write sent to the server whose commit was not confirmed: the connection
+ * broke, or the query timeout passed) answers 504 with
+ * APP_DB_OUTCOME_UNKNOWN, so that a client retries with its
+ * Idempotency-Key rather than take the write for failed; every other
+ * error (-ENOTCONN, -ECONNRESET, -ETIMEDOUT, -ECANCELED: no connection,
+ * lost or timed out before the write could take effect, shutting down)
+ * answers 503 {"error":"database unavailable"} with Retry-After: 1. An app
+ * that maps some SQLSTATEs to 4xx checks those first. Request handler
+ * (coroutine on a worker thread).
  */
 void app_db_respond_error(http_ctx *ctx, const char *app, int err, const db_result *r);
 

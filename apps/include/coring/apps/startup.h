@@ -10,6 +10,7 @@
 
 #include "coring/apps/apps.h"
 #include "coring/apps/options.h"
+#include "coring/core/clock.h"
 #include "coring/http/cors.h"
 #include "coring/http/proxy.h"
 #include "coring/http/server.h"
@@ -37,8 +38,34 @@ typedef struct coring_config {
     size_t num_available;
 } coring_config;
 
-/* coring_config_default - the defaults of every setting (no app list). */
+/* coring_config_default - the defaults of every setting (no app list).
+ * Its net.shutdown_timeout_ns is CORING_SHUTDOWN_TIMEOUT_AUTO: chosen
+ * from the apps mounted (coring_shutdown_timeout) unless given. */
 coring_config coring_config_default(void);
+
+/* The drain deadline not given: the start-up chooses it. */
+#define CORING_SHUTDOWN_TIMEOUT_AUTO UINT64_MAX
+/* The drain deadline when no mounted app's request may take longer. */
+#define CORING_SHUTDOWN_TIMEOUT_MIN_NS (10 * CR_NS_PER_S)
+/* Time allowed on top of a request's waits (each timeout fires up to a
+ * loop tick late, and the handler runs between them). */
+#define CORING_SHUTDOWN_MARGIN_NS (1 * CR_NS_PER_S)
+
+/*
+ * coring_longest_request_ns - the longest a request of the @n apps
+ * @mounted may take under @opts: the waits a handler makes one after the
+ * other, each bounded by its timeout (a database query: --db-timeout; an
+ * upstream call: --cep-timeout-ms, its connect included). users and todo
+ * on PostgreSQL: two queries (a POST with an Idempotency-Key: its insert,
+ * then the key's answer after a conflict; GET /users/{id}: the replica
+ * and the primary within one --db-timeout, then the primary again); cep:
+ * a lookup, the upstream call, a write. embed's wait for inference has no
+ * timeout and is not counted; hello and todo in memory do not wait. When
+ * @why is not NULL, writes into it (@len bytes) the sum it took ("cep: 2 x
+ * --db-timeout 5 s + --cep-timeout-ms 5000"), "" for 0. Any thread.
+ */
+uint64_t coring_longest_request_ns(const app_def *const *mounted, size_t n,
+                                   const app_options *opts, char *why, size_t len);
 
 /* The option rows of `coring`, in --help's order (docs/configuration.md
  * lists them in the same order). */

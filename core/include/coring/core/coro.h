@@ -65,6 +65,18 @@ int cr_stack_pool_create(cr_stack_pool **out, size_t stack_size, unsigned max_ca
 unsigned cr_stack_pool_cached(const cr_stack_pool *pool);
 
 /*
+ * cr_stack_pool_trim - give back to the system the free stacks of @pool
+ * that stayed unused since the last trim (or the pool's creation), beyond
+ * @keep of them: those are unmapped, the coldest first, so that the pages
+ * a burst of coroutines touched do not stay resident once it is over. The
+ * pool keeps a working set: a stack taken at least once between two trims
+ * is not released by the second. Called periodically (the runtime: every
+ * 500 ms); the interval is the time a stack may sit unused before it goes.
+ * Returns how many were unmapped. The pool's own thread.
+ */
+unsigned cr_stack_pool_trim(cr_stack_pool *pool, unsigned keep);
+
+/*
  * cr_stack_pool_deepest - the most bytes of one stack that a coroutine of
  * @pool used, over the coroutines destroyed so far, when CORING_STACK_REPORT
  * was set in the environment as @pool was created (each stack is then

@@ -24,7 +24,12 @@
  * queries and skips the later ones (PGRES_PIPELINE_ABORTED): those are
  * sent again (in the next group, then alone in a group of their own: up to
  * 3 sends in all), so no request's write is rolled back or failed by
- * another's error; the failing query gets its own error.
+ * another's error; the failing query gets its own error. A group whose
+ * implicit transaction fails at its commit (a deferred constraint, 40001
+ * under SERIALIZABLE: an error after its last result, before its Sync's)
+ * has every query that waited for the commit rolled back: its only write
+ * gets the error as its own; with several writes, each is sent again
+ * alone, where the one at fault gets it.
  *
  * Coalescing: a statement registered with a batch form (db_statement's
  * batch_sql) has the queries of it that wait in one connection's queue
@@ -34,7 +39,10 @@
  * so that the duplicate runs in a transaction of its own) go out as one
  * query of the batch form: their parameters
  * as arrays, in queue order, and each waiter gets, as a result of its
- * own, the rows whose key column equals its key parameter. PostgreSQL
+ * own, the rows whose key column equals its key parameter (a reading
+ * statement), or the row at its own place in the arrays (a writing one:
+ * what a write returns is the row as stored, which a trigger or a
+ * normalisation may have changed, its key included). PostgreSQL
  * then plans, starts and checks one statement where it would run many (an
  * insert's constraints and index expressions: the users app's INSERT
  * costs its backend about half the CPU per row in batches of ~8). One
@@ -50,17 +58,28 @@
  * of the key parameter's type is refused for the process, logged once,
  * and the statement's queries are sent one by one. A batch result that
  * still does not fit at run time (no row set, or no key column of the key
- * parameter's type: the schema changed) refuses the form likewise; a
+ * parameter's type: the schema changed; for a writing batch, not exactly
+ * one row per query: a trigger skipped one) refuses the form likewise; a
  * writing batch's queries then fail with -EPROTO (it committed), a
  * reading one's are sent again one by one. db_config.coalesce off
  * (--db-coalesce off) sends every query as it was asked.
  *
- * Failures: a connection that breaks fails its queries with -ECONNRESET and
- * is re-opened with exponential backoff (backoff_min_ns doubling up to
+ * Failures: a connection that breaks fails its queries with -ECONNRESET
+ * (-EINPROGRESS for a write that may have committed: see db_run) and is
+ * re-opened with exponential backoff (backoff_min_ns doubling up to
  * backoff_max_ns). While no connection of the thread is up, db_run fails
  * at once with -ENOTCONN instead of queueing. A query not answered within
- * query_timeout_ns fails with -ETIMEDOUT; when the server stays silent that
- * long the connection is dropped and re-opened.
+ * query_timeout_ns fails with -ETIMEDOUT (-EINPROGRESS for a write that
+ * may have committed). Slow statements fail alone: each connection's
+ * session has statement_timeout and lock_timeout at nine tenths of the
+ * time its queries wait (query_timeout_ns, half of it on a replica), so
+ * the server ends a slow statement first (-ETIMEDOUT, the rest of its
+ * Sync group sent again); and a query whose waiter gave up, its time run
+ * out or its wait cancelled (net_task_cancel: the drain's deadline, or a
+ * caller's own deadline), is cancelled on the server (PQcancel, on a
+ * helper thread) while it is what the server runs. Only when the server
+ * stays silent for 1.5 query_timeout_ns, asked or not, is the connection
+ * dropped and re-opened.
  *
  * Statements are registered once, at start-up, with their parameters'
  * types (db_register returns a handle); a query binds its parameters as C
@@ -162,11 +181,18 @@ typedef struct db_statement {
      * (its "batch form"), with each $i the one-dimensional array of the
      * sets' $i (int8 -> int8[], text -> text[] ...), for example
      * "INSERT INTO t (a, b) SELECT * FROM unnest($1, $2) RETURNING ..." or
-     * "SELECT ... WHERE id = ANY($1)". Each row it returns must carry, in
-     * result column batch_key_column, of the key parameter's type, the
-     * same value (byte for byte, in binary format) as parameter
-     * batch_key_param of the set it answers; a set gets the rows whose key
-     * equals its own (none, one or more). It must return the statement's
+     * "SELECT ... WHERE id = ANY($1)". A reading form: each row it
+     * returns must carry, in result column batch_key_column, of the key
+     * parameter's type, the same value (byte for byte, in binary format)
+     * as parameter batch_key_param of the set it answers; a set gets the
+     * rows whose key equals its own (none, one or more). A writing form
+     * (writes): exactly one row per set, in the sets' order, as INSERT ...
+     * SELECT ... FROM unnest(...) RETURNING gives them (unnest yields the
+     * arrays' elements in order, and INSERT returns each row as it inserts
+     * it); a set gets the row at its place, whatever its key became (a
+     * trigger may change it); it still returns a key column of the key
+     * parameter's type, and the key still keeps duplicates out of a
+     * batch. Either must return the statement's
      * own columns, by name and type, in order (alias them with AS where
      * the default names differ): checked as each connection opens. See
      * "Coalescing" in the header comment. NULL: none. */
@@ -268,7 +294,9 @@ typedef struct db_config {
     db_routing routing;            /* which connection a query takes (FILL) */
     bool coalesce;                 /* queries of a statement with a batch form
                                       queued together go out as one (true) */
-    uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none) */
+    uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none);
+                                      the sessions' statement_timeout and lock_timeout
+                                      are nine tenths of it (of half on a replica) */
     uint64_t connect_timeout_ns;   /* per connection attempt (5 s) */
     uint64_t backoff_min_ns;       /* first delay between reconnects (50 ms) */
     uint64_t backoff_max_ns;       /* cap of the doubling delay (2 s) */
@@ -383,10 +411,19 @@ int db_register(const db_statement *def, const db_stmt **out);
  *                db_result_message say which
  *   -ENOTCONN    no connection of this thread is up (answered at once); for a
  *                replica_ok statement: neither a replica nor a primary one
- *   -ECONNRESET  the connection broke while the query was in flight (the
- *                query may or may not have run)
+ *   -ECONNRESET  the connection broke while the query was in flight, and
+ *                it did not take effect: a read (which may have run), or a
+ *                write whose Sync had not reached the server
  *   -ETIMEDOUT   no answer within query_timeout_ns (a replica_ok query:
- *                neither the replica nor then the primary within half each)
+ *                neither the replica nor then the primary within half
+ *                each), and it did not take effect: a read, or a write
+ *                still queued or whose Sync had not gone out
+ *   -EINPROGRESS the outcome of a write is unknown: its Sync was flushed
+ *                to the server, which commits there, but no outcome came
+ *                (the connection broke, or query_timeout_ns passed): it
+ *                may have committed, or may still. Answer 504, not 503
+ *                (app_db_respond_error in apps/: a retry with the same
+ *                Idempotency-Key is safe)
  *   -ECANCELED   shutdown cancelled the wait
  *   -EINVAL      no @stmt, @count differs from its parameters, or a
  *                parameter's C type does not match its declared type
@@ -469,7 +506,9 @@ void db_result_clear(db_result *r);
  * db_metrics_register - register the pool's metrics (db_queries_total,
  * db_round_trips_total, db_queries_waiting, db_connections_lost_total,
  * db_query_errors_total{kind}, db_query_duration_seconds,
- * db_reads_total{target}, db_replica_up; docs/metrics.md).
+ * db_reads_total{target}, db_replica_up, db_queries_resent_total{reason},
+ * db_batches_total, db_coalesced_queries_total, db_cancel_requests_total;
+ * docs/metrics.md).
  * Main thread, before the workers start. Returns 0 or -errno from
  * cr_metrics_register. Without it the pool counts nothing.
  */

@@ -38,6 +38,9 @@ typedef struct http_server_config {
     /* Peers whose X-Forwarded-For names the client (coring/http/proxy.h);
      * NULL: none, the peer is the client (default). */
     const struct http_trusted_proxies *trusted_proxies;
+    unsigned compression_codings;  /* codings offered, HTTP_CODING_BIT set (coring/http/
+                                      compress.h); 0: compression off (default: all) */
+    size_t compression_min_bytes;  /* bodies this size and over are compressed (1024) */
 } http_server_config;
 
 typedef struct http_server {

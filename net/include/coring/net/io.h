@@ -101,6 +101,33 @@ int net_shutdown(int fd, int how);
 int net_close(int fd);
 
 /*
+ * net_connection_idle - the calling connection task (net_hooks.on_connection)
+ * is between requests, with nothing of its own to send: give up its
+ * coroutine until input comes. On 0 the connection is idle: on_connection
+ * must return at once without touching its descriptor again (nor closing
+ * it); its stack goes back to the pool, and what stays is the runtime's
+ * record of the connection (about 200 bytes, its multishot receive still
+ * armed) and @state, the caller's, owned by the connection from now on.
+ * When data comes (or every provided buffer is in use), on_connection
+ * runs again in a new coroutine on this thread, and net_connection_state()
+ * returns @state; when the peer closes or resets the connection, after
+ * @timeout_ns (relative, ns; 0: none; up to one 100 ms tick late), or when
+ * the drain ends it, the runtime closes it without a coroutine and calls
+ * net_hooks.on_idle_close with @state. Returns 0 (idle: return now),
+ * -EAGAIN (input is queued already, or the runtime cannot leave this
+ * connection idle: while draining, on a kernel without multishot receive;
+ * go on receiving with net_recv_provided, with the same timeout), -EPERM
+ * (not a connection task), -EBADF (its descriptor is closed), -ECANCELED
+ * (the task was cancelled: close the connection).
+ */
+int net_connection_idle(void *state, uint64_t timeout_ns);
+
+/* net_connection_state - in a connection task, the state given to the
+ * connection's last net_connection_idle; NULL on its first run (just
+ * accepted) and outside a connection task. */
+void *net_connection_state(void);
+
+/*
  * net_spawn - start @fn(@arg) in a new coroutine on this thread; it runs
  * until its first wait before net_spawn returns. Its stack is a
  * connection's (net_config.stack_size). Loop thread only.
@@ -227,11 +254,19 @@ int net_call_all(net_msg *const *msgs, const unsigned *targets, size_t n);
  * net_wake - from any thread, including a worker: resume @w's coroutine.
  * Exactly once per handle. A wake-up from a thread that is not a worker
  * travels through a small ring of that thread's (made on first use, freed
- * at thread exit); when that ring cannot be made or its MSG_RING fails
- * (the waiter's CQ is full: -EOVERFLOW) it goes to the waiter's thread's
- * inbox, which that thread reads every tick (100 ms): never lost.
- * Returns 0, -EINVAL for a NULL @w, or -ESHUTDOWN once net_run has
- * returned (nobody waits any more).
+ * at thread exit), and that thread waits for the kernel's answer (through
+ * signals: -EINTR is waited again). When that ring cannot be made, its
+ * submit fails (the ring is then remade) or the kernel refuses the
+ * MSG_RING (the waiter's CQ is full: -EOVERFLOW), the wake-up goes to the
+ * waiter's thread's inbox, which that thread reads every tick (100 ms);
+ * it is delivered once, never twice. Returns 0, -EINVAL for a NULL @w,
+ * -ESHUTDOWN from a thread that is not a worker once the waiter's thread
+ * has left its loop (shutdown) or net_run has returned (nobody waits any
+ * more; the handle is freed when net_run returns), or
+ * -EINPROGRESS in the one case nobody can know: the MSG_RING was
+ * submitted but waiting for its answer failed with another error (logged);
+ * it may or may not arrive, must not be repeated, and the waiter's
+ * deadline or a cancel (the drain's) ends a wait it never reaches.
  * net_wait_release - give back a handle that was never handed to another
  * thread and will not be waited for (the hand-over failed). Its coroutine.
  */

@@ -1,9 +1,11 @@
 /*
  * The per-core runtime: N worker threads, one per CPU (pinned to it with
- * net_config.pin), each owning
- * one io_uring, one SO_REUSEPORT listener with multishot accept, a pool of
- * coroutine stacks and a provided-buffer ring. Every accepted connection
- * runs in a coroutine of its own on the thread that accepted it.
+ * net_config.pin), each owning one io_uring, one SO_REUSEPORT listener
+ * with a few accepts a loop turn, a pool of coroutine stacks and a
+ * provided-buffer ring. Every accepted connection
+ * runs in a coroutine of its own on the thread that accepted it while it
+ * has something to do; between requests it may hold none
+ * (net_connection_idle).
  *
  * Lifecycle: net_run() starts the workers and blocks the calling (main)
  * thread until SIGINT or SIGTERM. Then net_stopping() turns true at once
@@ -16,6 +18,15 @@
  * a request has already arrived on them (it is served); in-flight requests
  * run to completion, and after shutdown_timeout_ns whatever is left is
  * cancelled. net_run() then joins the workers and returns.
+ *
+ * Listeners that outlive the process: a listening socket systemd passes
+ * (LISTEN_FDS, sd_listen_fds(3)) that serves host/port is used instead of
+ * binding, shared by every worker; with take_over, the listeners of the
+ * coring serving handover_socket are received, and that process drains
+ * (as on SIGTERM, without the grace) once this one serves. With
+ * $NOTIFY_SOCKET set the service manager gets READY=1 once every worker
+ * serves, STOPPING=1 when the drain begins, and, with WATCHDOG_USEC,
+ * WATCHDOG=1 while every worker's loop turns (sd_notify(3)).
  *
  * Nothing here knows HTTP: the connection handler is a hook.
  */
@@ -66,6 +77,13 @@ typedef struct net_config {
     unsigned batch_wait_us;       /* busy loop turns wait up to this many microseconds for
                                    * several completions per io_uring_enter (ring.c); 0: off,
                                    * one at a time */
+    const char *handover_socket;  /* a UNIX socket path this process serves so that a
+                                   * successor started with take_over receives its
+                                   * listeners (handover.c, docs/operating.md); NULL:
+                                   * none */
+    bool take_over;               /* true: take the listeners from the coring serving
+                                   * handover_socket instead of binding, and tell it
+                                   * to drain once this process serves */
 } net_config;
 
 typedef struct net_hooks {
@@ -75,8 +93,17 @@ typedef struct net_hooks {
     /* On each worker thread after it stopped serving. */
     void (*thread_fini)(void *user);
     /* Runs in a new coroutine for each accepted connection. Owns @fd and
-     * must close it (net_close) before returning. */
+     * must close it (net_close) before returning, unless it leaves the
+     * connection idle first (net_connection_idle, coring/net/io.h): then
+     * the connection holds no coroutine until input comes, and this runs
+     * again in a new coroutine for it, with the same @fd. */
     void (*on_connection)(int fd, void *user);
+    /* The runtime closed an idle connection on its own (net_connection_idle:
+     * the peer closed or reset it, its idle timeout passed, the drain, no
+     * memory for a coroutine): @state is what net_connection_idle was
+     * given; free it. On the worker thread, outside any coroutine: must
+     * not block nor yield. May be NULL when no connection goes idle. */
+    void (*on_idle_close)(void *state, void *user);
     /* Once the listeners are bound, on the main thread, with the bound port
      * and the thread count (the start-up log line goes here). */
     void (*on_listening)(const char *host, uint16_t port, unsigned threads, void *user);
@@ -108,9 +135,13 @@ bool net_host_valid(const char *host);
  * second, during the grace or the drain, exits the process at once with
  * status 1; worker threads block them), ignores SIGPIPE and SIGHUP, and
  * restores the default SIGINT/SIGTERM actions before returning.
- * Returns 0 after a clean shutdown, or a negative errno if start-up failed
- * (-EADDRINUSE, -EACCES, -EINVAL for a bad host, -ENOMEM, -ENOSYS when
- * io_uring is unavailable); the failure is logged.
+ * Returns 0 after a clean shutdown (or a hand-over to a successor and the
+ * drain), or a negative errno if start-up failed (-EADDRINUSE, also for a
+ * handover_socket another process serves; -EACCES, -EINVAL for a bad host,
+ * -ENOMEM, -ENOSYS when io_uring is unavailable; with take_over -ENOENT or
+ * -ECONNREFUSED when nothing serves handover_socket, -EBUSY, -EPROTO,
+ * -EADDRNOTAVAIL when the predecessor serves another port); the failure is
+ * logged.
  */
 int net_run(const net_config *cfg, const net_hooks *hooks);
 
