@@ -33,7 +33,14 @@ Test(startup, a_database_app_takes_two_queries)
     char why[160];
     cr_expect_eq(longest(users, 2, (app_options){0}, why), 10 * S, "2 x the 5 s default");
     cr_expect_str_eq(why, "users: 2 x --db-timeout 5 s");
-    const app_def *todo[] = {&app_todo_postgres};
+    /* todo's variant on --todo-store postgres, as the start-up mounts it */
+    char *argv[] = {"coring", "--todo-store", "postgres", NULL};
+    cr_assert_eq(coring_options_parse(app_todo.options, app_todo.num_options, app_todo.config, 3,
+                                      argv),
+                 0);
+    cr_assert_not_null(app_todo.variant);
+    const app_def *todo[] = {app_todo.variant()};
+    cr_assert_not_null(todo[0]);
     cr_expect_eq(longest(todo, 1, (app_options){.db_timeout_ns = 3 * S}, why), 6 * S);
     cr_expect_str_eq(why, "todo: 2 x --db-timeout 3 s");
 }
