@@ -412,7 +412,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         clock_ns = http_request_handle(c->srv, &x);
         c->st->served = true;
         pos += consumed;
-        if (close) {
+        if (close || x.closed) {
             action = CONN_CLOSE;
             break;
         }
@@ -513,9 +513,10 @@ void http_connection_main(int fd, void *server)
         if (!partial) {
             /* Between requests, the answers sent: give the coroutine up
              * until the next bytes come (net_connection_idle), holding no
-             * buffer. While draining the runtime says no, and the read
-             * below ends at once unless a request is already waiting (then
-             * it is answered, with Connection: close). */
+             * buffer. Once the drain's idle grace is over the runtime
+             * says no, and the read below ends at once unless a request
+             * is already waiting (then it is answered, with Connection:
+             * close). */
             net_task_set_idle(true);
             cr_buf_free(&c.in);
             out_give(&c.out);

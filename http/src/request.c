@@ -139,7 +139,7 @@ bool http_request_refused_early(const http_server *srv, const http_request *req)
     }
 }
 
-uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
+uint64_t http_request_handle(const http_server *srv, http_exchange *x)
 {
     const http_request *req = x->req;
     cr_buf *out = x->out;
@@ -179,6 +179,7 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
     };
     http_route_match match;
     unsigned route_index = route(srv, &ctx, &match, x->body_unread);
+    x->closed = in.close;
 
     /* Once, for the metrics and the access line alike. */
     uint64_t end_ns = cr_clock_now_ns();

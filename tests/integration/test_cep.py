@@ -385,6 +385,10 @@ class CepTest(cs.CoringTestCase):
         result, _ = self.sigterm_during_a_miss(5, "53990-000")
         self.assertIn("resp", result, "no answer to the request in flight at SIGTERM: %r" % result)
         self.assertAddress(result["resp"], "53990-000", "viacep")
+        # The drain began while the handler ran: its answer is the
+        # connection's last, and says so.
+        self.assertIn("close", result["resp"].tokens("Connection"),
+                      "an answer finished in the drain must say Connection: close")
         self.assertEqual(self.stored("53990000"), [["53990000"]], "the row was not stored")
 
     def test_sigterm_during_a_miss_past_the_deadline_does_not_hang(self):

@@ -115,7 +115,8 @@ int net_close(int fd);
  * the drain ends it, the runtime closes it without a coroutine and calls
  * net_hooks.on_idle_close with @state. Returns 0 (idle: return now),
  * -EAGAIN (input is queued already, or the runtime cannot leave this
- * connection idle: while draining, on a kernel without multishot receive;
+ * connection idle: once the drain's idle grace is over
+ * (net_config.drain_idle_grace_ns), on a kernel without multishot receive;
  * go on receiving with net_recv_provided, with the same timeout), -EPERM
  * (not a connection task), -EBADF (its descriptor is closed), -ECANCELED
  * (the task was cancelled: close the connection).
@@ -149,11 +150,13 @@ net_task *net_task_current(void);
 
 /*
  * net_task_set_idle - mark the current task as idle (waiting between
- * requests) or busy. Shutdown cancels idle tasks' operations at once and
- * lets busy ones finish; an idle operation on a descriptor with input
- * already waiting (a request that arrived) is let finish, and while
- * draining an idle task's next operation runs only if its descriptor has
- * input waiting (else -ECANCELED). Same thread only.
+ * requests) or busy. Shutdown lets busy tasks finish; idle ones wait as
+ * usual until the drain's idle grace is over
+ * (net_config.drain_idle_grace_ns), then their operations are cancelled,
+ * except one on a descriptor with input already waiting (a request that
+ * arrived), which is let finish, and from then on an idle task's next
+ * operation runs only if its descriptor has input waiting (else
+ * -ECANCELED). Same thread only.
  */
 void net_task_set_idle(bool idle);
 
