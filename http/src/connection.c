@@ -147,7 +147,12 @@ static int flush(http_conn *c)
         cr_log_error("out of memory building a response: closing the connection");
         return -ENOMEM;
     }
-    ssize_t n = net_send_all(c->fd, c->out.data, c->out.len, c->srv->cfg.send_timeout_ns);
+    /* Cancelled (the drain's deadline): the answers are the connection's
+     * last, whole (a send the deadline cut ended the connection before it
+     * came here), sent once without waiting. */
+    ssize_t n = net_cancelled()
+                    ? net_send_last(c->fd, c->out.data, c->out.len)
+                    : net_send_all(c->fd, c->out.data, c->out.len, c->srv->cfg.send_timeout_ns);
     cr_buf_reset(&c->out);
     return n < 0 ? (int)n : 0;
 }

@@ -118,6 +118,18 @@ ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns)
     return (ssize_t)len;
 }
 
+ssize_t net_send_last(int fd, const void *buf, size_t len)
+{
+    ssize_t n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return n < 0 ? -errno : n;
+}
+
+bool net_cancelled(void)
+{
+    net_task *task = net_task_current();
+    return task && net_waiter_cancelled(&task->waiter);
+}
+
 ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns)
 {
     BEGIN_OR_FAIL(2, fd);

@@ -71,6 +71,23 @@ ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns);
  */
 ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns);
 
+/*
+ * net_send_last - a cancelled task's last words: one send(2) of @len bytes
+ * of @buf on @fd, MSG_DONTWAIT, outside the ring and without waiting, so
+ * that it works after net_task_cancel (the drain's deadline), when every
+ * other operation returns -ECANCELED. For a short answer (a few hundred
+ * bytes) into a socket that has room: what does not fit is not sent.
+ * The caller must have no send in flight on @fd. Any thread, any context.
+ * Returns the bytes sent (maybe fewer than @len), or -errno (-EAGAIN: no
+ * room, -EPIPE, -ECONNRESET...). send(2), MSG_DONTWAIT | MSG_NOSIGNAL.
+ */
+ssize_t net_send_last(int fd, const void *buf, size_t len);
+
+/* net_cancelled - the current task was cancelled (net_task_cancel, the
+ * drain's deadline): every operation it starts returns -ECANCELED. False
+ * outside a task. Worker coroutine. */
+bool net_cancelled(void);
+
 /* net_writev - writev(2) once (may be short). Returns bytes or -errno. */
 ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns);
 

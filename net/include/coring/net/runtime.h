@@ -19,8 +19,9 @@
  * served (the HTTP layer answers it with Connection: close), and those
  * still idle at the grace's end are closed, unless a request has already
  * arrived on them (it is served); in-flight requests run to completion,
- * and after shutdown_timeout_ns whatever is left is cancelled. net_run()
- * then joins the workers and returns.
+ * and after shutdown_timeout_ns whatever is left is cancelled (a task's
+ * last words: net_send_last). net_run() then joins the workers and
+ * returns.
  *
  * Listeners that outlive the process: a listening socket systemd passes
  * (LISTEN_FDS, sd_listen_fds(3)) that serves host/port is used instead of
