@@ -241,6 +241,12 @@ const coring_option coring_config_options[] = {
      .help = "on SIGINT/SIGTERM, /readyz 503 but keep accepting for S seconds\n"
              "(fractions allowed) before the drain (default 0)",
      .default_doc = "0 s"},
+    {.name = "drain-idle-grace", .value = "MS", .kind = CORING_OPTION_NUMBER,
+     FIELD(net.drain_idle_grace_ns), .min = 0, .max = 3600000, .scale = CR_NS_PER_MS,
+     .help = "in the drain, leave a connection idle between requests open\n"
+             "MS milliseconds for its next request, answered with\n"
+             "Connection: close, before closing it (default 1000)",
+     .default_doc = "1000 ms"},
     {.name = "handover-socket", .value = "PATH", .kind = CORING_OPTION_STRING,
      FIELD(net.handover_socket),
      .help = "serve this UNIX socket so that a successor started with\n"

@@ -118,7 +118,12 @@ static int flush(http_conn *c)
         cr_log_error("out of memory building a response: closing the connection");
         return -ENOMEM;
     }
-    ssize_t n = net_send_all(c->fd, c->out.data, c->out.len, c->srv->cfg.send_timeout_ns);
+    /* Cancelled (the drain's deadline): the answers are the connection's
+     * last, whole (a send the deadline cut ended the connection before it
+     * came here), sent once without waiting. */
+    ssize_t n = net_cancelled()
+                    ? net_send_last(c->fd, c->out.data, c->out.len)
+                    : net_send_all(c->fd, c->out.data, c->out.len, c->srv->cfg.send_timeout_ns);
     cr_buf_reset(&c->out);
     return n < 0 ? (int)n : 0;
 }
@@ -383,7 +388,7 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         clock_ns = http_request_handle(c->srv, &x);
         c->st->served = true;
         pos += consumed;
-        if (close) {
+        if (close || x.closed) {
             action = CONN_CLOSE;
             break;
         }
@@ -483,9 +488,10 @@ void http_connection_main(int fd, void *server)
         if (!partial) {
             /* Between requests, the answers sent: give the coroutine up
              * until the next bytes come (net_connection_idle), holding no
-             * buffer. While draining the runtime says no, and the read
-             * below ends at once unless a request is already waiting (then
-             * it is answered, with Connection: close). */
+             * buffer. Once the drain's idle grace is over the runtime
+             * says no, and the read below ends at once unless a request
+             * is already waiting (then it is answered, with Connection:
+             * close). */
             net_task_set_idle(true);
             cr_buf_free(&c.in);
             out_give(&c.out);

@@ -146,6 +146,9 @@ typedef struct http_exchange {
     size_t body_len;         /* bytes at @body */
     size_t wire_bytes;       /* header section and body as counted in the metrics */
     bool close;              /* the connection closes after this answer */
+    bool closed;             /* out: the answer said Connection: close (@close, or
+                                the drain began while the handler ran, or its
+                                deadline cut the handler) */
     bool body_unread;        /* its body was not read: http_request_refused_early said
                                 it is refused without it (@body NULL) */
     uint64_t start_ns;       /* monotonic clock reading that starts its duration */
@@ -161,9 +164,13 @@ typedef struct http_exchange {
  * line. The response is appended to @x->out (the buffer marked failed when
  * memory runs out). Returns the monotonic clock at its end, which starts
  * the next request of a pipelined batch: one reading per request.
+ * A handler that the drain's deadline cancelled (net_cancelled) and that
+ * answered a 5xx other than 504 (what it waited for failed because of the
+ * cancel) is answered 503 {"error":"shutting down"} instead; a 504 (the
+ * outcome unknown) and any other answer stand. Sets @x->closed.
  * Connection coroutine; the handler may yield.
  */
-uint64_t http_request_handle(const http_server *srv, const http_exchange *x);
+uint64_t http_request_handle(const http_server *srv, http_exchange *x);
 
 /*
  * http_request_refused_early - whether the server answers @req on @srv

@@ -15,6 +15,7 @@
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
 #include "coring/http/request_id.h"
+#include "coring/net/io.h"
 
 #include <string.h>
 
@@ -139,7 +140,35 @@ bool http_request_refused_early(const http_server *srv, const http_request *req)
     }
 }
 
-uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
+/*
+ * The drain's deadline cancelled the handler of @ctx (its waits returned
+ * -ECANCELED) and it answered a failure that says nothing true (a 503
+ * "database unavailable" for a database that is up): the answer it wrote
+ * into @out from @out_before on is replaced by 503 "shutting down", with
+ * Connection: close, so that the client gets an answer rather than a
+ * silent close (which a load balancer or client may take for a lost
+ * request and send again: issue 40 item 7). A 504 (the outcome of a write
+ * is unknown) says more and stands, and so does any other answer (the
+ * handler finished its work).
+ */
+static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before)
+{
+    struct http_ctx_internal *in = ctx->internal;
+    if (!net_cancelled() || in->status < 500 || in->status == 504)
+        return;
+    struct http_ctx_internal kept = *in;
+    out->len = out_before;
+    http_ctx_internal_start(in, out);
+    in->head = kept.head;
+    in->close = true;
+    in->request_id = kept.request_id;
+    in->request_id_len = kept.request_id_len;
+    in->req = kept.req;
+    in->num_extra = 0;
+    http_respond_error(ctx, 503, "shutting down");
+}
+
+uint64_t http_request_handle(const http_server *srv, http_exchange *x)
 {
     const http_request *req = x->req;
     cr_buf *out = x->out;
@@ -181,6 +210,8 @@ uint64_t http_request_handle(const http_server *srv, const http_exchange *x)
     };
     http_route_match match;
     unsigned route_index = route(srv, &ctx, &match, x->body_unread);
+    answer_cut(&ctx, out, out_before);
+    x->closed = in.close;
 
     /* Once, for the metrics and the access line alike. */
     uint64_t end_ns = cr_clock_now_ns();

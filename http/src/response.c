@@ -12,6 +12,7 @@
 #include "coring/core/clock.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
+#include "coring/net/runtime.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -186,6 +187,10 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
         p = put(p, in->cors_lines, in->cors_lines_len);
     if (in->coding_lines_len)
         p = put(p, in->coding_lines, in->coding_lines_len);
+    /* The drain began while the handler ran: this answer is the
+     * connection's last (connection.c reads in->close back). */
+    if (!in->close && net_draining())
+        in->close = true;
     if (in->close)
         p = put(p, "\r\nConnection: close", 19);
     else if (in->keep_alive_10)

@@ -277,10 +277,11 @@ int net_connection_idle(void *state, uint64_t timeout_ns)
         return -EBADF;
     if (net_waiter_cancelled(&task->waiter))
         return -ECANCELED;
-    /* Input queued: read it. While draining, and on a kernel without
-     * multishot recv (nothing stays armed to wake the connection), the
-     * task goes on receiving as before. */
-    if (r->len || r->error || loop->draining || loop->recv_support == NET_MULTISHOT_NO)
+    /* Input queued: read it. Once the drain's idle grace is over, and on a
+     * kernel without multishot recv (nothing stays armed to wake the
+     * connection), the task goes on receiving as before. During the grace
+     * the connection may go idle: the grace's end closes it. */
+    if (r->len || r->error || loop->idle_closing || loop->recv_support == NET_MULTISHOT_NO)
         return -EAGAIN;
     if (r->arm == NET_RECV_OFF) {
         net_ring_reserve(&loop->ring, 1);

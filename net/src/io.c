@@ -13,16 +13,16 @@
 #include <unistd.h>
 
 /* Start an operation on @fd (-1: none): the current task, or NULL when it
- * must not run (not on a worker coroutine, or cancelled, or idle while the
- * loop drains and @fd has no input waiting: shutdown ends idle waits, but
- * a request that has arrived is served). */
+ * must not run (not on a worker coroutine, or cancelled, or idle once the
+ * drain's idle grace is over and @fd has no input waiting: shutdown ends
+ * idle waits, but a request that has arrived is served). */
 static net_task *begin(unsigned sqes_needed, int fd)
 {
     net_task *task = net_task_current();
     if (!task || net_waiter_cancelled(&task->waiter))
         return NULL;
     net_loop *loop = task->waiter.loop;
-    if (task->idle && loop->draining && !task->service &&
+    if (task->idle && loop->idle_closing && !task->service &&
         !(task->recv && fd >= 0 && fd == task->recv->fd && task->recv->len) &&
         !net_fd_has_input(fd)) {
         net_wait_end(&task->waiter, NET_END_CANCELLED);
@@ -116,6 +116,18 @@ ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns)
         done += (size_t)res;
     }
     return (ssize_t)len;
+}
+
+ssize_t net_send_last(int fd, const void *buf, size_t len)
+{
+    ssize_t n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return n < 0 ? -errno : n;
+}
+
+bool net_cancelled(void)
+{
+    net_task *task = net_task_current();
+    return task && net_waiter_cancelled(&task->waiter);
 }
 
 ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns)

@@ -22,6 +22,7 @@
 enum {
     NET_CTRL_SHUTDOWN = 1, /* the drain begins (shutdown.c) */
     NET_CTRL_DEADLINE,     /* the drain's deadline (shutdown.c) */
+    NET_CTRL_IDLE_GRACE,   /* the drain closes idle connections (shutdown.c) */
     NET_CTRL_ACCEPT,       /* re-arm the accept after a back-off (listener.c) */
     NET_CTRL_RETRY,        /* re-post messages whose MSG_RING failed (msg.c) */
     NET_CTRL_TICK,         /* the loop's tick (loop.c) */
@@ -98,6 +99,8 @@ struct net_loop {
     int index;                     /* the worker's index */
     uint64_t now_ns;               /* monotonic time, read after each wait */
     bool draining;                 /* shutdown has begun on this thread (shutdown.c) */
+    bool idle_closing;             /* draining, and the idle grace is over: idle waits
+                                    * end (shutdown.c) */
     bool exit;                     /* every worker drained: leave the loop */
     net_recv_support recv_support; /* multishot recv on this kernel (compat.h) */
     net_load load;

@@ -218,7 +218,7 @@ ssize_t net_recv_multishot(net_task *task, net_rbuf *out, char *buf, size_t len,
         if (loop->recv_support == NET_MULTISHOT_NO && r->arm == NET_RECV_OFF)
             return NET_RECV_SINGLE;
         bool drain_cancel = false;
-        if (task->idle && loop->draining && !task->service && !net_fd_has_input(r->fd)) {
+        if (task->idle && loop->idle_closing && !task->service && !net_fd_has_input(r->fd)) {
             /* Shutdown ends idle waits; a request already received (its
              * CQE on its way) is served: an armed recv is cancelled
              * softly. */

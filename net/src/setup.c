@@ -220,6 +220,7 @@ net_config net_config_default(void)
         .max_connections = 0,
         .shutdown_timeout_ns = 10 * CR_NS_PER_S,
         .drain_grace_ns = 0,
+        .drain_idle_grace_ns = CR_NS_PER_S,
         .pin = false,
         .batch_wait_us = NET_BATCH_WAIT_US_DEFAULT,
     };

@@ -2,8 +2,9 @@
  * Shutdown and signals: SIGINT/SIGTERM reach the main thread through a
  * pipe; the first one makes net_stopping() true, waits out the drain grace
  * (--drain-grace) and tells every worker to drain by a control message;
- * each worker then stops accepting, ends its idle connections, lets the
- * requests in flight finish until the deadline, and reports itself
+ * each worker then stops accepting, gives its idle connections a last
+ * chance to send a request (--drain-idle-grace) and then ends them, lets
+ * the requests in flight finish until the deadline, and reports itself
  * drained; once all are, they leave their loops together. A second signal
  * exits at once. See coring/net/runtime.h (Lifecycle) and docs/operating.md.
  */
@@ -31,25 +32,26 @@ struct net_drain {
     bool services_cancelled; /* no other task left: the services were told to stop */
     bool drained;            /* no task left; counted in net_rt.drained */
     struct __kernel_timespec deadline_ts;
+    struct __kernel_timespec idle_grace_ts;
 };
 
 /*
- * Shutdown begins: stop accepting (the connections already queued are
- * served), and end the waits of idle tasks, except those on a descriptor
- * with input waiting: a request that has arrived is answered. An
- * operation's wait is ended softly (NET_END_DRAIN): if it completes first,
- * the task goes on. Any other wait of an idle task (a park, a message) is
- * cancelled. Idle connections, which have no task, are closed the same way
- * (conn.c): their recv is cancelled unless input is waiting, and its last
- * CQE closes them unless a request came first.
+ * The idle grace is over (or there is none): end the waits of idle tasks,
+ * except those on a descriptor with input waiting: a request that has
+ * arrived is answered. An operation's wait is ended softly
+ * (NET_END_DRAIN): if it completes first, the task goes on. Any other wait
+ * of an idle task (a park, a message) is cancelled. Idle connections,
+ * which have no task, are closed the same way (conn.c): their recv is
+ * cancelled unless input is waiting, and its last CQE closes them unless a
+ * request came first. From now on a task that goes idle meets the same
+ * (io.c, recv.c, net_connection_idle).
  */
-static void drain_start(net_loop *loop, void *ctx)
+static void idle_grace_over(net_loop *loop, void *ctx)
 {
     (void)ctx;
-    if (loop->draining)
+    if (!loop->draining || loop->idle_closing)
         return;
-    loop->draining = true;
-    net_listener_stop(loop);
+    loop->idle_closing = true;
     for (net_task *t = loop->tasks->list; t; t = t->next) {
         if (!t->idle || t->service)
             continue;
@@ -64,6 +66,31 @@ static void drain_start(net_loop *loop, void *ctx)
         }
     }
     net_conns_drain(loop, false);
+}
+
+/*
+ * Shutdown begins: stop accepting (the connections already queued are
+ * served) and arm the deadline. A connection idle between requests is left
+ * open for the idle grace (--drain-idle-grace): a keep-alive client that
+ * sends its next request now, unaware of the drain, gets it answered (with
+ * Connection: close, http/) instead of a close under it, which it could
+ * not tell from a lost request (RFC 9112 section 9.5); at the grace's end
+ * the idle ones are closed (idle_grace_over). A request in flight is
+ * served as usual.
+ */
+static void drain_start(net_loop *loop, void *ctx)
+{
+    (void)ctx;
+    if (loop->draining)
+        return;
+    loop->draining = true;
+    net_listener_stop(loop);
+    uint64_t grace = net_rt.cfg.drain_idle_grace_ns;
+    if (grace == 0)
+        idle_grace_over(loop, NULL);
+    else if (grace < net_rt.cfg.shutdown_timeout_ns) /* else the deadline ends them */
+        net_ring_timeout(&loop->ring, &loop->drain->idle_grace_ts, grace,
+                         NET_CTRL(NET_CTRL_IDLE_GRACE));
     net_ring_timeout(&loop->ring, &loop->drain->deadline_ts, net_rt.cfg.shutdown_timeout_ns,
                      NET_CTRL(NET_CTRL_DEADLINE));
 }
@@ -78,6 +105,7 @@ static void drain_deadline(net_loop *loop, void *ctx)
     unsigned left = ts->count - ts->services;
     if (left)
         cr_log_warn("shutdown deadline passed: cancelling %u unfinished task(s)", left);
+    loop->idle_closing = true;
     for (net_task *t = ts->list; t; t = t->next)
         if (!t->service)
             net_task_cancel(t);
@@ -118,6 +146,7 @@ int net_drain_attach(net_loop *loop)
         return -ENOMEM;
     net_loop_on_ctrl(loop, NET_CTRL_SHUTDOWN, drain_start, NULL);
     net_loop_on_ctrl(loop, NET_CTRL_DEADLINE, drain_deadline, NULL);
+    net_loop_on_ctrl(loop, NET_CTRL_IDLE_GRACE, idle_grace_over, NULL);
     net_loop_on_drain_turn(loop, drain_progress, NULL);
     return 0;
 }

@@ -146,7 +146,7 @@ int net_park(int fd, unsigned events, uint64_t timeout_ns)
     net_loop *loop = w->loop;
     if (net_waiter_cancelled(w))
         return -ECANCELED;
-    if (task->idle && loop->draining && !task->service) {
+    if (task->idle && loop->idle_closing && !task->service) {
         net_wait_end(w, NET_END_CANCELLED); /* shutdown ends idle waits */
         return -ECANCELED;
     }

@@ -385,13 +385,25 @@ class CepTest(cs.CoringTestCase):
         result, _ = self.sigterm_during_a_miss(5, "53990-000")
         self.assertIn("resp", result, "no answer to the request in flight at SIGTERM: %r" % result)
         self.assertAddress(result["resp"], "53990-000", "viacep")
+        # The drain began while the handler ran: its answer is the
+        # connection's last, and says so.
+        self.assertIn("close", result["resp"].tokens("Connection"),
+                      "an answer finished in the drain must say Connection: close")
         self.assertEqual(self.stored("53990000"), [["53990000"]], "the row was not stored")
 
     def test_sigterm_during_a_miss_past_the_deadline_does_not_hang(self):
         # The upstream call outlasts the drain deadline: the request is cut,
         # and coring still exits 0 soon after the call ends.
-        _, elapsed = self.sigterm_during_a_miss(1, "57030-170")
+        result, elapsed = self.sigterm_during_a_miss(1, "57030-170")
         self.assertLess(elapsed, 4, "exit took %.1f s (deadline 1 s, upstream 1.5 s)" % elapsed)
+        # Cut at the deadline: one last 503 with Connection: close, not a
+        # silent close that a balancer or client takes for a lost request
+        # and sends again (issue 40 item 7).
+        self.assertIn("resp", result, "no answer to the request cut at the drain deadline: %r" % result)
+        self.assertJsonError(result["resp"], 503, "the request cut at the drain deadline")
+        self.assertEqual(result["resp"].json()["error"], "shutting down")
+        self.assertIn("close", result["resp"].tokens("Connection"),
+                      "the deadline's 503 must say Connection: close")
 
     def test_outbound_connections_are_capped(self):
         # 300 concurrent misses on distinct CEPs against an upstream that

@@ -386,6 +386,55 @@ class ShutdownTest(ServerTestBase):
         self.assertLess(elapsed, 3)
         self.assertTrue(c.closed_by_peer(timeout=2), "idle connection not closed at shutdown")
 
+    def test_keepalive_request_just_after_sigterm_is_answered(self):
+        # A keep-alive client idle at SIGTERM, unaware of it, sends its
+        # next request 100 ms later: inside the drain's idle grace, it is
+        # answered (with Connection: close), then the connection closes,
+        # rather than being closed under the request (issue 41 item 4).
+        srv = self.start(threads=2, args=["--shutdown-timeout", "10", "--drain-idle-grace", "1000"])
+        conns = [self.connect(srv) for _ in range(4)]
+        for c in conns:
+            self.assertEqual(c.request("GET", "/plaintext").status, 200)
+        srv.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        for i, c in enumerate(conns):
+            try:
+                resp = c.request("GET", "/plaintext")
+            except (OSError, cs.ProtocolError) as e:
+                self.fail("keep-alive connection %d: no answer to a request 100 ms after SIGTERM (%s); "
+                          "stderr:\n%s" % (i, e, srv.stderr_text()))
+            self.assertEqual(resp.status, 200, repr(resp))
+            self.assertIn("close", resp.tokens("Connection"), "the drain's answer must say Connection: close")
+            self.assertTrue(c.closed_by_peer(timeout=2), "connection %d open after its answer in the drain" % i)
+        self.assertEqual(srv.wait(5), 0, srv.stderr_text())
+
+    def test_idle_connection_closed_after_the_drain_idle_grace(self):
+        # An idle keep-alive client that sends nothing has had its chance
+        # once the grace is over: closed then, not before, and well
+        # before the shutdown timeout.
+        srv = self.start(args=["--shutdown-timeout", "20", "--drain-idle-grace", "1500"])
+        c = self.connect(srv)
+        self.assertEqual(c.request("GET", "/").status, 200)
+        t0 = time.monotonic()
+        srv.send_signal(signal.SIGTERM)
+        self.assertFalse(c.closed_by_peer(timeout=0.8), "idle connection closed before the drain's idle grace "
+                         "(1.5 s) was over")
+        self.assertTrue(c.closed_by_peer(timeout=8), "idle connection still open 8.8 s after SIGTERM "
+                        "(--drain-idle-grace 1500)")
+        elapsed = time.monotonic() - t0
+        self.assertGreater(elapsed, 1.4, "closed %.2f s after SIGTERM, inside the grace" % elapsed)
+        self.assertLess(elapsed, 10, "closed %.2f s after SIGTERM: the shutdown timeout, not the grace" % elapsed)
+        self.assertEqual(srv.wait(5), 0, srv.stderr_text())
+
+    def test_drain_idle_grace_zero_closes_idle_connections_at_once(self):
+        srv = self.start(args=["--shutdown-timeout", "10", "--drain-idle-grace", "0"])
+        c = self.connect(srv)
+        self.assertEqual(c.request("GET", "/").status, 200)
+        srv.send_signal(signal.SIGTERM)
+        self.assertTrue(c.closed_by_peer(timeout=1), "idle connection open 1 s after SIGTERM with "
+                        "--drain-idle-grace 0")
+        self.assertEqual(srv.wait(3), 0, srv.stderr_text())
+
     def test_sigterm_under_cross_core_load(self):
         # Many threads, pipelined GET /todos (every shard is asked through
         # cross-core messages), then SIGTERM: a worker that drained first

@@ -71,6 +71,23 @@ ssize_t net_recv(int fd, void *buf, size_t len, uint64_t timeout_ns);
  */
 ssize_t net_send_all(int fd, const void *buf, size_t len, uint64_t timeout_ns);
 
+/*
+ * net_send_last - a cancelled task's last words: one send(2) of @len bytes
+ * of @buf on @fd, MSG_DONTWAIT, outside the ring and without waiting, so
+ * that it works after net_task_cancel (the drain's deadline), when every
+ * other operation returns -ECANCELED. For a short answer (a few hundred
+ * bytes) into a socket that has room: what does not fit is not sent.
+ * The caller must have no send in flight on @fd. Any thread, any context.
+ * Returns the bytes sent (maybe fewer than @len), or -errno (-EAGAIN: no
+ * room, -EPIPE, -ECONNRESET...). send(2), MSG_DONTWAIT | MSG_NOSIGNAL.
+ */
+ssize_t net_send_last(int fd, const void *buf, size_t len);
+
+/* net_cancelled - the current task was cancelled (net_task_cancel, the
+ * drain's deadline): every operation it starts returns -ECANCELED. False
+ * outside a task. Worker coroutine. */
+bool net_cancelled(void);
+
 /* net_writev - writev(2) once (may be short). Returns bytes or -errno. */
 ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns);
 
@@ -115,7 +132,8 @@ int net_close(int fd);
  * the drain ends it, the runtime closes it without a coroutine and calls
  * net_hooks.on_idle_close with @state. Returns 0 (idle: return now),
  * -EAGAIN (input is queued already, or the runtime cannot leave this
- * connection idle: while draining, on a kernel without multishot receive;
+ * connection idle: once the drain's idle grace is over
+ * (net_config.drain_idle_grace_ns), on a kernel without multishot receive;
  * go on receiving with net_recv_provided, with the same timeout), -EPERM
  * (not a connection task), -EBADF (its descriptor is closed), -ECANCELED
  * (the task was cancelled: close the connection).
@@ -149,11 +167,13 @@ net_task *net_task_current(void);
 
 /*
  * net_task_set_idle - mark the current task as idle (waiting between
- * requests) or busy. Shutdown cancels idle tasks' operations at once and
- * lets busy ones finish; an idle operation on a descriptor with input
- * already waiting (a request that arrived) is let finish, and while
- * draining an idle task's next operation runs only if its descriptor has
- * input waiting (else -ECANCELED). Same thread only.
+ * requests) or busy. Shutdown lets busy tasks finish; idle ones wait as
+ * usual until the drain's idle grace is over
+ * (net_config.drain_idle_grace_ns), then their operations are cancelled,
+ * except one on a descriptor with input already waiting (a request that
+ * arrived), which is let finish, and from then on an idle task's next
+ * operation runs only if its descriptor has input waiting (else
+ * -ECANCELED). Same thread only.
  */
 void net_task_set_idle(bool idle);
 

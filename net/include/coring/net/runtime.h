@@ -14,10 +14,14 @@
  * balancer's health check sees the probe fail before new connections are
  * refused. After the grace it drains: each listener's accept
  * queue is accepted, then the listener closes (new connections are
- * refused); connections waiting idle between requests are cancelled unless
- * a request has already arrived on them (it is served); in-flight requests
- * run to completion, and after shutdown_timeout_ns whatever is left is
- * cancelled. net_run() then joins the workers and returns.
+ * refused); connections waiting idle between requests stay open for
+ * drain_idle_grace_ns (default 1 s): a request that arrives on one is
+ * served (the HTTP layer answers it with Connection: close), and those
+ * still idle at the grace's end are closed, unless a request has already
+ * arrived on them (it is served); in-flight requests run to completion,
+ * and after shutdown_timeout_ns whatever is left is cancelled (a task's
+ * last words: net_send_last). net_run() then joins the workers and
+ * returns.
  *
  * Listeners that outlive the process: a listening socket systemd passes
  * (LISTEN_FDS, sd_listen_fds(3)) that serves host/port is used instead of
@@ -69,6 +73,10 @@ typedef struct net_config {
     uint64_t drain_grace_ns;      /* after the first SIGINT/SIGTERM: how long to go on
                                    * accepting and serving as usual, with
                                    * net_stopping() true, before the drain; 0: none */
+    uint64_t drain_idle_grace_ns; /* in the drain: how long a connection idle between
+                                   * requests is left open for its next request, from
+                                   * the drain's start; then it is closed; 0: closed
+                                   * at once. Capped by shutdown_timeout_ns */
     bool pin;                     /* true: worker thread i is pinned to the i-th CPU of the
                                    * process's affinity mask (pthread_setaffinity_np(3));
                                    * false: every worker may run on any CPU of the mask and
