@@ -274,13 +274,14 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
          * still queued is dropped; one in flight is left to the driver,
          * which cancels it on the server if it still runs there and frees
          * it when its result arrives. A write whose Sync went out may have
-         * committed: its outcome is unknown. */
+         * committed, whether its wait timed out or was cancelled (the drain
+         * deadline, a request's deadline): its outcome is unknown. */
         int err = res == -ECANCELED ? -ECANCELED : -ETIMEDOUT;
         if (p->state == DB_PENDING_QUEUED && db_queue_unqueue(&c->q, p)) {
             db_pending_free(&pool->free_list, p);
             return err;
         }
-        if (err == -ETIMEDOUT && db_outcome_unknown(p, db_queue_sync_flushed(&c->q, p)))
+        if (db_outcome_unknown(p, db_queue_sync_flushed(&c->q, p)))
             err = -EINPROGRESS;
         db_abandon(c, p); /* cancelled on the server if it still runs */
         return err;

@@ -379,6 +379,35 @@ class UsersFaultsTest(cs.CoringTestCase):
         self.assertIn(rows, ([["0"]], [["1"]]))
         server.stop(expect_status=0)
 
+    def test_a_write_cut_by_the_drain_deadline_answers_504(self):
+        """The backend stopped (SIGSTOP) with a POST's insert and Sync sent,
+        then SIGTERM with a drain deadline shorter than --db-timeout: the
+        deadline cancels the request's wait, and the write, which may
+        commit once the backend runs again, answers 504 "outcome unknown"
+        (not the drain's 503 "shutting down", which says nothing was
+        done)."""
+        server = self.start_server("--shutdown-timeout", "1", timeout=8)
+        self.create(server, self.tag("warm") + "@x")
+        email = self.tag("drained") + "@x"
+        pid = self.backend()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            c = server.connect(timeout=20)
+            c.send(cs.build_request("POST", "/users", {"Content-Type": "application/json"},
+                                    {"name": "Drained", "email": email}))
+            time.sleep(0.5)  # the insert and its Sync go out, the backend sits on them
+            server.send_signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            post = c.read_response("POST")
+            took = time.monotonic() - t0
+            c.close()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        print("write at the drain deadline: %d %s after %.2f s" % (post.status, post.json(), took))
+        self.assertEqual((post.status, post.json()), (504, UNKNOWN), post)
+        self.assertLess(took, 8, "answered at --db-timeout, not at the drain deadline")
+        self.assertEqual(server.wait(timeout=20), 0, server.stderr_text())
+
     def test_a_write_whose_backend_is_terminated_after_its_sync_answers_504(self):
         """A session holds an uncommitted insert of an email; a POST of the
         same email waits on it, its insert and Sync sent; the connection's

@@ -420,11 +420,12 @@ int db_register(const db_statement *def, const db_stmt **out);
  *                still queued or whose Sync had not gone out
  *   -EINPROGRESS the outcome of a write is unknown: its Sync was flushed
  *                to the server, which commits there, but no outcome came
- *                (the connection broke, or query_timeout_ns passed): it
- *                may have committed, or may still. Answer 504, not 503
- *                (app_db_respond_error in apps/: a retry with the same
- *                Idempotency-Key is safe)
- *   -ECANCELED   shutdown cancelled the wait
+ *                (the connection broke, query_timeout_ns passed, or the
+ *                wait was cancelled): it may have committed, or may
+ *                still. Answer 504, not 503 (app_db_respond_error in
+ *                apps/: a retry with the same Idempotency-Key is safe)
+ *   -ECANCELED   the wait was cancelled (net_task_cancel: the drain's
+ *                deadline) before the query took effect
  *   -EINVAL      no @stmt, @count differs from its parameters, or a
  *                parameter's C type does not match its declared type
  *                (nothing sent)
