@@ -21,17 +21,17 @@ run is bounded (60 s a burst). Needs RLIMIT_NOFILE above N + 100.
 import argparse
 import os
 import selectors
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "lib"))
 sys.dont_write_bytecode = True
 import coring_server as cs  # noqa: E402
+import nginx_peer  # noqa: E402
 
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 BURST_LIMIT_S = 60
@@ -139,33 +139,9 @@ def run_coring(binary, n):
 
 
 def run_nginx(n):
-    nginx = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
-    if not os.access(nginx, os.X_OK):
-        raise SystemExit("burst: --peer nginx: no %s (apt-get install nginx-light)" % nginx)
     port = cs.free_port()
-    rundir = tempfile.mkdtemp(prefix="burst-nginx-")
-    os.makedirs(os.path.join(rundir, "tmp"))
-    with open(os.path.join(HERE, "peers", "nginx", "nginx.conf.template")) as f:
-        conf = f.read().replace("@PORT@", str(port)).replace("@WORKERS@", "1")
-    conf = conf.replace("worker_rlimit_nofile 16384;", "worker_rlimit_nofile %d;" % (n + 1000))
-    conf = conf.replace("worker_connections 8192;", "worker_connections %d;" % (n + 500))
-    with open(os.path.join(rundir, "nginx.conf"), "w") as f:
-        f.write(conf)
-    proc = subprocess.Popen([nginx, "-p", rundir + "/", "-e", os.path.join(rundir, "error.log"),
-                             "-c", os.path.join(rundir, "nginx.conf"), "-g", "daemon off;"],
-                            stdin=subprocess.DEVNULL, preexec_fn=on_cpu0_normal_priority)
-    try:
-        deadline = time.monotonic() + 10
-        while not cs.can_connect(port) and time.monotonic() < deadline:
-            time.sleep(0.05)
+    with nginx_peer.one_worker("burst", n, port, cs.can_connect, preexec_fn=on_cpu0_normal_priority):
         return probe_during_burst(port, n)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(rundir, True)
 
 
 def main():

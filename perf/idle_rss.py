@@ -23,17 +23,16 @@ is raised to the hard one); exits 77 when the hard limit is too low.
 import argparse
 import os
 import selectors
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "lib"))
 sys.dont_write_bytecode = True
 import coring_server as cs  # noqa: E402
+import nginx_peer  # noqa: E402
 
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 ALL_APPS = "hello,todo,users,cep,embed"
@@ -154,36 +153,11 @@ def nginx_worker(master_pid, deadline):
 
 
 def run_nginx(args):
-    nginx = os.environ.get("NGINX_BIN", "/usr/sbin/nginx")
-    if not os.access(nginx, os.X_OK):
-        raise SystemExit("idle_rss: --peer nginx: no %s (apt-get install nginx-light)" % nginx)
     port = cs.free_port()
-    rundir = tempfile.mkdtemp(prefix="idle-rss-nginx-")
-    os.makedirs(os.path.join(rundir, "tmp"))
-    with open(os.path.join(HERE, "peers", "nginx", "nginx.conf.template")) as f:
-        conf = f.read().replace("@PORT@", str(port)).replace("@WORKERS@", "1")
-    # Room for the N connections in the one worker.
-    conf = conf.replace("worker_rlimit_nofile 16384;", "worker_rlimit_nofile %d;" % (args.connections + 1000))
-    conf = conf.replace("worker_connections 8192;", "worker_connections %d;" % (args.connections + 500))
-    conf = conf.replace("keepalive_timeout 75s;", "keepalive_timeout 600s;")
-    with open(os.path.join(rundir, "nginx.conf"), "w") as f:
-        f.write(conf)
-    proc = subprocess.Popen([nginx, "-p", rundir + "/", "-e", os.path.join(rundir, "error.log"),
-                             "-c", os.path.join(rundir, "nginx.conf"), "-g", "daemon off;"],
-                            stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while not cs.can_connect(port) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        worker = nginx_worker(proc.pid, deadline)
+    with nginx_peer.one_worker("idle_rss", args.connections, port, cs.can_connect,
+                               keepalive_timeout="600s") as proc:
+        worker = nginx_worker(proc.pid, time.monotonic() + 10)
         return measure("nginx", worker, cs.HOST, port, args.connections, "1 worker (its RSS)")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(rundir, True)
 
 
 def main():

@@ -60,6 +60,18 @@ def big_todo(size=BIG):
     return prefix + b"x" * (size - len(prefix) - len(suffix)) + suffix
 
 
+def warm_up(test, server, request):
+    """Send @request (a large body the todo app refuses, 422) on 24
+    connections that then close, so that the baseline already holds the
+    per-thread memory a large body touches: malloc's, the JSON parser's,
+    and every provided receive buffer (512 x 16 KiB a thread, used in turn:
+    ~12 uploads a thread)."""
+    for _ in range(24):
+        with server.connect(timeout=30) as c:
+            c.send(request)
+            test.assertEqual(c.read_response("POST").status, 422)
+
+
 class IdleBuffersTest(cs.CoringTestCase):
     def test_idle_connections_give_back_large_request_buffers(self):
         limit = cs.raise_nofile_limit()
@@ -71,14 +83,7 @@ class IdleBuffersTest(cs.CoringTestCase):
             # Under a sanitizer only the behaviour is checked: fewer of them.
             skip_bound = cs.sanitizer() is not None
             n = 20 if skip_bound else CONNECTIONS
-            # Warm up on connections that then close, so that the baseline
-            # already holds the per-thread memory a large body touches:
-            # malloc's, the JSON parser's, and every provided receive buffer
-            # (512 x 16 KiB a thread, used in turn: ~12 uploads a thread).
-            for _ in range(24):
-                with server.connect(timeout=30) as c:
-                    c.send(request)
-                    self.assertEqual(c.read_response("POST").status, 422)
+            warm_up(self, server, request)
             conns = []
             try:
                 for _ in range(n):
@@ -230,12 +235,7 @@ class BurstMemoryTest(cs.CoringTestCase):
         with cs.CoringServer(threads=1, apps="hello,todo") as server:
             skip_bound = cs.sanitizer() is not None
             n = 20 if skip_bound else CONNECTIONS
-            # Warm up as the idle test does: what a large body touches once
-            # (every provided buffer, the JSON parser) is in the baseline.
-            for _ in range(24):
-                with server.connect(timeout=30) as c:
-                    c.send(request)
-                    self.assertEqual(c.read_response("POST").status, 422)
+            warm_up(self, server, request)
             time.sleep(self.SETTLE_S)
             baseline = server.rss_kib()
             conns = [server.connect(timeout=30) for _ in range(n)]
