@@ -56,6 +56,7 @@ static struct {
 static _Thread_local int64_t tl_lag_ms = -1;
 static _Thread_local bool tl_too_far;
 static _Thread_local uint64_t tl_max_lag_ns;
+static _Thread_local db_lag_probe_fn tl_probe; /* the pool's (db_lag_thread_start) */
 
 int db_lag_register(void)
 {
@@ -139,14 +140,14 @@ static int measure(void)
     bool have_primary = false;
     const char *s;
     size_t len;
-    int err = db_pool_probe(false, primary_stmt, &r, DB_LAG_TIMEOUT_NS);
+    int err = tl_probe(false, primary_stmt, &r, DB_LAG_TIMEOUT_NS);
     if (err == 0 && db_result_string(&r, 0, 0, &s, &len) == 0 &&
         db_lsn_parse(s, len, &primary_lsn) == 0)
         have_primary = true;
     db_result_clear(&r);
     if (err == -ECANCELED)
         return err;
-    err = db_pool_probe(true, replica_stmt, &r, DB_LAG_TIMEOUT_NS);
+    err = tl_probe(true, replica_stmt, &r, DB_LAG_TIMEOUT_NS);
     bool recovering = false;
     int64_t lag_ms = -1, lag_bytes = -1;
     uint64_t replayed;
@@ -179,10 +180,11 @@ static void probe_main(void *arg)
     }
 }
 
-int db_lag_thread_start(const db_config *cfg)
+int db_lag_thread_start(const db_config *cfg, db_lag_probe_fn probe)
 {
     if (!replica_stmt || !cfg->read_conninfo || !*cfg->read_conninfo)
         return 0;
+    tl_probe = probe;
     tl_max_lag_ns = cfg->replica_max_lag_ns;
     tl_too_far = false;
     return net_spawn_service(probe_main, NULL);

@@ -15,11 +15,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How the probe runs a query (the pool's, given by db_thread_init, so
+ * that this file calls into the pool without naming it): @stmt (no
+ * parameters) on this thread's replica connections (@replica) or primary
+ * ones, with no fallback to the other server and no query metrics, within
+ * @timeout_ns. The returns of db_run. Worker coroutine. */
+typedef int (*db_lag_probe_fn)(bool replica, const db_stmt *stmt, db_result *out,
+                               uint64_t timeout_ns);
+
 /* db_lag_thread_start - start this worker thread's probe (a service
- * coroutine that asks both servers every DB_LAG_INTERVAL_NS), when
- * db_lag_register ran and @cfg has a read_conninfo; nothing otherwise.
- * Worker thread, from db_thread_init once its drivers run. 0 or -errno. */
-int db_lag_thread_start(const db_config *cfg);
+ * coroutine that asks both servers every DB_LAG_INTERVAL_NS through
+ * @probe), when db_lag_register ran and @cfg has a read_conninfo; nothing
+ * otherwise. Worker thread, from db_thread_init once its drivers run. 0
+ * or -errno. */
+int db_lag_thread_start(const db_config *cfg, db_lag_probe_fn probe);
 
 /* db_lag_too_far - whether this thread's replica lags past
  * cfg->replica_max_lag_ns at its last measure (false while unmeasured or
@@ -38,11 +47,5 @@ bool db_lag_exceeds(int64_t lag_ms, uint64_t max_ns);
  * ("16/B374D848": two hex numbers, the high and low 32 bits) at the @len
  * bytes at @s, into *@out. Returns 0 or -EINVAL. Pure. */
 int db_lsn_parse(const char *s, size_t len, uint64_t *out);
-
-/* Implemented by pool.c for the probe: run @stmt (no parameters) on this
- * thread's replica connections (@replica) or primary ones, with no
- * fallback to the other server and no query metrics, within @timeout_ns.
- * The returns of db_run. Worker coroutine. */
-int db_pool_probe(bool replica, const db_stmt *stmt, db_result *out, uint64_t timeout_ns);
 
 #endif

@@ -52,6 +52,8 @@ typedef struct db_pool {
 
 static _Thread_local db_pool *tl_pool;
 
+static int probe(bool replica, const db_stmt *stmt, db_result *out, uint64_t timeout_ns);
+
 db_config db_config_default(void)
 {
     return (db_config){
@@ -119,7 +121,7 @@ int db_thread_init(const db_config *cfg)
             }
         }
     }
-    return db_lag_thread_start(cfg);
+    return db_lag_thread_start(cfg, probe);
 }
 
 void db_thread_fini(void)
@@ -293,7 +295,9 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     return err;
 }
 
-int db_pool_probe(bool replica, const db_stmt *stmt, db_result *out, uint64_t timeout_ns)
+/* The lag probe's query (lag.h, db_lag_probe_fn): @stmt on this thread's
+ * replica (@replica) or primary connections only, no metrics. */
+static int probe(bool replica, const db_stmt *stmt, db_result *out, uint64_t timeout_ns)
 {
     out->pg = NULL;
     db_pool *pool = tl_pool;

@@ -258,28 +258,3 @@ void http_encoded_cache_free(http_encoded_cache *cache)
         cr_buf_free(&cache->encoded[c]);
     }
 }
-
-void http_respond_cached(http_ctx *ctx, int status, const char *content_type, const cr_buf *body,
-                         http_encoded_cache *cache)
-{
-    struct http_ctx_internal *in = ctx->internal;
-    if (in->responded) {
-        http_respond(ctx, status, content_type, body->data, body->len); /* reports it */
-        return;
-    }
-    http_coding coding = http_compress_choose(in, status, content_type, body->len);
-    if (coding != HTTP_CODING_IDENTITY && !cache->valid[coding]) {
-        cr_buf *e = &cache->encoded[coding];
-        cr_buf_reset(e);
-        e->failed = false;
-        cache->valid[coding] = http_compress(coding, body->data, body->len, e) == 0;
-    }
-    if (coding != HTTP_CODING_IDENTITY && cache->valid[coding]) {
-        http_write_encoded(in, status, content_type, cache->encoded[coding].data,
-                           cache->encoded[coding].len);
-        return;
-    }
-    if (coding != HTTP_CODING_IDENTITY)
-        http_compress_fall_back(in); /* could not compress: identity, with Vary */
-    http_write_encoded(in, status, content_type, body->data, body->len);
-}
