@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ctest's deploy_cluster: deploy/cluster up, host 1 restarted by hand (as an
-# operator would, outside deploy/cluster), then deploy/cluster test (whose
+# ctest's deploy_cluster: deploy/cluster up, host 1 restarted in place by hand
+# (a hand-over, as an operator would, outside deploy/cluster), then deploy/cluster test (whose
 # check 5 is the fault run's smoke: the primary killed under keyed writes,
 # then back), then deploy/cluster down whatever happened (it removes what a
 # failed up made). The whole fault run is `deploy/cluster faults`.
@@ -42,25 +42,25 @@ fi
 state=${CORING_CLUSTER_STATE:-/run/coring-cluster}
 logs=${CORING_CLUSTER_LOGS:-/var/log/coring-cluster}
 
-# Host 1 restarted by hand, as an operator would without deploy/cluster
-# (docs/deploy.md, "Restarting a host"): its pid from its namespace, SIGTERM,
-# and the same binary started again with the host's environment file. The
-# checks after it find the new process themselves.
+# Host 1 restarted in place by hand, as an operator would without
+# deploy/cluster (docs/deploy.md, "Restarting a host"): its pid from its
+# namespace, a new coring started with the host's environment file and
+# --take-over on its hand-over socket, its output into the old one's log
+# pipe (multilog holds the folder); the old one drains and exits. The checks
+# after it find the new process themselves.
 hand_restart() {
   local pid="" p deadline
   for p in $(ip netns pids coring-h1); do
     [ "$(readlink -f "/proc/$p/exe")" = "$(readlink -f "$CORING_BIN")" ] && pid=$p
   done
   [ -n "$pid" ] || { echo "FAIL: hand restart: no coring in coring-h1"; return 1; }
-  kill -TERM "$pid"
+  ip netns exec coring-h1 setsid sh -c "set -a; . '$state/h1.env'; exec '$CORING_BIN' \
+    --handover-socket '$state/h1-handover/sock' --take-over" </dev/null >>"/proc/$pid/fd/1" 2>&1 &
   deadline=$((SECONDS + 30))
   while kill -0 "$pid" 2>/dev/null; do
     [ "$SECONDS" -lt "$deadline" ] || { echo "FAIL: hand restart: pid $pid still there"; return 1; }
     sleep 0.1
   done
-  ip netns exec coring-h1 setsid sh -c "set -a; . '$state/h1.env'; exec '$CORING_BIN'" 2>&1 \
-    </dev/null | setsid multilog s16777215 n5 "$logs/h1" &
-  deadline=$((SECONDS + 30))
   until "$root/deploy/cluster" status | grep -q '^name=h1 .*haproxy=UP'; do
     [ "$SECONDS" -lt "$deadline" ] || { echo "FAIL: hand restart: host1 not UP in 30 s"; return 1; }
     sleep 0.5
