@@ -583,7 +583,11 @@ Test(log_json, a_line_logged_on_a_coroutine_takes_little_of_its_stack)
     cr_expect(strstr(text, "\"request_id\":\"trace-1\""), "%s", text);
     printf("deepest stack use logging an access line: %zu bytes\n", deepest);
     /* About 4 KiB is libc's (vsnprintf, gmtime_r); with the line, the
-     * note and the message on the stack it was 10 KiB. */
+     * note and the message on the stack it was 10 KiB. AddressSanitizer
+     * puts redzones around every stack object: under it only the line is
+     * checked, the bound is a real build's. */
+#if !defined(__SANITIZE_ADDRESS__)
     cr_expect_lt(deepest, 6144, "logging one line took %zu bytes of a coroutine's stack", deepest);
+#endif
     free(text);
 }
