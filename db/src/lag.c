@@ -6,7 +6,9 @@
  * figures go to /metrics, per thread, and decide where the thread's
  * replica_ok reads go: past --replica-max-lag, to the primary.
  *
- * Seconds: 0 when the replica has replayed all the WAL it received, else
+ * Seconds: 0 when the replica has replayed all the WAL the primary wrote
+ * (by the two positions: a standby started again behind an idle primary
+ * does not lag) or all it received, else
  * the age of the last transaction it replayed (pg_last_xact_replay_timestamp),
  * as postgres_exporter's pg_replication_lag and PostgreSQL's docs
  * ("Hot Standby", monitoring) measure it. An overestimate right after an
@@ -65,8 +67,8 @@ int db_lag_register(void)
     const cr_metric_def defs[] = {
         {.name = "db_replica_lag_seconds",
          .help = "The read replica's replay lag as this worker thread last measured it: 0 when "
-                 "it has replayed all it received, else the age of its last replayed "
-                 "transaction; -1 when unknown (no replica connection, or the probe failed).",
+                 "it has replayed all the primary wrote or all it received, else the age of "
+                 "its last replayed transaction; -1 when unknown (no replica connection, or the probe failed).",
          .type = CR_METRIC_GAUGE, .per_thread = true, .scale = 1e-3},
         {.name = "db_replica_lag_bytes",
          .help = "WAL bytes the primary has written that the read replica has not replayed, as "
@@ -117,6 +119,13 @@ bool db_lag_exceeds(int64_t lag_ms, uint64_t max_ns)
     return max_ns && lag_ms >= 0 && (uint64_t)lag_ms * CR_NS_PER_MS > max_ns;
 }
 
+int64_t db_lag_ms(int64_t replay_age_ms, int64_t lag_bytes)
+{
+    if (lag_bytes == 0)
+        return 0;
+    return replay_age_ms < 0 ? -1 : replay_age_ms;
+}
+
 /* Publish this thread's measure (lag_ms, lag_bytes; -1 unknown) and decide. */
 static void publish(int64_t lag_ms, int64_t lag_bytes)
 {
@@ -158,6 +167,7 @@ static int measure(void)
             lag_bytes = primary_lsn > replayed ? (int64_t)(primary_lsn - replayed) : 0;
         if (lag_ms < 0)
             lag_ms = 0; /* a replay timestamp ahead of the replica's clock */
+        lag_ms = db_lag_ms(lag_ms, lag_bytes);
     } else {
         lag_ms = -1;
     }

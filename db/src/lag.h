@@ -43,6 +43,15 @@ void db_lag_describe(char *buf, size_t len);
  * past the bound @max_ns (0: none): an unknown lag never is. Pure. */
 bool db_lag_exceeds(int64_t lag_ms, uint64_t max_ns);
 
+/* db_lag_ms - the replica's lag, ms, from the age of its last replayed
+ * transaction (@replay_age_ms: 0 when it replayed all it received, -1
+ * unknown) and the WAL bytes the primary wrote that it has not replayed
+ * (@lag_bytes, -1 unknown): 0 when it replayed everything the primary
+ * wrote, whatever that transaction's age (an idle primary writes none: a
+ * standby just started again would read as lagging by the time since the
+ * last write), else the age. Pure. */
+int64_t db_lag_ms(int64_t replay_age_ms, int64_t lag_bytes);
+
 /* db_lsn_parse - the WAL position in PostgreSQL's text form of pg_lsn
  * ("16/B374D848": two hex numbers, the high and low 32 bits) at the @len
  * bytes at @s, into *@out. Returns 0 or -EINVAL. Pure. */

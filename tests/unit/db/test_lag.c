@@ -38,3 +38,13 @@ Test(lag, bound)
     cr_expect(db_lag_exceeds(101, 100000000));
     cr_expect_not(db_lag_exceeds(0, 1));
 }
+
+Test(lag, a_replica_that_replayed_all_the_primary_wrote_does_not_lag)
+{
+    /* A standby started again behind an idle primary: its last replayed
+     * transaction is old, but nothing is left to replay. */
+    cr_expect_eq(db_lag_ms(18458, 0), 0);
+    cr_expect_eq(db_lag_ms(18458, 4096), 18458, "WAL left to replay: the age counts");
+    cr_expect_eq(db_lag_ms(18458, -1), 18458, "the primary unknown: the age counts");
+    cr_expect_eq(db_lag_ms(-1, 4096), -1);
+}
