@@ -128,8 +128,8 @@ done
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
 
 if ((nginx)); then
-  mkdir -p "$dir/nginx/tmp" "$dir/nginx/root"
-  cp "$dir"/bodies/*.json "$dir/nginx/root/"
+  mkdir -p "$dir/nginx/tmp" "$dir/nginx/docroot"
+  cp "$dir"/bodies/*.json "$dir/nginx/docroot/"
   cat >"$dir/nginx/nginx.conf" <<EOF
 worker_processes 1;
 pid nginx.pid;
@@ -152,7 +152,7 @@ http {
     gzip_vary on;
     server {
         listen 127.0.0.1:$port;
-        root $dir/nginx/root;
+        root $dir/nginx/docroot;
         default_type application/json;
         location / { try_files \$uri.json =404; }
     }
