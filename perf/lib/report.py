@@ -341,7 +341,7 @@ def case_table(case):
     float_subject = subject
     for s in sorted(case["servers"], key=lambda s: s["server"].endswith(INT8)):
         m = s["summary"]
-        subject = int8_subject if s["server"].endswith(INT8) else float_subject
+        subject = int8_subject if s["server"].split("@")[0].endswith(INT8) else float_subject
         if s["status"] != "ok" or m is None:
             reason = (s.get("reason") or s["status"]).replace("|", "/")
             rows.append([s["server"], f"{s['status']}: {reason}"] + [""] * (len(HEADER) - 2))

@@ -52,12 +52,23 @@ coring_build() {
   ) >"$log" 2>&1
 }
 
-peer_cmd() { "$PERF_DIR/peers/$1/peer" "${@:2}"; }
+# A name NAME@base (perf/run --baseline PATH) is the server NAME (coring or
+# a coring-* peer, which run CORING_BIN) run from the binary BASELINE_BIN.
+peer_cmd() {
+  if [[ $1 == *@base ]]; then
+    CORING_BIN=$BASELINE_BIN "$PERF_DIR/peers/${1%@base}/peer" "${@:2}"
+  else
+    "$PERF_DIR/peers/$1/peer" "${@:2}"
+  fi
+}
+
+# binary_of NAME: the coring binary that NAME (coring or coring@base) runs.
+binary_of() { if [[ $1 == *@base ]]; then echo "$BASELINE_BIN"; else echo "$CORING_BIN"; fi; }
 
 # server_supports NAME APP: whether NAME implements APP.
 server_supports() {
-  [[ $1 == coring ]] && return 0
-  [[ -x $PERF_DIR/peers/$1/peer ]] || return 1
+  [[ $1 == coring || $1 == coring@base ]] && return 0
+  [[ -x $PERF_DIR/peers/${1%@base}/peer ]] || return 1
   # Not `peer apps | grep -q`: grep exits at the first match and, with
   # pipefail, the peer's SIGPIPE on the next line would read as "no".
   local apps
@@ -66,16 +77,18 @@ server_supports() {
 }
 
 server_version() {
-  if [[ $1 == coring ]]; then
-    "$CORING_BIN" --version 2>&1 | head -n1
+  local v
+  if [[ $1 == coring || $1 == coring@base ]]; then
+    v=$("$(binary_of "$1")" --version 2>&1 | head -n1)
   else
-    peer_cmd "$1" version 2>&1 | head -n1
+    v=$(peer_cmd "$1" version 2>&1 | head -n1)
   fi
+  if [[ $1 == *@base ]]; then echo "$v (baseline: $BASELINE_LABEL)"; else echo "$v"; fi
 }
 
 # server_layout NAME CPUS APP: one line, the processes/threads NAME runs.
 server_layout() {
-  if [[ $1 == coring ]]; then
+  if [[ $1 == coring || $1 == coring@base ]]; then
     echo "1 process, $2 worker thread(s) (--threads $2)"
   else
     peer_cmd "$1" layout "$2" "$3" 2>/dev/null | head -n1 || true
@@ -84,8 +97,8 @@ server_layout() {
 
 # server_size NAME: "BYTES what" of what NAME runs from disk.
 server_size() {
-  if [[ $1 == coring ]]; then
-    echo "$(stat -L -c %s "$CORING_BIN") release binary (dynamically linked: liburing, simdjson)"
+  if [[ $1 == coring || $1 == coring@base ]]; then
+    echo "$(stat -L -c %s "$(binary_of "$1")") release binary (dynamically linked: liburing, simdjson)"
   else
     peer_cmd "$1" size 2>/dev/null | head -n1 || true
   fi
@@ -101,12 +114,13 @@ server_argv() {
     "scenario_up_$app" || die "app $app: could not set up what its servers need (scenario_up_$app)"
   fi
   SERVER_ENV=(PERF_CPUS="$n" PERF_APP="$app")
-  if [[ $name == coring ]]; then
+  if [[ $name == coring || $name == coring@base ]]; then
     read -r -a apps <<<"${CORING_ARGS_FOR[$app]:---apps $CORING_APPS}"
-    SERVER_ARGV=(taskset -c "$cpus" "$CORING_BIN" --host 127.0.0.1 --port "$port"
+    SERVER_ARGV=(taskset -c "$cpus" "$(binary_of "$name")" --host 127.0.0.1 --port "$port"
                  --threads "$n" "${apps[@]}" --log-level warn)
   else
-    SERVER_ARGV=(taskset -c "$cpus" "$PERF_DIR/peers/$name/peer" exec "$port" "$rundir")
+    [[ $name == *@base ]] && SERVER_ENV+=(CORING_BIN="$BASELINE_BIN")
+    SERVER_ARGV=(taskset -c "$cpus" "$PERF_DIR/peers/${name%@base}/peer" exec "$port" "$rundir")
   fi
 }
 
