@@ -114,6 +114,8 @@ server_argv() {
     "scenario_up_$app" || die "app $app: could not set up what its servers need (scenario_up_$app)"
   fi
   SERVER_ENV=(PERF_CPUS="$n" PERF_APP="$app")
+  # coring-* peers (perf/peers/coring.sh) start from coring's own options.
+  [[ $name == coring-* ]] && SERVER_ENV+=(PERF_CORING_ARGS="${CORING_ARGS_FOR[$app]:---apps $CORING_APPS}")
   if [[ $name == coring || $name == coring@base ]]; then
     read -r -a apps <<<"${CORING_ARGS_FOR[$app]:---apps $CORING_APPS}"
     SERVER_ARGV=(taskset -c "$cpus" "$(binary_of "$name")" --host 127.0.0.1 --port "$port"
