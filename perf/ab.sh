@@ -10,7 +10,9 @@
 # save something (a performance change): build both, then
 #   perf/ab.sh --a OLD/apps/coring --b NEW/apps/coring [--rounds 3]
 #              [--seconds 5] [--connections 50] [--todos 100] [--pipeline N]
-#              [--case 'APP PATH']...
+#              [--case 'APP PATH']... [--a-args 'FLAGS'] [--b-args 'FLAGS']
+# --a-args/--b-args add options to A's/B's command line: one binary with a
+# feature off (A) and on (B) is `--a BIN --b BIN --b-args '--rate-limit 1000000'`.
 # Cases (default): hello GET /, todo GET /todos (with --todos items, created
 # first through POST) and GET /todos/1, each binary with one worker thread
 # on the memory store; --case 'todo /todos' (repeatable) picks others.
@@ -24,11 +26,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib/proc.sh
 source "$here/lib/proc.sh"
 
-a="" b="" rounds=3 seconds=5 conns=50 todos=100 pipeline=0 cases=()
+a="" b="" a_args="" b_args="" rounds=3 seconds=5 conns=50 todos=100 pipeline=0 cases=()
 while (($#)); do
   case $1 in
     --a) a=$2; shift ;;
     --b) b=$2; shift ;;
+    --a-args) a_args=$2; shift ;;
+    --b-args) b_args=$2; shift ;;
     --rounds) rounds=$2; shift ;;
     --seconds) seconds=$2; shift ;;
     --connections) conns=$2; shift ;;
@@ -55,9 +59,11 @@ ring_submits() {
 
 # run_case LABEL BINARY APPS PATH: prints one result line.
 run_case() {
-  local label=$1 bin=$2 apps=$3 path=$4 pid t0 t1 out reqs i s0 s1 p99
+  local label=$1 bin=$2 apps=$3 path=$4 pid t0 t1 out reqs i s0 s1 p99 extra=()
+  [[ $label == A ]] && read -r -a extra <<<"$a_args"
+  [[ $label == B ]] && read -r -a extra <<<"$b_args"
   taskset -c 0 "$bin" --host 127.0.0.1 --port "$port" --threads 1 --apps "$apps" \
-    --log-level warn &
+    --log-level warn "${extra[@]}" &
   pid=$!
   for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
   if [[ $apps == todo ]]; then
