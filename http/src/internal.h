@@ -136,6 +136,11 @@ const char *http_date_now(void);
  * a method of the path itself. Returns true when it answered. */
 bool http_cors_handle(const struct http_cors *cors, const http_router *router, http_ctx *ctx);
 
+/* The rate limit for the request of @ctx at @now_ns (rate_limit.c): unless
+ * its path is exempt, takes a token of its client's bucket, or answers 429
+ * with Retry-After and the RateLimit fields and returns true. */
+bool http_rate_limit_refuse(struct http_rate_limit *rl, http_ctx *ctx, uint64_t now_ns);
+
 
 /* One complete request, as the connection (connection.c) hands it to its
  * handling (request.c). Everything points into the connection's memory and
@@ -213,6 +218,9 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
 /* Count one request refused with @status while it was read, before
  * routing (reject() in connection.c); this worker thread. */
 void http_metrics_refused(int status);
+
+/* Count one request refused by the rate limit (429) on this worker thread. */
+void http_metrics_rate_limited(void);
 
 /* Count @bytes read by the request parser on this worker thread (the
  * http_parse_progress count, re-reads included; connection.c). */
