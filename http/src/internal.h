@@ -9,11 +9,30 @@
 #include "coring/http/accept_encoding.h"
 #include "coring/http/server.h"
 
+#include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #define HTTP_MAX_EXTRA_HEADERS 8
+
+/* The answer of a *_create that refuses a setting it reads at start-up
+ * (cors.c, proxy.c, rate_limit.c): the reason, formatted by printf(3) from
+ * @fmt, written into @error (@size bytes, NUL-terminated; nothing when
+ * @error is NULL), and -EINVAL. */
+static inline __attribute__((format(printf, 3, 4))) int
+http_setting_refused(char *error, size_t size, const char *fmt, ...)
+{
+    if (error && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(error, size, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
 
 /* The connection's peer, its address and port: asked of the kernel
  * (getpeername) the first time a request needs it (http_peer_get, proxy.c:

@@ -48,17 +48,6 @@ struct http_rate_limit {
 _Static_assert(sizeof(rate_entry) * HTTP_RATE_LIMIT_WAYS == 64, "a set is one cache line");
 _Static_assert((HTTP_RATE_LIMIT_SETS & (HTTP_RATE_LIMIT_SETS - 1)) == 0, "sets: a power of 2");
 
-static int fail(char *error, size_t size, const char *fmt, ...)
-{
-    if (error && size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(error, size, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 /* Reads the comma-separated @list into @rl's exempt paths. */
 static int parse_exempt(http_rate_limit *rl, const char *list, char *error, size_t size)
 {
@@ -74,14 +63,15 @@ static int parse_exempt(http_rate_limit *rl, const char *list, char *error, size
             e--;
         size_t n = (size_t)(e - p);
         if (n == 0)
-            return fail(error, size, "an empty path in the list");
+            return http_setting_refused(error, size, "an empty path in the list");
         if (*p != '/')
-            return fail(error, size, "'%.*s': a path starts with '/'", (int)n, p);
+            return http_setting_refused(error, size, "'%.*s': a path starts with '/'", (int)n, p);
         if (n >= HTTP_RATE_LIMIT_EXEMPT_PATH_MAX)
-            return fail(error, size, "'%.40s...': longer than %d bytes", p,
-                        HTTP_RATE_LIMIT_EXEMPT_PATH_MAX - 1);
+            return http_setting_refused(error, size, "'%.40s...': longer than %d bytes", p,
+                                        HTTP_RATE_LIMIT_EXEMPT_PATH_MAX - 1);
         if (rl->num_exempt == HTTP_RATE_LIMIT_EXEMPT_MAX)
-            return fail(error, size, "more than %d paths", HTTP_RATE_LIMIT_EXEMPT_MAX);
+            return http_setting_refused(error, size, "more than %d paths",
+                                        HTTP_RATE_LIMIT_EXEMPT_MAX);
         exempt_path *x = &rl->exempt[rl->num_exempt++];
         memcpy(x->path, p, n);
         x->len = n;
@@ -96,11 +86,12 @@ int http_rate_limit_create(unsigned rate, unsigned burst, const char *exempt,
 {
     *out = NULL;
     if (rate < 1 || rate > HTTP_RATE_LIMIT_MAX)
-        return fail(error, error_size, "a rate of %u: expected 1 to %u requests a second", rate,
-                    HTTP_RATE_LIMIT_MAX);
+        return http_setting_refused(error, error_size,
+                                    "a rate of %u: expected 1 to %u requests a second", rate,
+                                    HTTP_RATE_LIMIT_MAX);
     if (burst > HTTP_RATE_LIMIT_MAX)
-        return fail(error, error_size, "a burst of %u: expected 1 to %u requests", burst,
-                    HTTP_RATE_LIMIT_MAX);
+        return http_setting_refused(error, error_size, "a burst of %u: expected 1 to %u requests",
+                                    burst, HTTP_RATE_LIMIT_MAX);
     http_rate_limit *rl = calloc(1, sizeof(*rl));
     if (!rl)
         return -ENOMEM;
