@@ -164,15 +164,9 @@ int http_cors_create(const char *origins, http_cors **out, char *error, size_t e
         return -ENOMEM;
 
     int err = 0;
-    const char *p = origins;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *e = comma ? comma : p + strlen(p);
-        while (p < e && (*p == ' ' || *p == '\t'))
-            p++;
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        size_t n = (size_t)(e - p);
+    const char *list = origins, *p;
+    size_t n;
+    while (http_list_next(&list, &p, &n)) {
         char origin[CORS_MAX_ORIGIN + 1] = "";
         if (n == 1 && *p == '*') {
             if (count != 1) {
@@ -190,9 +184,6 @@ int http_cors_create(const char *origins, http_cors **out, char *error, size_t e
             twice |= strcmp(cors->origins[i].origin, origin) == 0;
         if (!twice && (err = add_origin(&cors->origins[cors->count++], origin)) < 0)
             break;
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     if (err < 0) {
         http_cors_destroy(cors);

@@ -34,6 +34,28 @@ http_setting_refused(char *error, size_t size, const char *fmt, ...)
     return -EINVAL;
 }
 
+/* The next entry of a comma-separated setting (--cors-origins,
+ * --rate-limit-exempt): from *@p up to the next ',' or the end, spaces and
+ * tabs around it dropped, as the @len bytes at *@entry (0 for an empty
+ * entry). *@p moves past the comma, to NULL after the last entry; returns
+ * false when *@p is NULL (the list is over). */
+static inline bool http_list_next(const char **p, const char **entry, size_t *len)
+{
+    const char *s = *p;
+    if (!s)
+        return false;
+    const char *comma = strchr(s, ',');
+    const char *e = comma ? comma : s + strlen(s);
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    *entry = s;
+    *len = (size_t)(e - s);
+    *p = comma ? comma + 1 : NULL;
+    return true;
+}
+
 /* The connection's peer, its address and port: asked of the kernel
  * (getpeername) the first time a request needs it (http_peer_get, proxy.c:
  * the access line, http_request_client), once per connection; "" and 0

@@ -53,15 +53,9 @@ static int parse_exempt(http_rate_limit *rl, const char *list, char *error, size
 {
     if (!list || !*list)
         return 0;
-    const char *p = list;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *e = comma ? comma : p + strlen(p);
-        while (p < e && (*p == ' ' || *p == '\t'))
-            p++;
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        size_t n = (size_t)(e - p);
+    const char *p;
+    size_t n;
+    while (http_list_next(&list, &p, &n)) {
         if (n == 0)
             return http_setting_refused(error, size, "an empty path in the list");
         if (*p != '/')
@@ -75,10 +69,8 @@ static int parse_exempt(http_rate_limit *rl, const char *list, char *error, size
         exempt_path *x = &rl->exempt[rl->num_exempt++];
         memcpy(x->path, p, n);
         x->len = n;
-        if (!comma)
-            return 0;
-        p = comma + 1;
     }
+    return 0;
 }
 
 int http_rate_limit_create(unsigned rate, unsigned burst, const char *exempt,
