@@ -25,6 +25,7 @@ coring_config coring_config_default(void)
     return (coring_config){
         .net = net,
         .http = http_server_config_default(),
+        .rate_limit_exempt = HTTP_RATE_LIMIT_EXEMPT_DEFAULT,
     };
 }
 
@@ -127,6 +128,21 @@ static int set_compression(void *config, const char *value)
     fprintf(stderr, "coring: %s: expected on, off or a list of zstd, br, gzip, got '%s'\n",
             coring_option_source("--compression"), value);
     return CORING_OPTIONS_REFUSED;
+}
+
+/* --rate-limit: off, or requests a second (0 is off too). */
+static int set_rate_limit(void *config, const char *value)
+{
+    coring_config *cfg = config;
+    if (strcmp(value, "off") == 0) {
+        cfg->rate_limit = 0;
+        return 0;
+    }
+    unsigned long long n;
+    int err = coring_option_number("--rate-limit", value, 0, HTTP_RATE_LIMIT_MAX, &n);
+    if (!err)
+        cfg->rate_limit = (unsigned)n;
+    return err;
 }
 
 static int check_config(void *config, const char *value)
@@ -312,6 +328,22 @@ const coring_option coring_config_options[] = {
      FIELD(http.compression_min_bytes), .min = 1, .max = 1ull << 30,
      .help = "compress bodies of N bytes and more (default 1024)",
      .default_doc = "1024"},
+    {.name = "rate-limit", .value = "N|off", .kind = CORING_OPTION_CUSTOM, .set = set_rate_limit,
+     .help = "requests a second per client address (behind\n"
+             "--trusted-proxies: per X-Forwarded-For client),\n"
+             "shared by every thread; over it: 429\n"
+             "(default: off; docs/rate-limits.md)",
+     .default_doc = "off"},
+    {.name = "rate-burst", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(rate_burst), .min = 1,
+     .max = HTTP_RATE_LIMIT_MAX,
+     .help = "with --rate-limit: requests a client may send at once\n"
+             "(default: the rate)",
+     .default_doc = "the rate"},
+    {.name = "rate-limit-exempt", .value = "LIST", .kind = CORING_OPTION_STRING,
+     FIELD(rate_limit_exempt),
+     .help = "comma-separated paths (exact) never rate limited\n"
+             "(default /livez,/readyz,/metrics)",
+     .default_doc = "`/livez,/readyz,/metrics`"},
     {.name = "db-pool", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.db_pool), .min = 1,
      .max = 64,
      .help = "database connections per worker thread (default 2)",

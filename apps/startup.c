@@ -146,6 +146,23 @@ static int check_config(void)
                 coring_option_source("--take-over"));
         return CORING_OPTIONS_REFUSED;
     }
+    /* Last: the one check that allocates (freed by coring_main). */
+    if (cfg.rate_burst && !cfg.rate_limit) {
+        fprintf(stderr, "coring: %s: needs --rate-limit N\n", coring_option_source("--rate-burst"));
+        return CORING_OPTIONS_REFUSED;
+    }
+    if (cfg.rate_limit) {
+        char why[160];
+        err = http_rate_limit_create(cfg.rate_limit, cfg.rate_burst, cfg.rate_limit_exempt,
+                                     &cfg.rate_limiter, why, sizeof(why));
+        if (err == -EINVAL) {
+            fprintf(stderr, "coring: %s: %s\n", coring_option_source("--rate-limit-exempt"), why);
+            return CORING_OPTIONS_REFUSED;
+        }
+        if (err < 0)
+            return err;
+        cfg.http.rate_limit = cfg.rate_limiter;
+    }
     return 0;
 }
 
@@ -463,5 +480,6 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
     http_router_destroy(router);
     http_cors_destroy(cfg.cors);
     http_trusted_proxies_destroy(cfg.trusted_proxies);
+    http_rate_limit_destroy(cfg.rate_limiter);
     return ret;
 }

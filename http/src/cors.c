@@ -55,17 +55,6 @@ static const char *const allowed_headers[] = {
 };
 #define NUM_ALLOWED_HEADERS (sizeof(allowed_headers) / sizeof(allowed_headers[0]))
 
-static int fail(char *error, size_t size, const char *fmt, ...)
-{
-    if (error && size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(error, size, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 static bool is_scheme_char(unsigned char c)
 {
     return isalnum(c) || c == '+' || c == '-' || c == '.';
@@ -85,11 +74,13 @@ static bool is_host_char(unsigned char c)
 static int parse_origin(const char *s, size_t n, char *out, char *error, size_t size)
 {
     if (n == 0)
-        return fail(error, size, "an empty origin in the list");
+        return http_setting_refused(error, size, "an empty origin in the list");
     if (n > CORS_MAX_ORIGIN)
-        return fail(error, size, "'%.40s...': longer than %d bytes", s, CORS_MAX_ORIGIN);
+        return http_setting_refused(error, size, "'%.40s...': longer than %d bytes", s,
+                                    CORS_MAX_ORIGIN);
     if (n == 4 && memcmp(s, "null", 4) == 0)
-        return fail(error, size, "'null': any sandboxed or file: page sends it; not allowed");
+        return http_setting_refused(error, size,
+                                    "'null': any sandboxed or file: page sends it; not allowed");
     for (size_t i = 0; i < n; i++)
         out[i] = (char)tolower((unsigned char)s[i]);
     out[n] = '\0';
@@ -97,11 +88,12 @@ static int parse_origin(const char *s, size_t n, char *out, char *error, size_t 
     const char *sep = strstr(out, "://");
     size_t scheme_len = sep ? (size_t)(sep - out) : 0;
     if (scheme_len == 0 || !isalpha((unsigned char)out[0]))
-        return fail(error, size, "'%.*s': expected scheme://host[:port], e.g. https://app.example",
-                    (int)n, s);
+        return http_setting_refused(
+            error, size, "'%.*s': expected scheme://host[:port], e.g. https://app.example", (int)n,
+            s);
     for (size_t i = 0; i < scheme_len; i++)
         if (!is_scheme_char((unsigned char)out[i]))
-            return fail(error, size, "'%.*s': bad scheme", (int)n, s);
+            return http_setting_refused(error, size, "'%.*s': bad scheme", (int)n, s);
 
     const char *host = sep + 3, *end = out + n, *p = host;
     if (*p == '[') {
@@ -110,34 +102,37 @@ static int parse_origin(const char *s, size_t n, char *out, char *error, size_t 
         while (p < end && (isxdigit((unsigned char)*p) || *p == ':' || *p == '.'))
             p++;
         if (p == host + 1 || p == end || *p != ']')
-            return fail(error, size, "'%.*s': bad IPv6 literal", (int)n, s);
+            return http_setting_refused(error, size, "'%.*s': bad IPv6 literal", (int)n, s);
         p++;
     } else {
         while (p < end && is_host_char((unsigned char)*p))
             p++;
         if (p == host)
-            return fail(error, size, "'%.*s': no host", (int)n, s);
+            return http_setting_refused(error, size, "'%.*s': no host", (int)n, s);
     }
     if (p < end && *p == '/')
-        return fail(error, size, "'%.*s': an origin has no path, not even '/'", (int)n, s);
+        return http_setting_refused(error, size, "'%.*s': an origin has no path, not even '/'",
+                                    (int)n, s);
     if (p < end && *p == '@')
-        return fail(error, size, "'%.*s': an origin has no user info", (int)n, s);
+        return http_setting_refused(error, size, "'%.*s': an origin has no user info", (int)n, s);
     if (p < end && *p == ':') {
         const char *digits = ++p;
         unsigned long port = 0;
         while (p < end && isdigit((unsigned char)*p) && port <= 65535)
             port = port * 10 + (unsigned long)(*p++ - '0');
         if (p == digits || p != end || port == 0 || port > 65535 || *digits == '0')
-            return fail(error, size, "'%.*s': bad port", (int)n, s);
+            return http_setting_refused(error, size, "'%.*s': bad port", (int)n, s);
         if ((scheme_len == 4 && memcmp(out, "http", 4) == 0 && port == 80) ||
             (scheme_len == 5 && memcmp(out, "https", 5) == 0 && port == 443))
-            return fail(error, size,
-                        "'%.*s': a browser leaves the scheme's default port out of Origin: "
-                        "write the origin without it",
-                        (int)n, s);
+            return http_setting_refused(
+                error, size,
+                "'%.*s': a browser leaves the scheme's default port out of Origin: "
+                "write the origin without it",
+                (int)n, s);
     }
     if (p != end)
-        return fail(error, size, "'%.*s': unexpected '%c' after the host", (int)n, s, *p);
+        return http_setting_refused(error, size, "'%.*s': unexpected '%c' after the host", (int)n,
+                                    s, *p);
     return 0;
 }
 
@@ -158,30 +153,25 @@ int http_cors_create(const char *origins, http_cors **out, char *error, size_t e
 {
     *out = NULL;
     if (!origins)
-        return fail(error, error_size, "no origins");
+        return http_setting_refused(error, error_size, "no origins");
     size_t count = 1;
     for (const char *p = origins; *p; p++)
         count += *p == ',';
     if (count > CORS_MAX_ORIGINS)
-        return fail(error, error_size, "more than %d origins", CORS_MAX_ORIGINS);
+        return http_setting_refused(error, error_size, "more than %d origins", CORS_MAX_ORIGINS);
     http_cors *cors = calloc(1, sizeof(*cors) + count * sizeof(cors_origin));
     if (!cors)
         return -ENOMEM;
 
     int err = 0;
-    const char *p = origins;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        const char *e = comma ? comma : p + strlen(p);
-        while (p < e && (*p == ' ' || *p == '\t'))
-            p++;
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-            e--;
-        size_t n = (size_t)(e - p);
+    const char *list = origins, *p;
+    size_t n;
+    while (http_list_next(&list, &p, &n)) {
         char origin[CORS_MAX_ORIGIN + 1] = "";
         if (n == 1 && *p == '*') {
             if (count != 1) {
-                err = fail(error, error_size, "'*' (any origin) must stand alone in the list");
+                err = http_setting_refused(error, error_size,
+                                           "'*' (any origin) must stand alone in the list");
                 break;
             }
             cors->any = true;
@@ -194,9 +184,6 @@ int http_cors_create(const char *origins, http_cors **out, char *error, size_t e
             twice |= strcmp(cors->origins[i].origin, origin) == 0;
         if (!twice && (err = add_origin(&cors->origins[cors->count++], origin)) < 0)
             break;
-        if (!comma)
-            break;
-        p = comma + 1;
     }
     if (err < 0) {
         http_cors_destroy(cors);

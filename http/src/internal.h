@@ -9,11 +9,52 @@
 #include "coring/http/accept_encoding.h"
 #include "coring/http/server.h"
 
+#include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #define HTTP_MAX_EXTRA_HEADERS 8
+
+/* The answer of a *_create that refuses a setting it reads at start-up
+ * (cors.c, proxy.c, rate_limit.c): the reason, formatted by printf(3) from
+ * @fmt, written into @error (@size bytes, NUL-terminated; nothing when
+ * @error is NULL), and -EINVAL. */
+static inline __attribute__((format(printf, 3, 4))) int
+http_setting_refused(char *error, size_t size, const char *fmt, ...)
+{
+    if (error && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(error, size, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+/* The next entry of a comma-separated setting (--cors-origins,
+ * --rate-limit-exempt): from *@p up to the next ',' or the end, spaces and
+ * tabs around it dropped, as the @len bytes at *@entry (0 for an empty
+ * entry). *@p moves past the comma, to NULL after the last entry; returns
+ * false when *@p is NULL (the list is over). */
+static inline bool http_list_next(const char **p, const char **entry, size_t *len)
+{
+    const char *s = *p;
+    if (!s)
+        return false;
+    const char *comma = strchr(s, ',');
+    const char *e = comma ? comma : s + strlen(s);
+    while (s < e && (*s == ' ' || *s == '\t'))
+        s++;
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    *entry = s;
+    *len = (size_t)(e - s);
+    *p = comma ? comma + 1 : NULL;
+    return true;
+}
 
 /* The connection's peer, its address and port: asked of the kernel
  * (getpeername) the first time a request needs it (http_peer_get, proxy.c:
@@ -136,6 +177,11 @@ const char *http_date_now(void);
  * a method of the path itself. Returns true when it answered. */
 bool http_cors_handle(const struct http_cors *cors, const http_router *router, http_ctx *ctx);
 
+/* The rate limit for the request of @ctx at @now_ns (rate_limit.c): unless
+ * its path is exempt, takes a token of its client's bucket, or answers 429
+ * with Retry-After and the RateLimit fields and returns true. */
+bool http_rate_limit_refuse(struct http_rate_limit *rl, http_ctx *ctx, uint64_t now_ns);
+
 
 /* One complete request, as the connection (connection.c) hands it to its
  * handling (request.c). Everything points into the connection's memory and
@@ -213,6 +259,9 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
 /* Count one request refused with @status while it was read, before
  * routing (reject() in connection.c); this worker thread. */
 void http_metrics_refused(int status);
+
+/* Count one request refused by the rate limit (429) on this worker thread. */
+void http_metrics_rate_limited(void);
 
 /* Count @bytes read by the request parser on this worker thread (the
  * http_parse_progress count, re-reads included; connection.c). */

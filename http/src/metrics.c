@@ -50,7 +50,7 @@ static const cr_metric_label refused_labels[] = {{"status", status_values, NUM_S
 
 static struct {
     cr_metric requests, duration, request_bytes, response_bytes, connections_open,
-        connections_total, refused, parser_read;
+        connections_total, refused, parser_read, rate_limited;
 } m;
 
 int http_metrics_register(const http_router *router)
@@ -114,10 +114,13 @@ int http_metrics_register(const http_router *router)
          .help = "Bytes the request parser read looking for and parsing header sections, "
                  "re-reads included: a few per header byte received, however the bytes arrive.",
          .type = CR_METRIC_COUNTER},
+        {.name = "coring_http_rate_limited_total",
+         .help = "Requests refused with 429 by --rate-limit: their client was over its rate.",
+         .type = CR_METRIC_COUNTER},
     };
     cr_metric *out[] = {&m.requests,       &m.duration,         &m.request_bytes,
                         &m.response_bytes, &m.connections_open, &m.connections_total,
-                        &m.refused,        &m.parser_read};
+                        &m.refused,        &m.parser_read,      &m.rate_limited};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST) {
@@ -156,6 +159,11 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
 void http_metrics_refused(int status)
 {
     cr_metric_inc(&m.refused, status_label(status));
+}
+
+void http_metrics_rate_limited(void)
+{
+    cr_metric_inc(&m.rate_limited, 0);
 }
 
 void http_metrics_parser_read(size_t bytes)

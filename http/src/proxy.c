@@ -34,17 +34,6 @@ struct http_trusted_proxies {
 /* The first 12 bytes of an IPv4-mapped IPv6 address (RFC 4291 section 2.5.5.2). */
 static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
-static int fail(char *error, size_t size, const char *fmt, ...)
-{
-    if (error && size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(error, size, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 /* Parse the address in the @len bytes at @s (no brackets, no port) into
  * @out as IPv6 (IPv4 mapped); *@v4 says which it was. */
 static bool parse_address(const char *s, size_t len, uint8_t out[16], bool *v4)
@@ -101,12 +90,13 @@ int http_trusted_proxies_create(const char *list, http_trusted_proxies **out, ch
 {
     *out = NULL;
     if (!list)
-        return fail(error, error_size, "no proxy given");
+        return http_setting_refused(error, error_size, "no proxy given");
     size_t entries = 1;
     for (const char *p = list; *p; p++)
         entries += *p == ',';
     if (entries > HTTP_TRUSTED_PROXIES_MAX)
-        return fail(error, error_size, "more than %d entries", HTTP_TRUSTED_PROXIES_MAX);
+        return http_setting_refused(error, error_size, "more than %d entries",
+                                    HTTP_TRUSTED_PROXIES_MAX);
     http_trusted_proxies *tp = calloc(1, sizeof(*tp) + entries * sizeof(proxy_net));
     if (!tp)
         return -ENOMEM;
@@ -118,7 +108,8 @@ int http_trusted_proxies_create(const char *list, http_trusted_proxies **out, ch
         trim(&e, &len);
         if (len == 0) {
             free(tp);
-            return fail(error, error_size, "an empty entry (expected ADDRESS or ADDRESS/PREFIX)");
+            return http_setting_refused(error, error_size,
+                                        "an empty entry (expected ADDRESS or ADDRESS/PREFIX)");
         }
         const char *slash = memchr(e, '/', len);
         size_t addr_len = slash ? (size_t)(slash - e) : len;
@@ -126,7 +117,8 @@ int http_trusted_proxies_create(const char *list, http_trusted_proxies **out, ch
         bool v4;
         if (!parse_address(e, addr_len, net->addr, &v4)) {
             free(tp);
-            return fail(error, error_size, "'%.*s' is not an IPv4 or IPv6 address", (int)len, e);
+            return http_setting_refused(error, error_size, "'%.*s' is not an IPv4 or IPv6 address",
+                                        (int)len, e);
         }
         unsigned max = v4 ? 32 : 128, prefix = max;
         if (slash) {
@@ -140,17 +132,19 @@ int http_trusted_proxies_create(const char *list, http_trusted_proxies **out, ch
             }
             if (prefix > max) {
                 free(tp);
-                return fail(error, error_size, "'%.*s': the prefix must be 0 to %u", (int)len, e,
-                            max);
+                return http_setting_refused(error, error_size, "'%.*s': the prefix must be 0 to %u",
+                                            (int)len, e, max);
             }
         }
         net->prefix = prefix + (v4 ? 96 : 0);
         for (unsigned bit = net->prefix; bit < 128; bit++)
             if (net->addr[bit / 8] & (0x80u >> (bit % 8))) {
                 free(tp);
-                return fail(error, error_size,
-                            "'%.*s' has bits set past its prefix (the network is written with "
-                            "them zero)", (int)len, e);
+                return http_setting_refused(
+                    error, error_size,
+                    "'%.*s' has bits set past its prefix (the network is written with "
+                    "them zero)",
+                    (int)len, e);
             }
         tp->count++;
         if (!comma)

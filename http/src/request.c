@@ -1,7 +1,8 @@
 /*
  * One request's handling, once the connection has read it whole: its
- * request id, CORS, the server's own answers (OPTIONS, 501), routing and
- * the handler, 405 with Allow, then the metrics and the access line.
+ * request id, CORS, the rate limit, the server's own answers (OPTIONS,
+ * 501), routing and the handler, 405 with Allow, then the metrics and the
+ * access line.
  *
  * The HTTP/1.1 connection (connection.c: reads, framing, pipelining,
  * 100-continue, linger, flush) hands each complete request here through
@@ -53,17 +54,21 @@ static void log_access(const char *client, const http_peer *peer, const http_req
 }
 
 /* Route @ctx's request and run its handler, or answer for the server: a
- * CORS preflight, 501, OPTIONS, 404, 405. @m: the match, which holds the
- * path parameters @ctx points to while the handler runs (the caller's, so
- * that they outlive this call as @ctx does). Returns the route index that
+ * CORS preflight, 429 over the rate limit (at @now_ns), 501, OPTIONS, 404,
+ * 405. @m: the match, which holds the path parameters @ctx points to while
+ * the handler runs (the caller's, so that they outlive this call as @ctx
+ * does). Returns the route index that
  * labels the request's metrics (http_metrics_unmatched() for none). */
-static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m, bool body_unread)
+static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m, bool body_unread,
+                      uint64_t now_ns)
 {
     const http_request *req = ctx->req;
     /* CORS off (the default): nothing but this test. */
     const struct http_cors *cors = srv->cfg.cors;
     if (cors && http_cors_handle(cors, srv->router, ctx)) {
         /* a CORS preflight, answered */
+    } else if (srv->cfg.rate_limit && http_rate_limit_refuse(srv->cfg.rate_limit, ctx, now_ns)) {
+        /* over its client's rate: 429 (rate_limit.c) */
     } else if (req->method == HTTP_CONNECT) {
         http_respond_error(ctx, 501, "CONNECT is not supported");
     } else if (req->method == HTTP_METHOD_OTHER) {
@@ -209,7 +214,7 @@ uint64_t http_request_handle(const http_server *srv, http_exchange *x)
         .internal = &in,
     };
     http_route_match match;
-    unsigned route_index = route(srv, &ctx, &match, x->body_unread);
+    unsigned route_index = route(srv, &ctx, &match, x->body_unread, x->start_ns);
     answer_cut(&ctx, out, out_before);
     x->closed = in.close;
 

@@ -13,6 +13,7 @@
 #include "coring/core/clock.h"
 #include "coring/http/cors.h"
 #include "coring/http/proxy.h"
+#include "coring/http/rate_limit.h"
 #include "coring/http/server.h"
 #include "coring/net/runtime.h"
 
@@ -29,6 +30,11 @@ typedef struct coring_config {
     http_cors *cors;           /* --cors-origins' policy (owned: http_cors_destroy) */
     http_trusted_proxies *trusted_proxies; /* --trusted-proxies (owned:
                                               http_trusted_proxies_destroy) */
+    unsigned rate_limit;       /* --rate-limit: requests a second per client; 0: off */
+    unsigned rate_burst;       /* --rate-burst: requests at once; 0: the rate */
+    const char *rate_limit_exempt; /* --rate-limit-exempt: comma-separated paths */
+    http_rate_limit *rate_limiter; /* built from the three once they are read (owned:
+                                      http_rate_limit_destroy); NULL: off */
     bool check_only;           /* --check-config */
     bool list_routes;          /* --list-routes */
     const char *list_apps;     /* --list-apps: "text" or "json"; NULL: not asked */

@@ -41,6 +41,9 @@ typedef struct http_server_config {
     unsigned compression_codings;  /* codings offered, HTTP_CODING_BIT set (coring/http/
                                       compress.h); 0: compression off (default: all) */
     size_t compression_min_bytes;  /* bodies this size and over are compressed (1024) */
+    /* Requests a second per client (coring/http/rate_limit.h), shared by
+     * every worker thread; NULL: no limit (default). */
+    struct http_rate_limit *rate_limit;
 } http_server_config;
 
 typedef struct http_server {
