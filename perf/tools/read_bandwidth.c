@@ -33,52 +33,35 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Sum of the @n bytes at @p (64-byte aligned, n a multiple of 512) as
- * 32-bit lanes, so the loads cannot be dropped. */
-__attribute__((target("avx512f"))) static uint32_t read_avx512(const void *p, size_t n)
-{
-    const __m512i *v = p;
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-            a7 = a0;
-    for (size_t i = 0; i < n / 64; i += 8) {
-        a0 = _mm512_add_epi32(a0, _mm512_load_si512(v + i));
-        a1 = _mm512_add_epi32(a1, _mm512_load_si512(v + i + 1));
-        a2 = _mm512_add_epi32(a2, _mm512_load_si512(v + i + 2));
-        a3 = _mm512_add_epi32(a3, _mm512_load_si512(v + i + 3));
-        a4 = _mm512_add_epi32(a4, _mm512_load_si512(v + i + 4));
-        a5 = _mm512_add_epi32(a5, _mm512_load_si512(v + i + 5));
-        a6 = _mm512_add_epi32(a6, _mm512_load_si512(v + i + 6));
-        a7 = _mm512_add_epi32(a7, _mm512_load_si512(v + i + 7));
+/* uint32_t name(const void *p, size_t n): the sum of the @n bytes at @p
+ * (64-byte aligned, n a multiple of 512) as 32-bit lanes, so the loads
+ * cannot be dropped, read with @vec loads into 8 independent
+ * accumulators; one version per instruction set (@isa). */
+#define READ_SUM(name, isa, vec, zero, load, add)                                                  \
+    __attribute__((target(isa))) static uint32_t name(const void *p, size_t n)                     \
+    {                                                                                              \
+        const vec *v = p;                                                                          \
+        vec a0 = zero(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;            \
+        for (size_t i = 0; i < n / sizeof(vec); i += 8) {                                          \
+            a0 = add(a0, load(v + i));                                                             \
+            a1 = add(a1, load(v + i + 1));                                                         \
+            a2 = add(a2, load(v + i + 2));                                                         \
+            a3 = add(a3, load(v + i + 3));                                                         \
+            a4 = add(a4, load(v + i + 4));                                                         \
+            a5 = add(a5, load(v + i + 5));                                                         \
+            a6 = add(a6, load(v + i + 6));                                                         \
+            a7 = add(a7, load(v + i + 7));                                                         \
+        }                                                                                          \
+        a0 = add(add(add(a0, a1), add(a2, a3)), add(add(a4, a5), add(a6, a7)));                    \
+        uint32_t lanes[sizeof(vec) / 4], sum = 0;                                                  \
+        memcpy(lanes, &a0, sizeof(lanes));                                                         \
+        for (size_t j = 0; j < sizeof(vec) / 4; j++)                                               \
+            sum += lanes[j];                                                                       \
+        return sum;                                                                                \
     }
-    a0 = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
-    a4 = _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7));
-    return (uint32_t)_mm512_reduce_add_epi32(_mm512_add_epi32(a0, a4));
-}
 
-__attribute__((target("avx2"))) static uint32_t read_avx2(const void *p, size_t n)
-{
-    const __m256i *v = p;
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-            a7 = a0;
-    for (size_t i = 0; i < n / 32; i += 8) {
-        a0 = _mm256_add_epi32(a0, _mm256_load_si256(v + i));
-        a1 = _mm256_add_epi32(a1, _mm256_load_si256(v + i + 1));
-        a2 = _mm256_add_epi32(a2, _mm256_load_si256(v + i + 2));
-        a3 = _mm256_add_epi32(a3, _mm256_load_si256(v + i + 3));
-        a4 = _mm256_add_epi32(a4, _mm256_load_si256(v + i + 4));
-        a5 = _mm256_add_epi32(a5, _mm256_load_si256(v + i + 5));
-        a6 = _mm256_add_epi32(a6, _mm256_load_si256(v + i + 6));
-        a7 = _mm256_add_epi32(a7, _mm256_load_si256(v + i + 7));
-    }
-    a0 = _mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3));
-    a4 = _mm256_add_epi32(_mm256_add_epi32(a4, a5), _mm256_add_epi32(a6, a7));
-    a0 = _mm256_add_epi32(a0, a4);
-    uint32_t lanes[8], sum = 0;
-    _mm256_storeu_si256((__m256i *)lanes, a0);
-    for (int i = 0; i < 8; i++)
-        sum += lanes[i];
-    return sum;
-}
+READ_SUM(read_avx512, "avx512f", __m512i, _mm512_setzero_si512, _mm512_load_si512, _mm512_add_epi32)
+READ_SUM(read_avx2, "avx2", __m256i, _mm256_setzero_si256, _mm256_load_si256, _mm256_add_epi32)
 
 /* "10.6M" -> bytes; 0 on a malformed size. */
 static size_t parse_size(const char *s)
