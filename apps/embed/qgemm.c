@@ -32,6 +32,7 @@
 #define GROUP 4        /* inputs per VPDPBUSD lane */
 #define TILE_ROWS 6    /* rows per VNNI tile */
 #define CHUNK_ROWS 96  /* rows per pass over all blocks */
+#define PREFETCH_TILES 4 /* tiles that prefetch the next block, a quarter each */
 
 static size_t round_up(size_t n, size_t to)
 {
@@ -176,11 +177,12 @@ VNNI static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __
 
 /* One tile: @rows (1..6, a constant after inlining) rows of @qx times the
  * 64 outputs of the block at @wp (@groups input groups), written to @y
- * for the outputs below @w->out. */
+ * for the outputs below @w->out; meanwhile one cache line a group from
+ * @pf on (@groups lines) is asked into L2. */
 VNNI static inline __attribute__((always_inline)) void
 tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const int32_t *zx,
           const int8_t *wp, size_t groups, const embed_qweights *w, size_t o0, const float *bias,
-          float *y, size_t ldy, bool accumulate)
+          float *y, size_t ldy, bool accumulate, const int8_t *pf)
 {
     __m512i acc[TILE_ROWS][4];
 #pragma GCC unroll 6
@@ -190,6 +192,7 @@ tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const 
                 acc[r][c] = _mm512_setzero_si512();
     for (size_t g = 0; g < groups; g++) {
         const int8_t *wg = wp + g * (BLOCK * GROUP);
+        _mm_prefetch((const char *)(pf + g * 64), _MM_HINT_T1);
         __m512i w0 = _mm512_load_si512(wg), w1 = _mm512_load_si512(wg + 64);
         __m512i w2 = _mm512_load_si512(wg + 128), w3 = _mm512_load_si512(wg + 192);
 #pragma GCC unroll 6
@@ -239,11 +242,16 @@ VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float
         size_t end = n - r0 < CHUNK_ROWS ? n : r0 + CHUNK_ROWS;
         for (size_t o0 = 0; o0 < w->out; o0 += BLOCK) {
             const int8_t *wp = w->packed + o0 * w->in_pad;
-            size_t r = r0;
+            /* The first PREFETCH_TILES tiles of a block bring the next
+             * block (groups x 4 lines) into L2, a quarter each, so that
+             * its first tile does not wait for it; past the last block
+             * (or tile) they touch this block again, in cache. */
+            const int8_t *next = o0 + BLOCK < w->out ? wp + BLOCK * w->in_pad : wp;
+            size_t r = r0, tile = 0;
 #define TILE(rows)                                                                                 \
     tile_vnni(rows, qx + r * ldq, ldq, sx + r, zx + r, wp, groups, w, o0, bias, y + r * ldy, ldy, \
-              accumulate)
-            for (; r + TILE_ROWS <= end; r += TILE_ROWS)
+              accumulate, tile < PREFETCH_TILES ? next + tile * groups * 64 : wp)
+            for (; r + TILE_ROWS <= end; r += TILE_ROWS, tile++)
                 TILE(6);
             switch (end - r) {
             case 5: TILE(5); break;
