@@ -287,7 +287,11 @@ static embed_batch *run(http_ctx *ctx, const embed_input *in, size_t *tokens)
     }
     err = net_wait(b->wait, 0);
     if (err < 0) {
-        /* Cancelled (the drain's deadline): the jobs keep the block. */
+        /* Cancelled (the request's deadline, the drain's): the jobs not
+         * started leave the queue; one running keeps the block, and its
+         * result is dropped with it. The answer is the deadline's
+         * (http/src/request.c). */
+        embed_pool_withdraw(pool, ptrs, in->count);
         batch_release(b);
         fail(ctx, in, 503, NULL, NULL, "shutting down");
         return NULL;
