@@ -17,6 +17,7 @@
  * Without --embed-model the routes answer 503 and the other apps run.
  */
 #include "coring/apps/apps.h"
+#include "coring/core/clock.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
@@ -742,6 +743,7 @@ extern const char embed_openapi[];
 
 const app_def app_embed = {
     .name = "embed",
+    .deadline_ns = 5 * CR_NS_PER_S, /* docs/deadlines.md */
     .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
     .openapi = embed_openapi,
     .options = option_rows,
