@@ -252,10 +252,10 @@ const coring_option coring_config_options[] = {
      .default_doc = "10 s, or the longest request of the apps mounted + 1 s"},
     {.name = "deadline", .value = "DURATION|LIST", .kind = CORING_OPTION_CUSTOM,
      .set = set_deadline,
-     .help = "deadline of each request (2s, 500ms, off), for every app\n"
-             "or per app (users=2s,cep=5s); past it the request is\n"
-             "answered 504 and its waits cancelled (default: each app's,\n"
-             "users and todo 3 s, cep 4 s, embed 5 s, hello off)",
+     .help = "deadline of a request once read: 2s, 500ms, off\n"
+             "for every app, or per app (users=2s,cep=5s); past it\n"
+             "the answer is 504 and its waits are cancelled\n"
+             "(default: users, todo 3 s; cep 4 s; embed 5 s; hello off)",
      .default_doc = "each app's: users, todo 3 s; cep 4 s; embed 5 s; hello off"},
     {.name = "drain-grace", .value = "S", .kind = CORING_OPTION_SECONDS, FIELD(net.drain_grace_ns),
      .max = 3600,

@@ -102,7 +102,8 @@ unsigned http_router_route_count(const http_router *r);
 /*
  * http_router_set_deadline - the deadline of routes @first to @end - 1 (their
  * indexes, http_router_route_count before and after an app added its
- * routes): @deadline_ns ns from the request's first byte (0: none), after
+ * routes): @deadline_ns ns from the start of a request's handling (the
+ * reading that starts its duration in the metrics; 0: none), after
  * which its handler is cancelled and the request answered 504 (see
  * docs/deadlines.md). Returns 0, or -EINVAL when @end is past the last
  * route or below @first. Main thread, before serving.
