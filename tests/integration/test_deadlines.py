@@ -46,18 +46,7 @@ class DeadlineTest(cs.CoringTestCase):
 
     @classmethod
     def setUpClass(cls):
-        fake_bin = cs.option("fake_viacep")
-        if not fake_bin:
-            raise unittest.SkipTest("pass --fake-viacep PATH (the coring-fake-viacep binary)")
-        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-deadline-")
-        os.environ["DATABASE_URL"] = cls.postgres.url()
-        data = os.path.join(cls.postgres.tmp, "viacep.jsonl")
-        with open(data, "w") as f:
-            subprocess.run(["/usr/bin/python3", test_cep.MAKE_DATA], stdout=f, check=True,
-                           timeout=60)
-        cls.fake = test_cep.FakeViaCep(fake_bin, [data, test_cep.EXTRA_DATA])
-        cls.addClassCleanup(cls.fake.stop)
-        os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % cls.fake.port
+        test_cep.start_postgres_and_fake(cls, "coring-deadline-")
         # The components' own timeouts well past the deadline: what answers
         # at 1 s is the deadline.
         cls.server = cs.CoringServer(threads=1, apps="users,cep", args=[
