@@ -65,7 +65,8 @@ static int walk(const char *spec, int (*each)(const char *, size_t, uint64_t, vo
         size_t item = comma ? (size_t)(comma - p) : strlen(p);
         const char *eq = memchr(p, '=', item);
         if (!eq || eq == p || parse_duration(eq + 1, item - (size_t)(eq + 1 - p), &ns) < 0) {
-            snprintf(why, len, "expected NAME=DURATION (users=2s, cep=500ms, embed=off), got '%.*s'",
+            snprintf(why, len,
+                     "expected NAME=DURATION (users=2s, cep=500ms, embed=off), got '%.*s'",
                      (int)item, p);
             return -EINVAL;
         }
@@ -105,8 +106,8 @@ static int set_one(const char *name, size_t len, uint64_t ns, void *ctx)
     struct resolve *r = ctx;
     bool found = false;
     for (size_t i = 0; i < r->n; i++)
-        if (!name || (strlen(r->mounted[i]->name) == len &&
-                      memcmp(r->mounted[i]->name, name, len) == 0)) {
+        if (!name ||
+            (strlen(r->mounted[i]->name) == len && memcmp(r->mounted[i]->name, name, len) == 0)) {
             r->out[i] = ns;
             found = true;
         }

@@ -57,8 +57,10 @@ Test(deadline, mistakes_are_refused_with_why)
 {
     uint64_t out[N];
     char why[160];
+    /* clang-format off */
     const char *bad[] = {"", "soon", "-1s", "1h", "0.5ms", "3601s", "users=", "=2s", "users=2x",
                          "users=2s,", "users=2s,,cep=1s", " 2s", "inf", "nan"};
+    /* clang-format on */
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cr_expect_eq(app_deadline_syntax(bad[i], why, sizeof(why)), -EINVAL, "'%s' taken", bad[i]);
         cr_expect_eq(resolve(bad[i], out), -EINVAL, "'%s' taken", bad[i]);

@@ -87,8 +87,7 @@ Test(deadline, cuts_the_wait_clearing_lets_the_task_go_on_and_the_drain_goes_the
     cr_expect_eq(r.after_res, 0, "the task goes on after net_deadline_clear: %d", r.after_res);
 
     cr_expect_eq(r.kept_cleared, NET_STOP_NONE);
-    cr_expect_eq(r.kept_res, 0, "a deadline cleared before it passed cut the task: %d",
-                 r.kept_res);
+    cr_expect_eq(r.kept_res, 0, "a deadline cleared before it passed cut the task: %d", r.kept_res);
 
     cr_expect_eq(r.drained_res, -ECANCELED);
     cr_expect_eq(r.drained_cause, NET_STOP_DRAIN);
