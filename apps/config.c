@@ -4,6 +4,7 @@
  * fixed parts of --help around the rows. What an option sets is a field of
  * coring_config; coring_main() (startup.c) starts the server from it.
  */
+#include "coring/apps/deadline.h"
 #include "coring/apps/startup.h"
 
 #include "coring/core/clock.h"
@@ -145,6 +146,19 @@ static int set_rate_limit(void *config, const char *value)
     return err;
 }
 
+/* --deadline: its syntax now; the app names once the apps are chosen
+ * (startup.c, app_deadline_resolve). */
+static int set_deadline(void *config, const char *value)
+{
+    char why[160];
+    if (app_deadline_syntax(value, why, sizeof(why)) < 0) {
+        fprintf(stderr, "coring: %s: %s\n", coring_option_source("--deadline"), why);
+        return CORING_OPTIONS_REFUSED;
+    }
+    ((coring_config *)config)->deadline = value;
+    return 0;
+}
+
 static int check_config(void *config, const char *value)
 {
     (void)value;
@@ -252,6 +266,13 @@ const coring_option coring_config_options[] = {
              "or the longest a request of the apps mounted may take\n"
              "plus 1 when that is more: users 11, cep 16)",
      .default_doc = "10 s, or the longest request of the apps mounted + 1 s"},
+    {.name = "deadline", .value = "DURATION|LIST", .kind = CORING_OPTION_CUSTOM,
+     .set = set_deadline,
+     .help = "deadline of a request once read: 2s, 500ms, off\n"
+             "for every app, or per app (users=2s,cep=5s); past it\n"
+             "the answer is 504 and its waits are cancelled\n"
+             "(default: users, todo 3 s; cep 4 s; embed 5 s; hello off)",
+     .default_doc = "each app's: users, todo 3 s; cep 4 s; embed 5 s; hello off"},
     {.name = "drain-grace", .value = "S", .kind = CORING_OPTION_SECONDS, FIELD(net.drain_grace_ns),
      .max = 3600,
      .help = "on SIGINT/SIGTERM, /readyz 503 but keep accepting for S seconds\n"

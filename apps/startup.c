@@ -9,6 +9,7 @@
 #include "coring/apps/startup.h"
 
 #include "coring/apps/database.h"
+#include "coring/apps/deadline.h"
 #include "coring/apps/health.h"
 #include "coring/apps/metrics.h"
 #include "coring/core/buffer.h"
@@ -31,6 +32,7 @@
 static coring_config cfg;
 static const app_def **mounted;
 static size_t num_mounted;
+static uint64_t *deadlines; /* each mounted app's, ns (0: none): --deadline or its own */
 
 /* Mount the apps --apps names (@list), each once; every available app
  * without it. Returns 0, or CORING_OPTIONS_REFUSED after a message (an
@@ -110,6 +112,16 @@ static void check_shutdown_timeout(void)
 {
     char why[160];
     uint64_t longest = coring_longest_request_ns(mounted, num_mounted, &cfg.apps, why, sizeof(why));
+    /* A request with a deadline runs until it at most (a tick late): the
+     * drain lets it, whether or not its waits have timeouts of their own. */
+    uint64_t cut = 0;
+    for (size_t i = 0; i < num_mounted; i++)
+        if (deadlines[i] && deadlines[i] + CORING_DEADLINE_SLACK_NS > cut)
+            cut = deadlines[i] + CORING_DEADLINE_SLACK_NS;
+    if (cut > longest) {
+        longest = cut;
+        snprintf(why, sizeof(why), "--deadline");
+    }
     uint64_t enough = longest ? longest + CORING_SHUTDOWN_MARGIN_NS : 0;
     if (cfg.net.shutdown_timeout_ns == CORING_SHUTDOWN_TIMEOUT_AUTO) {
         cfg.net.shutdown_timeout_ns =
@@ -135,6 +147,14 @@ static int check_config(void)
     /* An app whose options chose another definition (todo on PostgreSQL). */
     for (size_t i = 0; i < num_mounted; i++)
         mounted[i] = resolved(mounted[i]);
+    deadlines = calloc(num_mounted ? num_mounted : 1, sizeof(*deadlines));
+    if (!deadlines)
+        return -ENOMEM;
+    char why[160];
+    if (app_deadline_resolve(cfg.deadline, mounted, num_mounted, deadlines, why, sizeof(why)) < 0) {
+        fprintf(stderr, "coring: %s: %s\n", coring_option_source("--deadline"), why);
+        return CORING_OPTIONS_REFUSED;
+    }
     check_shutdown_timeout();
     if (!net_host_valid(cfg.net.host)) {
         fprintf(stderr, "coring: %s: expected a numeric IPv4 or IPv6 address, got '%s'\n",
@@ -318,11 +338,13 @@ static http_router *mount_routes(void)
                 return NULL;
             }
         }
+        unsigned first = http_router_route_count(router);
         int err = mounted[i]->mount(router);
         if (err < 0) {
             cr_log_error("app %s: cannot mount its routes: %s", mounted[i]->name, cr_strerror(err));
             return NULL;
         }
+        http_router_set_deadline(router, first, http_router_route_count(router), deadlines[i]);
     }
     int health_err = app_health_mount(router, mounted, num_mounted);
     if (health_err < 0) {
@@ -478,6 +500,7 @@ int coring_main(int argc, char **argv, const app_def *const *apps, size_t num_ap
         ret = check_start() < 0 ? 1 : serve(router);
     }
     http_router_destroy(router);
+    free(deadlines);
     http_cors_destroy(cfg.cors);
     http_trusted_proxies_destroy(cfg.trusted_proxies);
     http_rate_limit_destroy(cfg.rate_limiter);

@@ -638,6 +638,7 @@ static uint64_t longest_request_ns(const app_options *opts, char *why, size_t le
 
 const app_def app_cep = {
     .name = "cep",
+    .deadline_ns = 4 * CR_NS_PER_S, /* docs/deadlines.md */
     .summary = "GET /api/v1/cep/{cep}: addresses, cached in PostgreSQL from ViaCEP (VIACEP_URL)",
     .openapi = cep_openapi,
     .database = true,

@@ -17,6 +17,7 @@
  * Without --embed-model the routes answer 503 and the other apps run.
  */
 #include "coring/apps/apps.h"
+#include "coring/core/clock.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
@@ -287,7 +288,11 @@ static embed_batch *run(http_ctx *ctx, const embed_input *in, size_t *tokens)
     }
     err = net_wait(b->wait, 0);
     if (err < 0) {
-        /* Cancelled (the drain's deadline): the jobs keep the block. */
+        /* Cancelled (the request's deadline, the drain's): the jobs not
+         * started leave the queue; one running keeps the block, and its
+         * result is dropped with it. The answer is the deadline's
+         * (http/src/request.c). */
+        embed_pool_withdraw(pool, ptrs, in->count);
         batch_release(b);
         fail(ctx, in, 503, NULL, NULL, "shutting down");
         return NULL;
@@ -738,6 +743,7 @@ extern const char embed_openapi[];
 
 const app_def app_embed = {
     .name = "embed",
+    .deadline_ns = 5 * CR_NS_PER_S, /* docs/deadlines.md */
     .summary = "POST /embed, POST /v1/embeddings (BERT sentence embeddings; needs --embed-model)",
     .openapi = embed_openapi,
     .options = option_rows,

@@ -70,7 +70,7 @@ static const uint64_t batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1
 static const uint64_t forward_bounds[] = {1000000,   2500000,   5000000,   10000000,
                                           25000000,  50000000,  100000000, 250000000,
                                           500000000, 1000000000, 2500000000, 10000000000};
-static cr_metric m_queue, m_batch, m_forward, m_texts, m_tokens, m_split;
+static cr_metric m_queue, m_batch, m_forward, m_texts, m_tokens, m_split, m_dropped;
 
 int embed_pool_metrics_register(void)
 {
@@ -88,8 +88,12 @@ int embed_pool_metrics_register(void)
          .type = CR_METRIC_COUNTER},
         {.name = "embed_split_passes_total",
          .help = "Forward passes split across idle inference threads.", .type = CR_METRIC_COUNTER},
+        {.name = "embed_jobs_dropped_total",
+         .help = "Texts taken out of the queue before any inference thread ran them: their "
+                 "request's deadline passed (docs/deadlines.md).",
+         .type = CR_METRIC_COUNTER},
     };
-    cr_metric *out[] = {&m_queue, &m_batch, &m_forward, &m_texts, &m_tokens, &m_split};
+    cr_metric *out[] = {&m_queue, &m_batch, &m_forward, &m_texts, &m_tokens, &m_split, &m_dropped};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST)
@@ -301,6 +305,48 @@ int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n)
     }
     pthread_mutex_unlock(&p->lock);
     return ret;
+}
+
+size_t embed_pool_withdraw(embed_pool *p, embed_job *const *jobs, size_t n)
+{
+    embed_job *out = NULL; /* withdrawn, linked through next */
+    size_t count = 0;
+    pthread_mutex_lock(&p->lock);
+    embed_job *prev = NULL;
+    for (embed_job *j = p->head; j && count < n;) {
+        embed_job *next = j->next;
+        bool ours = false;
+        for (size_t i = 0; i < n && !ours; i++)
+            ours = jobs[i] == j;
+        if (!ours) {
+            prev = j;
+            j = next;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            p->head = next;
+        if (p->tail == j)
+            p->tail = prev;
+        j->next = out;
+        out = j;
+        count++;
+        j = next;
+    }
+    p->queued -= count;
+    pthread_mutex_unlock(&p->lock);
+    if (count) {
+        cr_metric_add(&m_queue, 0, (uint64_t)-(int64_t)count);
+        cr_metric_add(&m_dropped, 0, count);
+    }
+    while (out) {
+        embed_job *next = out->next;
+        out->status = -ECANCELED;
+        out->done(out);
+        out = next;
+    }
+    return count;
 }
 
 int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,

@@ -1038,6 +1038,7 @@ static const app_def *variant(void)
 
 const app_def app_todo = {
     .name = "todo",
+    .deadline_ns = 3 * CR_NS_PER_S, /* docs/deadlines.md */
     .summary = "GET/POST /todos, GET/PATCH/DELETE /todos/{id}, GET /health (--todo-store)",
     .openapi = todo_openapi,
     .options = options,

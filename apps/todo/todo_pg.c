@@ -33,6 +33,7 @@
 
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
+#include "coring/core/clock.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
 #include "coring/db/db.h"
@@ -287,6 +288,7 @@ extern const db_migration_set todo_migrations;
 
 const app_def app_todo_postgres = {
     .name = "todo",
+    .deadline_ns = 3 * CR_NS_PER_S, /* docs/deadlines.md */
     .summary = "the todo app on PostgreSQL (--todo-store postgres)",
     .openapi = todo_openapi,
     .database = true,

@@ -28,6 +28,7 @@
 #include "coring/apps/apps.h"
 #include "coring/apps/database.h"
 #include "coring/apps/idempotency.h"
+#include "coring/core/clock.h"
 #include "coring/core/json.h"
 #include "coring/core/json_writer.h"
 #include "coring/core/log.h"
@@ -506,6 +507,7 @@ extern const db_migration_set users_migrations;
 
 const app_def app_users = {
     .name = "users",
+    .deadline_ns = 3 * CR_NS_PER_S, /* docs/deadlines.md */
     .summary = "GET/POST /users, GET /users/{id} (PostgreSQL: DATABASE_URL)",
     .openapi = users_openapi,
     .database = true,

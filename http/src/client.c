@@ -18,6 +18,7 @@
  * included. See libcurl-multi(3).
  */
 #include "coring/http/client.h"
+#include "internal.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
@@ -327,16 +328,19 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
         return -ENOMEM;
     }
     ct->fetches++;
+    http_metrics_client_transfer(true);
     while (!f.done) {
         if (net_park(-1, 0, 0) == -ECANCELED) {
-            /* The task is cancelled (the drain's deadline): the transfer
-             * goes, and curl calls nothing of this fetch after this. */
+            /* The task is cancelled (its request's deadline, the drain's):
+             * the transfer goes, and curl calls nothing of this fetch
+             * after this. */
             curl_multi_remove_handle(ct->multi, e);
             f.code = CURLE_ABORTED_BY_CALLBACK;
             break;
         }
     }
     ct->fetches--;
+    http_metrics_client_transfer(false);
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
     curl_easy_cleanup(e);
     reap_watches(ct);

@@ -210,10 +210,13 @@ typedef struct http_exchange {
  * line. The response is appended to @x->out (the buffer marked failed when
  * memory runs out). Returns the monotonic clock at its end, which starts
  * the next request of a pipelined batch: one reading per request.
- * A handler that the drain's deadline cancelled (net_cancelled) and that
- * answered a 5xx other than 504 (what it waited for failed because of the
- * cancel) is answered 503 {"error":"shutting down"} instead; a 504 (the
- * outcome unknown) and any other answer stand. Sets @x->closed.
+ * A handler that its route's deadline cancelled (deadline.c,
+ * docs/deadlines.md) and that answered a 5xx (what it waited for failed
+ * because of the cancel) is answered 504 {"error":"deadline exceeded"}
+ * instead, the connection kept; one that the drain's deadline cancelled
+ * and that answered a 5xx other than 504, 503 {"error":"shutting down"}
+ * with Connection: close. Any other answer stands (the handler finished
+ * its work). Sets @x->closed.
  * Connection coroutine; the handler may yield.
  */
 uint64_t http_request_handle(const http_server *srv, http_exchange *x);
@@ -256,6 +259,11 @@ unsigned http_metrics_unmatched(void);
 void http_metrics_request(unsigned route, http_method method, int status, uint64_t duration_ns,
                           size_t request_bytes, size_t response_bytes);
 
+/* Count one request whose handler a deadline cancelled (its route's, or
+ * the drain's): @route and @method as http_metrics_request; this worker
+ * thread. */
+void http_metrics_deadline(unsigned route, http_method method);
+
 /* Count one request refused with @status while it was read, before
  * routing (reject() in connection.c); this worker thread. */
 void http_metrics_refused(int status);
@@ -266,6 +274,10 @@ void http_metrics_rate_limited(void);
 /* Count @bytes read by the request parser on this worker thread (the
  * http_parse_progress count, re-reads included; connection.c). */
 void http_metrics_parser_read(size_t bytes);
+
+/* An outbound transfer (client.c) entered (@open) or left libcurl's multi
+ * handle on this worker thread. */
+void http_metrics_client_transfer(bool open);
 
 /* A client connection opened (@open) or closed on this worker thread. */
 void http_metrics_connection(bool open);

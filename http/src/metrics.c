@@ -50,7 +50,8 @@ static const cr_metric_label refused_labels[] = {{"status", status_values, NUM_S
 
 static struct {
     cr_metric requests, duration, request_bytes, response_bytes, connections_open,
-        connections_total, refused, parser_read, rate_limited;
+        connections_total, refused, parser_read, rate_limited, deadline_exceeded,
+        client_transfers;
 } m;
 
 int http_metrics_register(const http_router *router)
@@ -117,10 +118,19 @@ int http_metrics_register(const http_router *router)
         {.name = "coring_http_rate_limited_total",
          .help = "Requests refused with 429 by --rate-limit: their client was over its rate.",
          .type = CR_METRIC_COUNTER},
+        {.name = "http_deadline_exceeded_total",
+         .help = "Requests whose handler their route's deadline (or the drain's) cancelled, by "
+                 "route and method (docs/deadlines.md).",
+         .type = CR_METRIC_COUNTER, .labels = duration_labels, .num_labels = 2},
+        {.name = "http_client_transfers_open",
+         .help = "Outbound transfers (http_fetch: the cep app's calls to ViaCEP) in libcurl's "
+                 "multi handle now.",
+         .type = CR_METRIC_GAUGE},
     };
     cr_metric *out[] = {&m.requests,       &m.duration,         &m.request_bytes,
                         &m.response_bytes, &m.connections_open, &m.connections_total,
-                        &m.refused,        &m.parser_read,      &m.rate_limited};
+                        &m.refused,        &m.parser_read,      &m.rate_limited,
+                        &m.deadline_exceeded, &m.client_transfers};
     for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
         int err = cr_metrics_register(&defs[i], out[i]);
         if (err < 0 && err != -EEXIST) {
@@ -156,6 +166,13 @@ void http_metrics_request(unsigned route, http_method method, int status, uint64
     cr_metric_add(&m.response_bytes, route, response_bytes);
 }
 
+void http_metrics_deadline(unsigned route, http_method method)
+{
+    route = route < num_router_routes ? pattern_of_route[route] : num_routes;
+    unsigned mi = (unsigned)method < NUM_METHODS ? (unsigned)method : 0;
+    cr_metric_inc(&m.deadline_exceeded, route * NUM_METHODS + mi);
+}
+
 void http_metrics_refused(int status)
 {
     cr_metric_inc(&m.refused, status_label(status));
@@ -176,4 +193,9 @@ void http_metrics_connection(bool open)
     cr_metric_add(&m.connections_open, 0, open ? 1 : (uint64_t)-1);
     if (open)
         cr_metric_inc(&m.connections_total, 0);
+}
+
+void http_metrics_client_transfer(bool open)
+{
+    cr_metric_add(&m.client_transfers, 0, open ? 1 : (uint64_t)-1);
 }

@@ -54,20 +54,20 @@ static void log_access(const char *client, const http_peer *peer, const http_req
 }
 
 /* Route @ctx's request and run its handler, or answer for the server: a
- * CORS preflight, 429 over the rate limit (at @now_ns), 501, OPTIONS, 404,
+ * CORS preflight, 429 over the rate limit (at @start_ns), 501, OPTIONS, 404,
  * 405. @m: the match, which holds the path parameters @ctx points to while
  * the handler runs (the caller's, so that they outlive this call as @ctx
  * does). Returns the route index that
  * labels the request's metrics (http_metrics_unmatched() for none). */
 static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m, bool body_unread,
-                      uint64_t now_ns)
+                      uint64_t start_ns, net_stop_cause *stop)
 {
     const http_request *req = ctx->req;
     /* CORS off (the default): nothing but this test. */
     const struct http_cors *cors = srv->cfg.cors;
     if (cors && http_cors_handle(cors, srv->router, ctx)) {
         /* a CORS preflight, answered */
-    } else if (srv->cfg.rate_limit && http_rate_limit_refuse(srv->cfg.rate_limit, ctx, now_ns)) {
+    } else if (srv->cfg.rate_limit && http_rate_limit_refuse(srv->cfg.rate_limit, ctx, start_ns)) {
         /* over its client's rate: 429 (rate_limit.c) */
     } else if (req->method == HTTP_CONNECT) {
         http_respond_error(ctx, 501, "CONNECT is not supported");
@@ -94,7 +94,12 @@ static unsigned route(const http_server *srv, http_ctx *ctx, http_route_match *m
                 return m->route;
             }
             ctx->params = &m->params;
+            /* The route's deadline (docs/deadlines.md): on the loop's tick,
+             * no syscall; the drain's deadline ends the handler the same way. */
+            if (m->deadline_ns)
+                net_deadline_set(start_ns + m->deadline_ns);
             m->handler(ctx, m->user);
+            *stop = m->deadline_ns ? net_deadline_clear() : net_stop_cause_get();
             http_response_drop_unfinished(ctx->internal);
             if (!ctx->internal->responded) {
                 char path[80];
@@ -146,31 +151,40 @@ bool http_request_refused_early(const http_server *srv, const http_request *req)
 }
 
 /*
- * The drain's deadline cancelled the handler of @ctx (its waits returned
- * -ECANCELED) and it answered a failure that says nothing true (a 503
- * "database unavailable" for a database that is up): the answer it wrote
- * into @out from @out_before on is replaced by 503 "shutting down", with
+ * A deadline (@stop says whose) cancelled the handler of @ctx (its waits
+ * returned -ECANCELED) and it answered a failure that says nothing true (a
+ * 503 "database unavailable" for a database that is up): the answer it
+ * wrote into @out from @out_before on is replaced by the deadline's.
+ * The route's own deadline: 504 "deadline exceeded" (RFC 9110 section
+ * 15.6.5: what the server waited on did not answer in time; for a write,
+ * as any 504, its outcome is unknown), the connection kept (the request
+ * was read whole). The drain's deadline: 503 "shutting down" with
  * Connection: close, so that the client gets an answer rather than a
  * silent close (which a load balancer or client may take for a lost
- * request and send again: issue 40 item 7). A 504 (the outcome of a write
- * is unknown) says more and stands, and so does any other answer (the
+ * request and send again: issue 40 item 7); there a 504 (the outcome of a
+ * write is unknown) says more and stands. Any other answer stands (the
  * handler finished its work).
  */
-static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before)
+static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before, net_stop_cause stop)
 {
     struct http_ctx_internal *in = ctx->internal;
-    if (!net_cancelled() || in->status < 500 || in->status == 504)
+    bool own = stop == NET_STOP_DEADLINE;
+    if (stop == NET_STOP_NONE || in->status < 500 || (in->status == 504 && !own))
         return;
     struct http_ctx_internal kept = *in;
     out->len = out_before;
     http_ctx_internal_start(in, out);
     in->head = kept.head;
-    in->close = true;
+    in->close = own ? kept.close : true;
+    in->keep_alive_10 = own && kept.keep_alive_10;
     in->request_id = kept.request_id;
     in->request_id_len = kept.request_id_len;
     in->req = kept.req;
     in->num_extra = 0;
-    http_respond_error(ctx, 503, "shutting down");
+    if (own)
+        http_respond_error(ctx, 504, "deadline exceeded");
+    else
+        http_respond_error(ctx, 503, "shutting down");
 }
 
 uint64_t http_request_handle(const http_server *srv, http_exchange *x)
@@ -214,8 +228,12 @@ uint64_t http_request_handle(const http_server *srv, http_exchange *x)
         .internal = &in,
     };
     http_route_match match;
-    unsigned route_index = route(srv, &ctx, &match, x->body_unread, x->start_ns);
-    answer_cut(&ctx, out, out_before);
+    net_stop_cause stop = NET_STOP_NONE;
+    unsigned route_index = route(srv, &ctx, &match, x->body_unread, x->start_ns, &stop);
+    if (stop != NET_STOP_NONE) {
+        answer_cut(&ctx, out, out_before, stop);
+        http_metrics_deadline(route_index, req->method);
+    }
     x->closed = in.close;
 
     /* Once, for the metrics and the access line alike. */

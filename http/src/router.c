@@ -39,6 +39,7 @@ typedef struct route_handler {
     void *user;
     char *pattern; /* owned copy; names point into it */
     unsigned index; /* 0.. in the order added (http_route_match.route) */
+    uint64_t deadline_ns; /* http_router_set_deadline's; 0: none */
     http_str names[HTTP_ROUTER_MAX_PARAMS];
 } route_handler;
 
@@ -316,6 +317,7 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
         m->route = h->index;
         m->handler = h->fn;
         m->user = h->user;
+        m->deadline_ns = h->deadline_ns;
         for (size_t k = 0; k < n; k++) {
             if (rt->segments[k].param) {
                 m->params.names[m->params.count] = h->names[m->params.count];
@@ -403,4 +405,17 @@ const char *http_router_route_pattern(const http_router *r, unsigned index)
             if ((r->routes[i].methods & (1u << m)) && r->routes[i].handlers[m].index == index)
                 return r->routes[i].handlers[m].pattern;
     return NULL;
+}
+
+int http_router_set_deadline(http_router *r, unsigned first, unsigned end, uint64_t deadline_ns)
+{
+    if (end < first || end > r->num_handlers)
+        return -EINVAL;
+    for (size_t i = 0; i < r->count; i++)
+        for (size_t m = 0; m < METHOD_COUNT; m++) {
+            route_handler *h = &r->routes[i].handlers[m];
+            if ((r->routes[i].methods & (1u << m)) && h->index >= first && h->index < end)
+                h->deadline_ns = deadline_ns;
+        }
+    return 0;
 }

@@ -95,9 +95,10 @@ static void drain_start(net_loop *loop, void *ctx)
                      NET_CTRL(NET_CTRL_DEADLINE));
 }
 
-/* The drain's deadline: cancel every task but the services, whatever it
- * waits for (an operation, a park, a message, a wake-up), and close every
- * idle connection. */
+/* The drain's deadline: every task but the services meets its deadline
+ * through the path a request's own deadline takes (net_task_stop,
+ * deadline.c), whatever it waits for (an operation, a park, a message, a
+ * wake-up); and every idle connection is closed. */
 static void drain_deadline(net_loop *loop, void *ctx)
 {
     (void)ctx;
@@ -108,7 +109,7 @@ static void drain_deadline(net_loop *loop, void *ctx)
     loop->idle_closing = true;
     for (net_task *t = ts->list; t; t = t->next)
         if (!t->service)
-            net_task_cancel(t);
+            net_task_stop(t, NET_STOP_DRAIN);
     net_conns_drain(loop, true);
 }
 

@@ -46,6 +46,7 @@ static void task_main(void *p)
 
     fn(arg);
 
+    net_wheel_remove(&ts->deadlines, &task.deadline); /* one left armed dies with it */
     ts->services -= task.service;
     ts->count--;
     if (task.prev)
@@ -234,6 +235,7 @@ int net_tasks_attach(net_loop *loop, size_t stack_size, size_t service_stack_siz
     if (err < 0)
         return err;
     net_loop_on_tick(loop, sample, NULL);
+    net_deadlines_attach(loop);
     return 0;
 }
 

@@ -23,6 +23,8 @@ struct net_task {
     bool service;                /* a role: serves other tasks (a database driver, the
                                     curl timer), so the drain ends it only once no other
                                     task is left (net_task_set_service) */
+    net_timer deadline;          /* its deadline (net_deadline_set), in the tasks' wheel */
+    unsigned char stop_cause;    /* a net_stop_cause: why it was cancelled (deadline.c) */
     struct net_recv_state *recv; /* a connection task's: its connection's multishot recv
                                     (conn.c), or NULL */
     net_task *prev, *next;       /* in the thread's list */
@@ -36,6 +38,7 @@ typedef struct net_tasks {
     cr_stack_pool *stacks;         /* connection tasks' and net_spawn's stacks */
     cr_stack_pool *service_stacks; /* net_spawn_service's: larger (net_config) */
     unsigned ticks;                /* ticks seen: every few, the stacks are trimmed */
+    net_wheel deadlines;           /* the tasks' deadlines (deadline.c) */
 } net_tasks;
 
 /* Attach the tasks part to @loop: its stack pools (@stack_size and
@@ -48,6 +51,14 @@ void net_tasks_detach(net_loop *loop);
  * its first wait before this returns. @service: on a service stack, and
  * marked as a service. 0 or -ENOMEM. Loop thread. */
 int net_task_start(net_loop *loop, void (*fn)(void *arg), void *arg, bool service);
+
+/* Arm the tasks' deadlines on @loop's tick (deadline.c). */
+void net_deadlines_attach(net_loop *loop);
+
+/* net_task_stop - cancel @task for @cause (NET_STOP_DEADLINE, NET_STOP_DRAIN):
+ * the one path by which a request's deadline and the drain's end a task
+ * (deadline.c). Loop thread. */
+void net_task_stop(net_task *task, net_stop_cause cause);
 
 /* The task whose waiter is @w. */
 static inline net_task *net_task_of(net_waiter *w)

@@ -67,8 +67,11 @@ class ReplicaTest(cs.CoringTestCase):
                                                    apply_delay_ms=APPLY_DELAY_MS)
         os.environ["DATABASE_URL"] = cls.primary.url()
         os.environ["DATABASE_READ_URL"] = cls.replica.url()
+        # No deadline (users' and todo's 3 s would race --db-timeout 3):
+        # these tests are about the replica's and the query's timeouts.
         cls.server = cs.CoringServer(threads=THREADS, apps="users,todo",
-                                     args=["--db-timeout", "3", "--todo-store", "postgres"]).start()
+                                     args=["--db-timeout", "3", "--todo-store", "postgres",
+                                           "--deadline", "off"]).start()
         cls.addClassCleanup(cls.server.kill)
         # The replica gets the tables once the migrations have been replayed
         # there: its connections prepare the statements after that.

@@ -80,8 +80,11 @@ class UsersTest(cs.CoringTestCase):
 
     @classmethod
     def start_server(cls, extra=()):
+        # No deadline (users' 3 s would race --db-timeout 3): these tests are
+        # about the query timeout; test_deadlines.py is about deadlines.
         return cs.CoringServer(threads=2, apps="users",
-                               args=["--db-timeout", str(DB_TIMEOUT)] + list(extra)).start()
+                               args=["--db-timeout", str(DB_TIMEOUT), "--deadline", "off"]
+                               + list(extra)).start()
 
     def setUp(self):
         self.conn = self.server.connect()
@@ -501,7 +504,8 @@ class UsersTest(cs.CoringTestCase):
         os.environ["DATABASE_URL"] = url + " options='-c deadlock_timeout=2500'"
         try:
             server = cs.CoringServer(threads=1, apps="users",
-                                     args=["--db-timeout", "10", "--db-pool", "1"]).start()
+                                     args=["--db-timeout", "10", "--db-pool", "1",
+                                           "--deadline", "off"]).start()
         finally:
             os.environ["DATABASE_URL"] = url
         self.addCleanup(server.kill)

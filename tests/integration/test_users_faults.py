@@ -40,9 +40,12 @@ class UsersFaultsTest(cs.CoringTestCase):
     # -- helpers ----------------------------------------------------------
     def start_server(self, *args, timeout=3):
         """A server on the class's cluster: one thread, one connection,
-        --db-timeout @timeout (seconds), and @args; killed at the test's end."""
+        --db-timeout @timeout (seconds), no deadline (these tests are about
+        the database's timeouts and faults; test_deadlines.py is about
+        deadlines), and @args; killed at the test's end."""
         server = cs.CoringServer(threads=1, apps="users", args=[
-            "--db-pool", "1", "--db-timeout", str(timeout)] + list(args)).start()
+            "--db-pool", "1", "--db-timeout", str(timeout), "--deadline", "off"]
+            + list(args)).start()
         self.addCleanup(server.kill)
         return server
 

@@ -102,6 +102,14 @@ struct app_def {
      * Main thread, once the options are read. Optional: no request waits on anything
      * with a timeout (0). */
     uint64_t (*longest_request_ns)(const app_options *opts, char *why, size_t len);
+    /* The deadline of each of the app's requests, ns from the start of its
+     * handling (once read whole; what starts its duration in the metrics)
+     * (0: none): past it the handler is cancelled with everything it waits
+     * on (the database query, the upstream transfer, the inference job)
+     * and the request answered 504 {"error":"deadline exceeded"}
+     * (docs/deadlines.md). Below the timeouts of what the app waits on,
+     * so that it fires first. --deadline overrides it. */
+    uint64_t deadline_ns;
     /* Descriptors each worker thread keeps open for the app besides client
      * connections (its upstream connections), after start(): counted out
      * of --max-connections' default. Optional: none. */

@@ -39,6 +39,7 @@ typedef struct coring_config {
     bool list_routes;          /* --list-routes */
     const char *list_apps;     /* --list-apps: "text" or "json"; NULL: not asked */
     bool print_openapi;        /* --openapi */
+    const char *deadline;      /* --deadline (coring/apps/deadline.h); NULL: the apps' own */
     const app_def *const *available; /* the apps --apps may name, for it and --help; their
                                       * options are read with the server's */
     size_t num_available;
@@ -56,6 +57,9 @@ coring_config coring_config_default(void);
 /* Time allowed on top of a request's waits (each timeout fires up to a
  * loop tick late, and the handler runs between them). */
 #define CORING_SHUTDOWN_MARGIN_NS (1 * CR_NS_PER_S)
+/* How late a request's deadline may end it: the loop's tick (100 ms) and
+ * the handler's answer after it. */
+#define CORING_DEADLINE_SLACK_NS (200 * CR_NS_PER_MS)
 
 /*
  * coring_longest_request_ns - the longest a request of the @n apps

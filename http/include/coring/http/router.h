@@ -45,6 +45,7 @@ typedef struct http_route_match {
     unsigned route;             /* when FOUND: the route's index (http_router_route_pattern) */
     http_handler_fn handler;    /* as registered, when FOUND */
     void *user;                 /* as registered, when FOUND */
+    uint64_t deadline_ns;       /* the route's deadline (http_router_set_deadline), 0: none */
     http_route_params params;
     char allow[96];             /* "GET, HEAD, POST" when METHOD_NOT_ALLOWED */
     unsigned methods;           /* the path's, HTTP_METHOD_BIT()s, when METHOD_NOT_ALLOWED */
@@ -97,6 +98,17 @@ void http_router_format_allow(unsigned methods, char *out, size_t size);
  * added. For per-route state sized at start-up (metrics). Any thread.
  */
 unsigned http_router_route_count(const http_router *r);
+
+/*
+ * http_router_set_deadline - the deadline of routes @first to @end - 1 (their
+ * indexes, http_router_route_count before and after an app added its
+ * routes): @deadline_ns ns from the start of a request's handling (the
+ * reading that starts its duration in the metrics; 0: none), after
+ * which its handler is cancelled and the request answered 504 (see
+ * docs/deadlines.md). Returns 0, or -EINVAL when @end is past the last
+ * route or below @first. Main thread, before serving.
+ */
+int http_router_set_deadline(http_router *r, unsigned first, unsigned end, uint64_t deadline_ns);
 
 /*
  * http_router_route_pattern - the pattern route @index was added with

@@ -88,6 +88,46 @@ ssize_t net_send_last(int fd, const void *buf, size_t len);
  * outside a task. Worker coroutine. */
 bool net_cancelled(void);
 
+/*
+ * Deadlines (net/src/deadline.c, docs/deadlines.md). A task may carry one
+ * deadline at a time, on the loop's tick (no syscall, no SQE of its own):
+ * when it passes, the task is cancelled as by net_task_cancel (its wait
+ * ends with -ECANCELED, and so does every later one) and net_stop_cause()
+ * says NET_STOP_DEADLINE. The drain's deadline ends every task in flight
+ * through the same path, as NET_STOP_DRAIN (which overrides a task's own
+ * deadline, and is never undone).
+ */
+typedef enum net_stop_cause {
+    NET_STOP_NONE = 0, /* not cancelled */
+    NET_STOP_DEADLINE, /* its own deadline (net_deadline_set) passed */
+    NET_STOP_DRAIN,    /* the drain's deadline (--shutdown-timeout) */
+    NET_STOP_OTHER,    /* net_task_cancel (the drain ending an idle wait, a service) */
+} net_stop_cause;
+
+/*
+ * net_deadline_set - cancel the current task at @deadline_ns (monotonic
+ * ns, cr_clock_now_ns; one already past cancels it at the next tick).
+ * Granularity: the loop's tick (100 ms); the deadline is armed half a tick
+ * early so that it fires within +-50 ms of @deadline_ns (and the loop's
+ * own lateness). Replaces the task's earlier deadline. Returns 0, or
+ * -EPERM outside a worker task. Worker coroutine.
+ */
+int net_deadline_set(uint64_t deadline_ns);
+
+/*
+ * net_deadline_clear - disarm the current task's deadline and say what
+ * ended it: NET_STOP_NONE when nothing cancelled the task, else its cause.
+ * A task cancelled by its own deadline only (NET_STOP_DEADLINE) is
+ * cancelled no more when this returns: its next operations run (a
+ * connection goes on to its next request). Any other cause stays. Worker
+ * coroutine, not waiting (nothing of the task's may still be in flight).
+ */
+net_stop_cause net_deadline_clear(void);
+
+/* net_stop_cause - why the current task is cancelled (NET_STOP_NONE: it
+ * is not; also outside a task). Worker coroutine. */
+net_stop_cause net_stop_cause_get(void);
+
 /* net_writev - writev(2) once (may be short). Returns bytes or -errno. */
 ssize_t net_writev(int fd, const struct iovec *iov, int iovcnt, uint64_t timeout_ns);
 

@@ -83,12 +83,24 @@ int embed_pool_create(const embed_bert *model, const embed_tokenizer *tokenizer,
 
 /*
  * embed_pool_submit - queue @n jobs (all or none). Each job's done() will
- * be called exactly once, from an inference thread, unless this returns
- * an error. Returns 0, -EAGAIN (the queue is full: try later), -ESRCH (no
+ * be called exactly once, from an inference thread (or by
+ * embed_pool_withdraw), unless this returns an error. Returns 0, -EAGAIN (the queue is full: try later), -ESRCH (no
  * inference thread is running: every one failed its set-up) or
  * -ESHUTDOWN (the pool is stopping). Thread: any.
  */
 int embed_pool_submit(embed_pool *p, embed_job *const *jobs, size_t n);
+
+/*
+ * embed_pool_withdraw - take those of the @n @jobs (submitted together)
+ * that no inference thread has taken yet out of the queue, and call their
+ * done() now, on the calling thread, with status -ECANCELED: a request
+ * whose deadline passed (docs/deadlines.md) leaves no work behind it. A
+ * job already taken runs to its end (its done() comes from its inference
+ * thread, as usual; the caller discards its result). Counted in
+ * coring_embed_jobs_dropped_total. Returns how many were withdrawn.
+ * Thread: any (the lock is held only to unlink them).
+ */
+size_t embed_pool_withdraw(embed_pool *p, embed_job *const *jobs, size_t n);
 
 /*
  * embed_pool_destroy - stop taking jobs, let the threads finish the batch
