@@ -115,7 +115,7 @@ int http_metrics_register(const http_router *router)
          .help = "Bytes the request parser read looking for and parsing header sections, "
                  "re-reads included: a few per header byte received, however the bytes arrive.",
          .type = CR_METRIC_COUNTER},
-        {.name = "coring_http_rate_limited_total",
+        {.name = "http_rate_limited_total",
          .help = "Requests refused with 429 by --rate-limit: their client was over its rate.",
          .type = CR_METRIC_COUNTER},
         {.name = "http_deadline_exceeded_total",

@@ -16,7 +16,7 @@ not quite the server's), not the threads times it. Meanwhile:
   integer >= 1) and RateLimit-Policy and RateLimit, which parse as
   structured-field lists (RFC 8941 section 3.1) with the values
   docs/rate-limits.md gives; the connection stays open after it;
-- coring_http_rate_limited_total counts exactly the 429s the clients saw.
+- http_rate_limited_total counts exactly the 429s the clients saw.
 
 Behind --trusted-proxies 127.0.0.1, two X-Forwarded-For clients get a
 bucket each, and an untrusted peer's X-Forwarded-For is not believed.
@@ -166,7 +166,7 @@ class FloodTest(cs.CoringTestCase):
 
     def test_flood_is_held_to_the_rate_across_threads(self):
         srv = self.server
-        limited_before = srv.metric("coring_http_rate_limited_total")
+        limited_before = srv.metric("http_rate_limited_total")
         conns = [srv.connect() for _ in range(FLOOD_CONNECTIONS)]
         counts = {"ok": 0, "limited": 0, "other": []}
         refusal = []
@@ -238,7 +238,7 @@ class FloodTest(cs.CoringTestCase):
         self.assertEqual(other["statuses"], [], "127.0.0.2 has a bucket of its own")
         self.assertTrue(refusal)
         self.check_refusal(refusal[0])
-        self.assertEqual(srv.metric("coring_http_rate_limited_total") - limited_before,
+        self.assertEqual(srv.metric("http_rate_limited_total") - limited_before,
                          counts["limited"])
 
     def test_refusal_keeps_the_connection_and_admitted_carry_no_fields(self):
