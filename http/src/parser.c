@@ -90,6 +90,37 @@ static bool equal_lower(const char *s, const char *lit, size_t n)
     return true;
 }
 
+/*
+ * Is the field name at @s (@n bytes, all tchar: parse_fields checked them)
+ * the lower-case @lit, a name of letters and '-'? Eight or four bytes at a
+ * time, each OR 0x20: that lowers a letter and changes no other tchar into
+ * a letter or '-' (of the bytes that OR 0x20 makes '-', 0x0d is no tchar),
+ * so the comparison is exact. @n is 4 or more (the names on_field looks
+ * for); the last word overlaps the one before it.
+ */
+static inline bool name_equal(const char *s, const char *lit, size_t n)
+{
+    if (n < 8) {
+        uint32_t a, b, x, y;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(&x, lit, 4);
+        memcpy(&y, lit + n - 4, 4);
+        return ((a | 0x20202020u) == x) & ((b | 0x20202020u) == y);
+    }
+    const uint64_t lower = 0x2020202020202020u;
+    uint64_t a, x;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&a, s + i, 8);
+        memcpy(&x, lit + i, 8);
+        if ((a | lower) != x)
+            return false;
+    }
+    memcpy(&a, s + n - 8, 8);
+    memcpy(&x, lit + n - 8, 8);
+    return (a | lower) == x;
+}
+
 bool http_str_equal_ci(http_str s, const char *lit)
 {
     size_t n = strlen(lit);
@@ -624,16 +655,17 @@ static bool valid_host(http_str v)
             return false;
         p++;
     } else {
-        while (p < end && *p != ':') {
-            if (*p == '%') {
-                if (end - p < 3 || !isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
-                    return false;
-                p += 3;
-            } else if (is_host_char(*p)) {
+        /* Runs of host_table bytes in a tight loop (every request's Host
+         * comes here), a pct-encoded triplet between them; what ends a
+         * run otherwise is ':' or an invalid byte, told apart below. */
+        for (;;) {
+            while (p < end && is_host_char(*p))
                 p++;
-            } else {
+            if (p == end || *p != '%')
+                break;
+            if (end - p < 3 || !isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
                 return false;
-            }
+            p += 3;
         }
     }
     if (p < end && *p++ != ':')
@@ -650,7 +682,7 @@ static int on_field(http_request *req, struct framing *f, http_str name, http_st
 {
     switch (name.len) {
     case 4:
-        if (equal_lower(name.ptr, "host", 4)) {
+        if (name_equal(name.ptr, "host", 4)) {
             /* RFC 9112 section 3.2: 400 for more than one Host field */
             if (++f->hosts > 1) {
                 reject(req, 400, "more than one Host");
@@ -664,28 +696,28 @@ static int on_field(http_request *req, struct framing *f, http_str name, http_st
         }
         break;
     case 6:
-        if (equal_lower(name.ptr, "expect", 6) && value.len == 12 &&
+        if (name_equal(name.ptr, "expect", 6) && value.len == 12 &&
             equal_lower(value.ptr, "100-continue", 12))
             f->expect_continue = true;
         break;
     case 10:
-        if (equal_lower(name.ptr, "connection", 10))
+        if (name_equal(name.ptr, "connection", 10))
             on_connection(f, value);
         break;
     case 12:
         /* Not framing: picked here so that the server need not search the
          * fields for it on every request (coring/http/request_id.h). */
-        if (!req->request_id && equal_lower(name.ptr, "x-request-id", 12))
+        if (!req->request_id && name_equal(name.ptr, "x-request-id", 12))
             req->request_id = &req->headers[req->num_headers - 1].value;
         break;
     case 14:
-        if (equal_lower(name.ptr, "content-length", 14) && on_content_length(req, f, value) < 0) {
+        if (name_equal(name.ptr, "content-length", 14) && on_content_length(req, f, value) < 0) {
             reject(req, 400, "invalid Content-Length");
             return -1;
         }
         break;
     case 17:
-        if (equal_lower(name.ptr, "transfer-encoding", 17) && on_transfer_encoding(f, value) < 0) {
+        if (name_equal(name.ptr, "transfer-encoding", 17) && on_transfer_encoding(f, value) < 0) {
             reject(req, 400, "invalid Transfer-Encoding");
             return -1;
         }
