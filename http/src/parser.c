@@ -645,11 +645,19 @@ static inline bool is_host_char(char c)
     return host_table[(unsigned char)c];
 }
 
+/* HEXDIG (RFC 5234 appendix B.1, either case as RFC 3986 section 2.1
+ * allows), without isxdigit's call: the Host loop keeps its registers. */
+static inline bool is_hex_digit(char c)
+{
+    unsigned char u = (unsigned char)c;
+    return (unsigned char)(u - '0') < 10 || (unsigned char)((u | 0x20) - 'a') < 6;
+}
+
 /* IP-literal = "[" ( IPv6address / IPvFuture ) "]" (RFC 3986 section
  * 3.2.2), @p..@end without the brackets. IPvFuture = "v" 1*HEXDIG "."
  * 1*( unreserved / sub-delims / ":" ); IPv6address as inet_pton() reads it
  * (RFC 4291 section 2.2, the grammar RFC 3986 gives). */
-static bool valid_ip_literal(const char *p, const char *end)
+static __attribute__((noinline)) bool valid_ip_literal(const char *p, const char *end)
 {
     size_t n = (size_t)(end - p);
     if (n > 0 && (*p == 'v' || *p == 'V')) {
@@ -700,7 +708,7 @@ static bool valid_host(http_str v)
                 p++;
             if (p == end || *p != '%')
                 break;
-            if (end - p < 3 || !isxdigit((unsigned char)p[1]) || !isxdigit((unsigned char)p[2]))
+            if (end - p < 3 || !is_hex_digit(p[1]) || !is_hex_digit(p[2]))
                 return false;
             p += 3;
         }
