@@ -645,6 +645,14 @@ static inline bool is_host_char(char c)
     return host_table[(unsigned char)c];
 }
 
+/* Are the 8 bytes at @p all host_table bytes? One branch for eight. */
+static inline bool host_chars8(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return host_table[u[0]] & host_table[u[1]] & host_table[u[2]] & host_table[u[3]] &
+           host_table[u[4]] & host_table[u[5]] & host_table[u[6]] & host_table[u[7]];
+}
+
 /* HEXDIG (RFC 5234 appendix B.1, either case as RFC 3986 section 2.1
  * allows), without isxdigit's call: the Host loop keeps its registers. */
 static inline bool is_hex_digit(char c)
@@ -700,10 +708,13 @@ static bool valid_host(http_str v)
             return false;
         p++;
     } else {
-        /* Runs of host_table bytes in a tight loop (every request's Host
-         * comes here), a pct-encoded triplet between them; what ends a
-         * run otherwise is ':' or an invalid byte, told apart below. */
+        /* Runs of host_table bytes, eight at a time while all eight are
+         * (every request's Host comes here), a pct-encoded triplet between
+         * them; what ends a run otherwise is ':' or an invalid byte, told
+         * apart below. */
         for (;;) {
+            while (end - p >= 8 && host_chars8(p))
+                p += 8;
             while (p < end && is_host_char(*p))
                 p++;
             if (p == end || *p != '%')
