@@ -300,7 +300,10 @@ static enum conn_action process(http_conn *c, char *data, size_t len, size_t *us
         return CONN_CLOSE;
     }
     while (pos < len) {
-        http_request req = {.headers = headers->headers};
+        /* Not zeroed here: the parser clears it (http_parse_request) before
+         * any field is read, on every path below. */
+        http_request req;
+        req.headers = headers->headers;
         /* The request kept from an earlier read may have its header section
          * complete already: then only its body is looked at. */
         bool head_known = pos == 0 && c->head_len != 0;

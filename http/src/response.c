@@ -127,6 +127,25 @@ static char *put(char *p, const void *src, size_t n)
     return p + n;
 }
 
+/* put() for a length known only at run time and usually short (a content
+ * type, a request id, a small body): 8 to 32 bytes as two overlapping
+ * copies of a fixed size, inline, rather than a call to memcpy. */
+static inline char *put_short(char *p, const void *src, size_t n)
+{
+    const char *s = src;
+    if (n >= 16 && n <= 32) {
+        memcpy(p, s, 16);
+        memcpy(p + n - 16, s + n - 16, 16);
+        return p + n;
+    }
+    if (n >= 8 && n < 16) {
+        memcpy(p, s, 8);
+        memcpy(p + n - 8, s + n - 8, 8);
+        return p + n;
+    }
+    return put(p, s, n);
+}
+
 /* RFC 9110 sections 6.4.1 and 8.6: 1xx, 204 and 304 carry no content. */
 static bool has_no_content(int status)
 {
@@ -141,8 +160,8 @@ static bool has_no_content(int status)
  * pointer just past what was written (out->len is moved there), or NULL
  * when the buffer could not grow (out->failed set).
  */
-static char *write_head(struct http_ctx_internal *in, int status, const char *content_type,
-                        size_t room_after)
+static inline __attribute__((always_inline)) char *
+write_head(struct http_ctx_internal *in, int status, const char *content_type, size_t room_after)
 {
     cr_buf *out = in->out;
     const char *reason = status == 200 ? "OK" : http_status_reason(status);
@@ -171,11 +190,11 @@ static char *write_head(struct http_ctx_internal *in, int status, const char *co
     p = put(p, http_date_now(), 29);
     if (content_type && !has_no_content(status)) {
         p = put(p, "\r\nContent-Type: ", 16);
-        p = put(p, content_type, type_len);
+        p = put_short(p, content_type, type_len);
     }
     if (in->request_id) {
         p = put(p, "\r\nX-Request-Id: ", 16);
-        p = put(p, in->request_id, id_len);
+        p = put_short(p, in->request_id, id_len);
     }
     for (size_t i = 0; i < in->num_extra; i++) {
         p = put(p, "\r\n", 2);
@@ -218,23 +237,12 @@ static cr_buf *compress_body(struct http_ctx_internal *in, http_coding coding, c
     return NULL;
 }
 
-void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
-                         const void *body, size_t len)
-{
-    if (in->compression && len >= in->compression->compression_min_bytes) {
-        http_coding coding = http_compress_choose(in, status, content_type, len);
-        cr_buf *z = coding != HTTP_CODING_IDENTITY ? compress_body(in, coding, body, len) : NULL;
-        if (z) {
-            http_write_encoded(in, status, content_type, z->data, z->len);
-            cr_buf_shrink(z, COMPRESSED_KEEP_BYTES);
-            return;
-        }
-    }
-    http_write_encoded(in, status, content_type, body, len);
-}
-
-void http_write_encoded(struct http_ctx_internal *in, int status, const char *content_type,
-                        const void *body, size_t len)
+/* The whole response, its body @len bytes at @body as they are, in one
+ * function with its head (http_write_response's every call below the
+ * compression minimum, and http_write_encoded's). */
+static inline __attribute__((always_inline)) void write_whole(struct http_ctx_internal *in,
+                                                              int status, const char *content_type,
+                                                              const void *body, size_t len)
 {
     bool no_content = has_no_content(status);
     bool send_body = !no_content && !in->head;
@@ -247,11 +255,52 @@ void http_write_encoded(struct http_ctx_internal *in, int status, const char *co
             p = put(p, digits, n);
         p = put(p, "\r\n\r\n", 4);
         if (send_body)
-            p = put(p, body, len);
+            p = put_short(p, body, len);
         in->out->len = (size_t)(p - in->out->data);
     }
     in->responded = true;
     in->status = status;
+}
+
+/* A body at or over the compression minimum: compressed and written when
+ * compress.c chooses a coding and it succeeds (returns true); otherwise
+ * nothing is written (false) and the caller writes it as it is. */
+static __attribute__((noinline)) bool write_compressed(struct http_ctx_internal *in, int status,
+                                                       const char *content_type, const void *body,
+                                                       size_t len)
+{
+    http_coding coding = http_compress_choose(in, status, content_type, len);
+    cr_buf *z = coding != HTTP_CODING_IDENTITY ? compress_body(in, coding, body, len) : NULL;
+    if (!z)
+        return false;
+    write_whole(in, status, content_type, z->data, z->len);
+    cr_buf_shrink(z, COMPRESSED_KEEP_BYTES);
+    return true;
+}
+
+/* http_write_response, inlined where a handler's answer comes in
+ * (http_respond): below the compression minimum, one test and write_whole. */
+static inline __attribute__((always_inline)) void write_response(struct http_ctx_internal *in,
+                                                                 int status,
+                                                                 const char *content_type,
+                                                                 const void *body, size_t len)
+{
+    if (in->compression && len >= in->compression->compression_min_bytes &&
+        write_compressed(in, status, content_type, body, len))
+        return;
+    write_whole(in, status, content_type, body, len);
+}
+
+void http_write_response(struct http_ctx_internal *in, int status, const char *content_type,
+                         const void *body, size_t len)
+{
+    write_response(in, status, content_type, body, len);
+}
+
+void http_write_encoded(struct http_ctx_internal *in, int status, const char *content_type,
+                        const void *body, size_t len)
+{
+    write_whole(in, status, content_type, body, len);
 }
 
 /*
@@ -283,7 +332,7 @@ void http_respond(http_ctx *ctx, int status, const char *content_type, const voi
         second_answer(in, "http_respond", status);
         return;
     }
-    http_write_response(in, status, content_type, body, len);
+    write_response(in, status, content_type, body, len);
 }
 
 void http_respond_json(http_ctx *ctx, int status, const cr_buf *json)

@@ -628,6 +628,28 @@ Test(parser, request_id_field)
     cr_expect(req.request_id == NULL);
 }
 
+/* A header section received whole is read once: the first look parses
+ * it, with no search for its end before (http_parser_read_bytes_total,
+ * about 1 per byte: docs/metrics.md). The framing fields' names are
+ * matched in any case, and a name one tchar away from one is not it. */
+Test(parser, whole_section_read_once)
+{
+    static const char in[] = "GET /a?b HTTP/1.1\r\nhOST: h:80\r\nCONTENT-length: 4\r\n"
+                             "Transfer_Encoding: chunked\r\nX-REQUEST-ID: r1\r\n\r\nbody";
+    http_header headers[8];
+    http_limits lim = {.max_header_bytes = 1024, .max_headers = 8, .max_body_bytes = 16};
+    http_request req = {.headers = headers};
+    http_parse_progress progress = {0};
+    size_t n = sizeof(in) - 1 - 4;
+    cr_assert_eq(http_parse_request(in, sizeof(in) - 1, &progress, &req, &lim), (int)n);
+    cr_expect_eq(progress.bytes_read, n, "a %zu-byte section received whole: %zu bytes read", n,
+                 progress.bytes_read);
+    cr_expect(req.has_host && req.has_content_length && req.content_length == 4);
+    cr_expect(!req.chunked, "Transfer_Encoding is not Transfer-Encoding");
+    cr_assert(req.request_id != NULL);
+    cr_expect(str_is(*req.request_id, "r1"));
+}
+
 /* Every byte in a Host reg-name: unreserved and sub-delims (RFC 3986
  * section 2) pass, anything else gets 400. '%' starts a pct-encoded
  * triplet and ':' the port, so both are left to the table above. */
