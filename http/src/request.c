@@ -1,6 +1,6 @@
 /*
  * One request's handling, once the connection has read it whole: its
- * request id, CORS, the server's own answers (OPTIONS, 501), routing and
+ * request id and trace context, CORS, the server's own answers (OPTIONS, 501), routing and
  * the handler, 405 with Allow, then the metrics and the access line.
  *
  * The HTTP/1.1 connection (connection.c: reads, framing, pipelining,
@@ -15,6 +15,7 @@
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
 #include "coring/http/request_id.h"
+#include "coring/http/trace.h"
 #include "coring/net/io.h"
 
 #include <string.h>
@@ -208,6 +209,9 @@ uint64_t http_request_handle(const http_server *srv, http_exchange *x)
         .arena = cr_coro_arena(cr_coro_current()),
         .internal = &in,
     };
+    http_trace trace; /* coring/http/trace.h; off: this branch only */
+    if (!srv->cfg.trace_context_off)
+        http_trace_request(&ctx, &trace);
     http_route_match match;
     unsigned route_index = route(srv, &ctx, &match, x->body_unread);
     answer_cut(&ctx, out, out_before);

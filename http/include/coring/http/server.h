@@ -41,6 +41,8 @@ typedef struct http_server_config {
     unsigned compression_codings;  /* codings offered, HTTP_CODING_BIT set (coring/http/
                                       compress.h); 0: compression off (default: all) */
     size_t compression_min_bytes;  /* bodies this size and over are compressed (1024) */
+    bool trace_context_off;        /* no W3C trace context (coring/http/trace.h); default
+                                      false: traceparent taken or started, traceresponse */
 } http_server_config;
 
 typedef struct http_server {
