@@ -365,6 +365,13 @@ const coring_option coring_config_options[] = {
      .help = "comma-separated paths (exact) never rate limited\n"
              "(default /livez,/readyz,/metrics)",
      .default_doc = "`/livez,/readyz,/metrics`"},
+    {.name = "trace-context", .value = "on|off", .kind = CORING_OPTION_ON_OFF,
+     FIELD(http.trace_context_off), .inverted = true,
+     .help = "W3C trace context: take a valid traceparent or start a\n"
+             "trace, log trace_id and span_id, answer traceresponse,\n"
+             "pass it to ViaCEP and (sampled) PostgreSQL (default on;\n"
+             "docs/tracing.md)",
+     .default_doc = "`on`"},
     {.name = "db-pool", .value = "N", .kind = CORING_OPTION_NUMBER, FIELD(apps.db_pool), .min = 1,
      .max = 64,
      .help = "database connections per worker thread (default 2)",

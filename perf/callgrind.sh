@@ -5,6 +5,7 @@
 # CPU-time figures of perf/ab.sh cannot resolve (a few percent).
 #   perf/callgrind.sh --bin PATH [--apps hello] [--path /] [--connections 50]
 #                     [--pipeline N] [--seconds 8] [--todos 100] [--out FILE]
+#                     [--header 'NAME: VALUE']...
 # The server runs under valgrind --tool=callgrind with one worker thread;
 # wrk warms it for 2 s, the counters are zeroed (callgrind_control -z), wrk
 # runs --seconds, the counters are dumped, and the line printed is the
@@ -13,11 +14,13 @@
 # not time, and the batching per loop turn under valgrind is not the
 # batching at full speed (compare two binaries in the same conditions).
 # With --apps todo, --todos items are created first through POST, as
-# perf/ab.sh does. users needs DATABASE_URL (perf/README.md, "PostgreSQL"). Every wrk run
+# perf/ab.sh does. --header adds a field to every request wrk sends (a
+# traceparent: docs/tracing.md). users needs DATABASE_URL (perf/README.md, "PostgreSQL"). Every wrk run
 # is bounded; the server is killed (SIGKILL) after the dump.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin="" apps=hello path=/ conns=50 pipeline=0 seconds=8 todos=100 out=""
+headers=()
 while (($#)); do
   case $1 in
     --bin) bin=$2; shift ;;
@@ -28,6 +31,7 @@ while (($#)); do
     --seconds) seconds=$2; shift ;;
     --todos) todos=$2; shift ;;
     --out) out=$2; shift ;;
+    --header) headers+=(-H "$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "callgrind.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -54,7 +58,7 @@ fi
 load() {
   local script=("http://127.0.0.1:$port$path")
   ((pipeline > 0)) && script=(-s "$here/wrk/pipeline.lua" "http://127.0.0.1:$port$path" -- "$pipeline")
-  LUA_PATH="$here/wrk/?.lua;;" wrk -t1 -c"$conns" -d"$1s" "${script[@]}"
+  LUA_PATH="$here/wrk/?.lua;;" wrk -t1 -c"$conns" -d"$1s" ${headers[@]+"${headers[@]}"} "${script[@]}"
 }
 load 2 >/dev/null
 callgrind_control -z $pid >/dev/null 2>&1

@@ -11,6 +11,9 @@
  *   PUT /_fake/behaviour  {"delay_ms": N, "status": S, "body": "normal" |
  *                         "garbage" | "huge" | "erro_string"}
  *   GET /_fake/stats      {"requests": N} (lookups served since reset)
+ *   GET /_fake/last-request  {"traceparent": ..., "tracestate": ...}: the
+ *                         trace context fields of the last lookup (null
+ *                         where it had none), for the trace tests
  *   POST /_fake/reset     back to normal, counter to 0
  *
  * It is a separate binary: the coring server never mounts it.
@@ -23,6 +26,7 @@
 #include "coring/net/io.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,21 @@ static atomic_uint delay_ms;
 static atomic_int status_override; /* 0: none */
 static atomic_int body_mode;
 static atomic_ulong lookups;
+
+/* The trace context fields of the last lookup (a test fixture: a lock
+ * suffices), each with whether the lookup had it. */
+static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct last_field {
+    bool present;
+    char value[1024];
+} last_traceparent, last_tracestate;
+
+static void remember(struct last_field *f, const http_request *req, const char *name)
+{
+    const http_str *v = http_request_header(req, name);
+    f->present = v != NULL;
+    snprintf(f->value, sizeof(f->value), "%.*s", v ? (int)v->len : 0, v ? v->ptr : "");
+}
 
 static int cmp_record(const void *a, const void *b)
 {
@@ -126,6 +145,10 @@ static void lookup(http_ctx *ctx, void *user)
         return;
     }
     atomic_fetch_add(&lookups, 1);
+    pthread_mutex_lock(&last_lock);
+    remember(&last_traceparent, ctx->req, "traceparent");
+    remember(&last_tracestate, ctx->req, "tracestate");
+    pthread_mutex_unlock(&last_lock);
     unsigned delay = atomic_load(&delay_ms);
     if (delay)
         net_sleep((uint64_t)delay * CR_NS_PER_MS);
@@ -208,6 +231,23 @@ static void stats(http_ctx *ctx, void *user)
     http_respond_json(ctx, 200, b);
 }
 
+static void last_request(http_ctx *ctx, void *user)
+{
+    (void)user;
+    cr_buf *b = http_scratch();
+    cr_json_writer w;
+    cr_json_writer_init(&w, b);
+    cr_json_object_begin(&w);
+    pthread_mutex_lock(&last_lock);
+    cr_json_key(&w, "traceparent", 11);
+    cr_json_cstring(&w, last_traceparent.present ? last_traceparent.value : NULL);
+    cr_json_key(&w, "tracestate", 10);
+    cr_json_cstring(&w, last_tracestate.present ? last_tracestate.value : NULL);
+    pthread_mutex_unlock(&last_lock);
+    cr_json_object_end(&w);
+    http_respond_json(ctx, 200, b);
+}
+
 static void reset(http_ctx *ctx, void *user)
 {
     (void)user;
@@ -273,6 +313,7 @@ int main(int argc, char **argv)
     if (!r || http_router_add(r, HTTP_GET, "/ws/{cep}/json/", lookup, NULL) < 0 ||
         http_router_add(r, HTTP_PUT, "/_fake/behaviour", set_behaviour, NULL) < 0 ||
         http_router_add(r, HTTP_GET, "/_fake/stats", stats, NULL) < 0 ||
+        http_router_add(r, HTTP_GET, "/_fake/last-request", last_request, NULL) < 0 ||
         http_router_add(r, HTTP_POST, "/_fake/reset", reset, NULL) < 0)
         return 1;
     http_server srv = {

@@ -75,6 +75,7 @@ struct cr_coro {
     void *arg;
     void *data; /* user data (cr_coro_set_data) */
     const char *log_tag; /* cr_coro_set_log_tag: the request id its lines carry */
+    const struct cr_trace_context *log_trace; /* cr_coro_set_log_trace */
     cr_stack_pool *pool;
     cr_coro *next_free; /* pool free list link while cached */
     cr_arena arena;     /* freed (reset when cached) on destroy */
@@ -485,6 +486,7 @@ int cr_coro_create(cr_coro **out, cr_stack_pool *pool, cr_coro_fn fn, void *arg)
     co->arg = arg;
     co->data = NULL;
     co->log_tag = NULL;
+    co->log_trace = NULL;
     co->next_free = NULL;
     co->fake_stack = NULL;
     co->resumer_stack_lo = NULL;
@@ -584,11 +586,22 @@ void *cr_coro_data(const cr_coro *co)
 void cr_coro_set_log_tag(cr_coro *co, const char *tag)
 {
     co->log_tag = tag;
+    co->log_trace = NULL;
 }
 
 const char *cr_coro_log_tag(const cr_coro *co)
 {
     return co->log_tag;
+}
+
+void cr_coro_set_log_trace(cr_coro *co, const struct cr_trace_context *trace)
+{
+    co->log_trace = trace;
+}
+
+const struct cr_trace_context *cr_coro_log_trace(const cr_coro *co)
+{
+    return co->log_trace;
 }
 
 int cr_coro_stack_bounds(const cr_coro *co, void **lo, void **hi)

@@ -59,6 +59,7 @@ cr_log_level cr_log_threshold = CR_LOG_INFO;
 static cr_log_format log_format = CR_LOG_FORMAT_TEXT;
 static _Thread_local char thread_name[16] = "main";
 static _Thread_local const char *thread_request_id; /* outside coroutines */
+static _Thread_local const cr_trace_context *thread_trace; /* outside coroutines */
 
 /* One format string's count in the current second. */
 typedef struct rate_slot {
@@ -102,10 +103,10 @@ static _Thread_local struct log_scratch {
     char note[LOG_JSON_LINE_MAX];
     char full[LOG_JSON_LINE_MAX];
     char msg[LOG_LINE_MAX];
-    const cr_log_field *member[LOG_FIELDS_MAX + 1];
-    const cr_log_field *truncated[LOG_FIELDS_MAX + 1];
-    size_t value_len[LOG_FIELDS_MAX + 1];
-    size_t long_len[LOG_FIELDS_MAX + 1];
+    const cr_log_field *member[LOG_FIELDS_MAX + 3];
+    const cr_log_field *truncated[LOG_FIELDS_MAX + 3];
+    size_t value_len[LOG_FIELDS_MAX + 3];
+    size_t long_len[LOG_FIELDS_MAX + 3];
 } scratch;
 
 static struct {
@@ -161,10 +162,27 @@ int cr_log_parse_format(const char *name)
 void cr_log_set_request_id(const char *id)
 {
     cr_coro *co = cr_coro_current();
-    if (co)
-        cr_coro_set_log_tag(co, id);
-    else
+    if (co) {
+        cr_coro_set_log_tag(co, id); /* and clears its trace */
+    } else {
         thread_request_id = id;
+        thread_trace = NULL;
+    }
+}
+
+void cr_log_set_trace(const cr_trace_context *trace)
+{
+    cr_coro *co = cr_coro_current();
+    if (co)
+        cr_coro_set_log_trace(co, trace);
+    else
+        thread_trace = trace;
+}
+
+const cr_trace_context *cr_log_trace(void)
+{
+    cr_coro *co = cr_coro_current();
+    return co ? cr_coro_log_trace(co) : thread_trace;
 }
 
 const char *cr_log_request_id(void)
@@ -370,7 +388,7 @@ static bool keep_whole(const cr_log_field *f, size_t value_len)
  * leaves out what does not fit instead. */
 static size_t fair_cut(const size_t *len, size_t n, size_t budget)
 {
-    bool fits[LOG_FIELDS_MAX + 1] = {false};
+    bool fits[LOG_FIELDS_MAX + 3] = {false};
     size_t left = n, cap = 0;
     for (bool changed = true; changed && left;) {
         changed = false;
@@ -409,7 +427,8 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
     size_t limit = size - 2; /* room for '}' and '\n' */
 
     /* The members after the message: the caller's fields that apply to
-     * this format, then the request id unless a field is one. */
+     * this format, then the request id unless a field is one, then the
+     * trace context's ids. */
     const cr_log_field **member = scratch.member;
     size_t count = 0;
     bool has_id = false;
@@ -426,6 +445,15 @@ static size_t format_line(char *line, const struct timeval *tv, cr_log_level lev
     id_field.identifying = true;
     if (id)
         member[count++] = &id_field;
+    const cr_trace_context *trace = with_id ? cr_log_trace() : NULL;
+    cr_log_field trace_field[2];
+    if (trace) {
+        trace_field[0] = CR_LOG_FIELD_STR("trace_id", trace->trace_id, 32);
+        trace_field[1] = CR_LOG_FIELD_STR("span_id", trace->span_id, 16);
+        trace_field[0].identifying = trace_field[1].identifying = true;
+        member[count++] = &trace_field[0];
+        member[count++] = &trace_field[1];
+    }
 
     /* Each member's length whole (a value is measured up to the line's
      * size: past that, only "too long" matters). */

@@ -32,10 +32,11 @@ static void gather(db_pending *const *taken, unsigned n, int i, const char **val
 }
 
 /* Whether waiting query @p may ride in a batch of @stmt: it asks @stmt,
- * was never sent, and has a key (not SQL NULL). */
+ * was never sent, has a key (not SQL NULL), and carries no trace comment
+ * of its own (sqlcomment.h). */
 static bool eligible(const db_stmt *stmt, const db_pending *p)
 {
-    return p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param];
+    return p->stmt == stmt && !p->attempts && p->values[stmt->def.batch_key_param] && !p->sql;
 }
 
 /* Whether one of @taken[0..@n) has @p's key parameter @k: a batch gives

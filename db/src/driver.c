@@ -318,8 +318,10 @@ static int send_queued(db_conn *c)
             if (c->cfg->coalesce && db_coalesce(&c->q, c->free_list))
                 turn.end_group = true;
             db_pending *p = db_queue_send_next(&c->q);
-            if (!PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths,
-                                     p->formats, p->result_format))
+            if (p->sql ? !PQsendQueryParams(c->pg, p->sql, p->nparams, p->stmt->oids, p->values,
+                                            p->lengths, p->formats, p->result_format)
+                       : !PQsendQueryPrepared(c->pg, p->name, p->nparams, p->values, p->lengths,
+                                              p->formats, p->result_format))
                 return -EIO;
             break;
         }

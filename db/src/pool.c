@@ -14,6 +14,7 @@
 #include "codec.h"
 #include "conn.h"
 #include "coring/core/clock.h"
+#include "coring/core/coro.h"
 #include "coring/core/error.h"
 #include "coring/core/log.h"
 #include "coring/net/io.h"
@@ -27,12 +28,14 @@
 #include "resolve.h"
 #include "retry.h"
 #include "route.h"
+#include "sqlcomment.h"
 #include "statement.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct db_pool {
     const db_config *cfg;
@@ -254,6 +257,7 @@ static int query(db_pool *pool, db_set *set, net_task *self, const db_pending *a
     cr_metric_inc(&db_metrics.waiting, 0);
     p->stmt = ask->stmt;
     p->name = ask->name;
+    p->sql = ask->sql;
     p->nparams = ask->nparams;
     p->values = ask->values;
     p->lengths = ask->lengths;
@@ -308,6 +312,15 @@ static int probe(bool replica, const db_stmt *stmt, db_result *out, uint64_t tim
     return query(pool, replica ? &pool->sets[1] : PRIMARY(pool), self, &ask, out, timeout_ns);
 }
 
+/* @stmt's SQL with @trace's comment, in the calling coroutine's arena (it
+ * lives as long as the request); NULL without memory (sent untraced). */
+static const char *traced_sql(const db_stmt *stmt, const cr_trace_context *trace)
+{
+    size_t len = strlen(stmt->def.sql);
+    char *sql = cr_arena_alloc(cr_coro_arena(cr_coro_current()), db_sqlcomment_size(len));
+    return sql ? db_sqlcomment_write(sql, stmt->def.sql, len, trace) : NULL;
+}
+
 int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result *out)
 {
     out->pg = NULL;
@@ -332,6 +345,11 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     db_pending ask = {.stmt = stmt, .name = stmt->name, .nparams = (int)count, .values = values,
                       .lengths = lengths, .formats = formats, .result_format = 1,
                       .writes = stmt->def.writes, .weight = result_weight(pool, stmt)};
+    /* A sampled trace (coring/core/log.h) names itself in a comment on
+     * the query (sqlcomment.h); an unsampled one costs this test. */
+    const cr_trace_context *trace = cr_log_trace();
+    if (trace && (trace->flags & CR_TRACE_SAMPLED))
+        ask.sql = traced_sql(stmt, trace);
     uint64_t start = cr_clock_now_ns();
     cr_metric_inc(&db_metrics.queries, 0);
     /* Routing (route.h): a replica_ok read goes to the replica while one

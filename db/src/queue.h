@@ -73,6 +73,9 @@ typedef struct db_pending {
     struct db_pending *next;
     const struct db_stmt *stmt;  /* the statement asked (NULL in unit tests) */
     const char *name;            /* the prepared statement's name */
+    const char *sql;             /* or, when set, the SQL sent as an unnamed statement
+                                  * with stmt's parameter types (a sampled trace's
+                                  * comment, sqlcomment.h); the waiter's memory */
     int nparams;
     const char *const *values;   /* parameters (NULL: SQL NULL); the waiter's memory */
     const int *lengths;          /* their lengths in bytes; the waiter's memory */

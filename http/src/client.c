@@ -22,11 +22,13 @@
 
 #include "coring/core/clock.h"
 #include "coring/core/log.h"
+#include "coring/http/trace.h"
 #include "coring/net/io.h"
 
 #include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,6 +289,27 @@ static long ms(uint64_t ns, uint64_t fallback_ns)
     return (long)((ns ? ns : fallback_ns) / CR_NS_PER_MS);
 }
 
+/* The calling request's trace context (coring/http/trace.h) as header
+ * fields for its upstream call: traceparent with the same trace id and
+ * flags and a new span id (the call's), tracestate as received. NULL
+ * without memory (the call goes without). */
+static struct curl_slist *trace_fields(const cr_trace_context *t)
+{
+    char span[17], line[sizeof("tracestate: ") + HTTP_TRACESTATE_MAX];
+    http_trace_new_span_id(span);
+    memcpy(line, "traceparent: ", 13);
+    http_trace_format(line + 13, t->trace_id, span, t->flags);
+    struct curl_slist *fields = curl_slist_append(NULL, line);
+    if (fields && t->state && t->state_len <= HTTP_TRACESTATE_MAX) {
+        snprintf(line, sizeof(line), "tracestate: %.*s", (int)t->state_len, t->state);
+        struct curl_slist *more = curl_slist_append(fields, line);
+        if (!more)
+            curl_slist_free_all(fields);
+        fields = more;
+    }
+    return fields;
+}
+
 int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result *out)
 {
     memset(out, 0, sizeof(*out));
@@ -318,13 +341,18 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &f);
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)&f);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, out->error);
+    const cr_trace_context *trace = cr_log_trace();
+    struct curl_slist *trace_headers = trace ? trace_fields(trace) : NULL;
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, trace_headers);
     if (curl_multi_add_handle(ct->multi, e) != CURLM_OK) {
         curl_easy_cleanup(e);
+        curl_slist_free_all(trace_headers);
         return -ENOMEM;
     }
     if (!ct->timer && net_spawn_service(timer_main, ct) < 0) {
         curl_multi_remove_handle(ct->multi, e);
         curl_easy_cleanup(e);
+        curl_slist_free_all(trace_headers);
         return -ENOMEM;
     }
     ct->fetches++;
@@ -343,6 +371,7 @@ int http_fetch(const char *url, const http_fetch_options *opt, http_fetch_result
     http_metrics_client_transfer(false);
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out->status);
     curl_easy_cleanup(e);
+    curl_slist_free_all(trace_headers);
     reap_watches(ct);
     int err = map_error(&f);
     if (err == 0)

@@ -172,6 +172,14 @@ void http_response_drop_unfinished(struct http_ctx_internal *in);
 /* The current HTTP date for this thread (formatted at most once a second). */
 const char *http_date_now(void);
 
+struct http_trace;
+/* The trace context of @ctx's request (trace.c) into @t: begun from its
+ * traceparent and tracestate (http_trace_begin), set for the coroutine's
+ * log lines and outbound calls (cr_log_set_trace, until the request id is
+ * cleared), and sent back as traceresponse (an extra header pointing into
+ * @t, which must outlive the response). Connection coroutine. */
+void http_trace_request(http_ctx *ctx, struct http_trace *t);
+
 /* CORS for the request of @ctx (cors.c): chooses the CORS header lines
  * of its response, and answers a CORS preflight from an allowed origin for
  * a method of the path itself. Returns true when it answered. */

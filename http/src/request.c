@@ -1,8 +1,8 @@
 /*
  * One request's handling, once the connection has read it whole: its
- * request id, CORS, the rate limit, the server's own answers (OPTIONS,
- * 501), routing and the handler, 405 with Allow, then the metrics and the
- * access line.
+ * request id and trace context, CORS, the rate limit, the server's own
+ * answers (OPTIONS, 501), routing and the handler, 405 with Allow, then the
+ * metrics and the access line.
  *
  * The HTTP/1.1 connection (connection.c: reads, framing, pipelining,
  * 100-continue, linger, flush) hands each complete request here through
@@ -16,6 +16,7 @@
 #include "coring/core/coro.h"
 #include "coring/core/log.h"
 #include "coring/http/request_id.h"
+#include "coring/http/trace.h"
 #include "coring/net/io.h"
 
 #include <string.h>
@@ -227,6 +228,9 @@ uint64_t http_request_handle(const http_server *srv, http_exchange *x)
         .arena = cr_coro_arena(cr_coro_current()),
         .internal = &in,
     };
+    http_trace trace; /* coring/http/trace.h; off: this branch only */
+    if (!srv->cfg.trace_context_off)
+        http_trace_request(&ctx, &trace);
     http_route_match match;
     net_stop_cause stop = NET_STOP_NONE;
     unsigned route_index = route(srv, &ctx, &match, x->body_unread, x->start_ns, &stop);

@@ -271,6 +271,31 @@ Test(log_json, text_lines_show_fields_after_the_message)
     free(text);
 }
 
+Test(log_json, lines_carry_the_trace_context_after_the_request_id)
+{
+    stderr_to_pipe(0);
+    reader r = {0};
+    pthread_create(&r.thread, NULL, read_main, &r);
+    cr_log_set_format(CR_LOG_FORMAT_JSON);
+    cr_trace_context t = {.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736",
+                          .span_id = "00f067aa0ba902b7", .flags = CR_TRACE_SAMPLED};
+    cr_log_set_request_id("r7");
+    cr_log_set_trace(&t);
+    cr_assert_eq(cr_log_trace(), &t);
+    log_info("traced");
+    cr_log_set_request_id("r8"); /* a new request id clears the trace */
+    cr_assert_null(cr_log_trace());
+    log_info("untraced");
+    cr_log_set_request_id(NULL);
+    char *text = finish(&r);
+    cr_assert(strstr(text, "\"msg\":\"traced\",\"request_id\":\"r7\","
+                           "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\","
+                           "\"span_id\":\"00f067aa0ba902b7\"}\n"),
+              "%s", text);
+    cr_assert(strstr(text, "\"msg\":\"untraced\",\"request_id\":\"r8\"}\n"), "%s", text);
+    free(text);
+}
+
 Test(log_json, a_long_line_is_cut_and_stays_one_json_object)
 {
     stderr_to_pipe(0);

@@ -149,9 +149,21 @@ void *cr_coro_data(const cr_coro *co);
  * cr_coro_set_log_tag / cr_coro_log_tag - one string per coroutine that the
  * logger adds to every line the coroutine logs (the request id; see
  * cr_log_set_request_id). Not copied; NULL when the coroutine is made.
+ * Setting it clears the coroutine's log trace (a request's log context
+ * begins with its id; one store where two calls would be).
  */
 void cr_coro_set_log_tag(cr_coro *co, const char *tag);
 const char *cr_coro_log_tag(const cr_coro *co);
+
+/*
+ * cr_coro_set_log_trace / cr_coro_log_trace - the trace context (coring/
+ * core/log.h) the logger adds to every line the coroutine logs, and that
+ * its outbound calls pass on (see cr_log_set_trace). Not copied; NULL
+ * when the coroutine is made.
+ */
+struct cr_trace_context;
+void cr_coro_set_log_trace(cr_coro *co, const struct cr_trace_context *trace);
+const struct cr_trace_context *cr_coro_log_trace(const cr_coro *co);
 
 /*
  * cr_coro_stack_bounds - the usable stack of @co: bytes [*@lo, *@hi). The

@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "coring/core/error.h"
+#include "coring/core/trace_context.h"
 
 typedef enum cr_log_level {
     CR_LOG_DEBUG = 0,
@@ -128,8 +129,10 @@ typedef struct cr_log_field {
  * cr_log_escape, with '"' as \x22; json_only fields skipped), in JSON
  * `"key":value` members (strings escaped by cr_log_json_escape). The
  * current request id (cr_log_set_request_id) is added as `request_id`
- * unless a field already has that key. Same threads, rate limit (keyed on
- * @fmt) and drops as cr_log_write. At most 32 fields (more are left out).
+ * unless a field already has that key, and the current trace context
+ * (cr_log_set_trace) as `trace_id` and `span_id`. Same threads, rate
+ * limit (keyed on @fmt) and drops as cr_log_write. At most 32 fields
+ * (more are left out).
  *
  * A line over its size (TEXT 1 KiB, JSON 2 KiB) keeps every field, and the
  * fields that identify a request whole: the message is shortened first (in
@@ -148,13 +151,27 @@ void cr_log_kv(cr_log_level level, const cr_log_field *fields, size_t n, const c
 /*
  * cr_log_set_request_id - the request id that every line logged by the
  * calling coroutine carries from now on (`request_id`), until set again;
- * NULL clears it. Outside a coroutine it applies to the calling thread.
+ * NULL clears it. Either way the trace context (cr_log_set_trace) is
+ * cleared. Outside a coroutine it applies to the calling thread.
  * @id (NUL-terminated) is not copied: it must stay valid until cleared.
  */
 void cr_log_set_request_id(const char *id);
 
 /* cr_log_request_id - the calling coroutine's (or thread's) request id, or NULL. */
 const char *cr_log_request_id(void);
+
+/*
+ * cr_log_set_trace - the trace context that every line logged by the
+ * calling coroutine carries from now on (`trace_id`, `span_id` after the
+ * request id), until set again; NULL clears it. cr_log_set_request_id
+ * clears it too (a request's log context starts with its id): set the
+ * trace after the id. Outside a coroutine it applies to the calling
+ * thread. @trace is not copied: it must stay valid until cleared.
+ */
+void cr_log_set_trace(const cr_trace_context *trace);
+
+/* cr_log_trace - the calling coroutine's (or thread's) trace context, or NULL. */
+const cr_trace_context *cr_log_trace(void);
 
 /*
  * cr_log_json_escape - copy @len bytes of untrusted @src into @dst as the

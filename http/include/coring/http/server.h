@@ -44,6 +44,8 @@ typedef struct http_server_config {
     /* Requests a second per client (coring/http/rate_limit.h), shared by
      * every worker thread; NULL: no limit (default). */
     struct http_rate_limit *rate_limit;
+    bool trace_context_off;        /* no W3C trace context (coring/http/trace.h); default
+                                      false: traceparent taken or started, traceresponse */
 } http_server_config;
 
 typedef struct http_server {
