@@ -138,6 +138,9 @@ typedef struct negative_slot {
 typedef struct flight {
     uint32_t key;
     bool done;
+    bool orphaned;         /* the leader was cut (its deadline, the drain) before
+                              the upstream answered: no answer for the waiters,
+                              who look again (get_cep) */
     int status;            /* 200, 404, 503 */
     cr_buf body;           /* the response body */
     unsigned refs;         /* the leader and each waiter */
@@ -361,8 +364,11 @@ static void answer_from(http_ctx *ctx, const flight *f)
     http_respond(ctx, f->status, "application/json", f->body.data, f->body.len);
 }
 
-/* Wait for the flight already fetching this CEP, and answer as it did. */
-static void join_flight(http_ctx *ctx, flight *f)
+/* Wait for the flight already fetching this CEP, and answer as it did.
+ * Returns false, having answered nothing, when its leader was cut before
+ * the upstream answered (flight.orphaned): the caller looks again, so that
+ * a waiter fails only by its own deadline, never by its leader's. */
+static bool join_flight(http_ctx *ctx, flight *f)
 {
     net_task *self = net_task_current();
     if (f->num_waiters == f->cap_waiters) {
@@ -370,7 +376,7 @@ static void join_flight(http_ctx *ctx, flight *f)
         net_task **w = realloc(f->waiters, cap * sizeof(*w));
         if (!w) {
             http_respond_error(ctx, 503, "out of memory");
-            return;
+            return true;
         }
         f->waiters = w;
         f->cap_waiters = cap;
@@ -382,11 +388,15 @@ static void join_flight(http_ctx *ctx, flight *f)
         if (net_park(-1, 0, 0) == -ECANCELED)
             break;
     f->waiters[slot] = NULL;
-    if (f->done)
+    bool answered = true;
+    if (f->done && f->orphaned)
+        answered = false;
+    else if (f->done)
         answer_from(ctx, f);
     else
         http_respond_error(ctx, 503, "shutting down");
     flight_release(f);
+    return answered;
 }
 
 static void lead_flight(http_ctx *ctx, const char digits[9], uint32_t key)
@@ -403,9 +413,13 @@ static void lead_flight(http_ctx *ctx, const char digits[9], uint32_t key)
     ct->flights = f;
 
     fetch_from_upstream(f, digits, ctx->arena);
-    cr_metric_inc(&m_upstream, f->status == 200   ? UPSTREAM_FOUND
-                               : f->status == 404 ? UPSTREAM_NOT_FOUND
-                                                  : UPSTREAM_ERROR);
+    /* Cut before an answer: the transfer was abandoned for this request's
+     * sake alone; the waiters' own deadlines may still allow one. */
+    f->orphaned = f->status == 503 && net_stop_cause_get() != NET_STOP_NONE;
+    if (!f->orphaned)
+        cr_metric_inc(&m_upstream, f->status == 200   ? UPSTREAM_FOUND
+                                   : f->status == 404 ? UPSTREAM_NOT_FOUND
+                                                      : UPSTREAM_ERROR);
 
     f->done = true;
     for (flight **p = &ct->flights; *p; p = &(*p)->next)
@@ -487,13 +501,20 @@ static void get_cep(http_ctx *ctx, void *user)
         http_respond_error(ctx, 404, "CEP not found");
         return;
     }
-    for (flight *f = tl_cep->flights; f; f = f->next)
-        if (f->key == key) {
-            cr_metric_inc(&m_joins, 0);
-            join_flight(ctx, f);
+    /* Join the flight fetching this CEP, or lead one; again when the
+     * flight joined lost its leader (join_flight). */
+    for (;;) {
+        flight *f = tl_cep->flights;
+        while (f && f->key != key)
+            f = f->next;
+        if (!f) {
+            lead_flight(ctx, digits, key);
             return;
         }
-    lead_flight(ctx, digits, key);
+        cr_metric_inc(&m_joins, 0);
+        if (join_flight(ctx, f))
+            return;
+    }
 }
 
 /* --- the app ----------------------------------------------------------------- */
