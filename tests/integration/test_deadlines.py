@@ -38,6 +38,8 @@ import coring_server as cs  # noqa: E402
 import test_cep  # noqa: E402
 
 DEADLINE_S = 1.0
+ORIGIN = "http://app.example"
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SLACK_S = 0.1  # the acceptance's +-100 ms
 
 
@@ -49,9 +51,13 @@ class DeadlineTest(cs.CoringTestCase):
         test_cep.start_postgres_and_fake(cls, "coring-deadline-")
         # The components' own timeouts well past the deadline: what answers
         # at 1 s is the deadline.
+        # --access-log and CORS: a cut answer keeps what the request set
+        # before its handler (the peer for the access line, CORS lines,
+        # traceresponse).
         cls.server = cs.CoringServer(threads=1, apps="users,cep", args=[
             "--deadline", "users=%gs,cep=%gs" % (DEADLINE_S, DEADLINE_S),
-            "--db-timeout", "5", "--cep-timeout-ms", "5000"]).start()
+            "--db-timeout", "5", "--cep-timeout-ms", "5000", "--access-log",
+            "--cors-origins", ORIGIN]).start()
         cls.addClassCleanup(cls.server.kill)
 
     @classmethod
@@ -126,16 +132,51 @@ class DeadlineTest(cs.CoringTestCase):
 
     def test_stalled_upstream(self):
         self.fake.behave(delay_ms=3000)
+        series = 'http_deadline_exceeded_total{route="/api/v1/cep/{cep}",method="GET"}'
+        before = self.metric(series)
         with self.server.connect(timeout=10) as c:
             t0 = time.monotonic()
-            resp = c.request("GET", "/api/v1/cep/20031-050")
+            resp = c.request("GET", "/api/v1/cep/20031-050", {
+                "Origin": ORIGIN, "traceparent": "00-%s-00f067aa0ba902b7-01" % TRACE})
             elapsed = time.monotonic() - t0
         self.assertDeadlineAnswer(resp, elapsed, "GET /api/v1/cep on a stalled upstream")
+        self.assertEqual(resp.header("Access-Control-Allow-Origin"), ORIGIN,
+                         "a browser cannot read the cut answer: %r" % resp)
+        self.assertTrue((resp.header("traceresponse") or "").startswith("00-%s-" % TRACE),
+                        "the cut answer lost its traceresponse: %r" % resp)
+        self.assertIsNone(resp.header("Retry-After"), "the handler's header outlived its answer")
         self.assertTrue(self.wait_for("transfers", lambda: self.metric(
             "http_client_transfers_open") == 0 or None, 1.0),
             "a transfer is still open after the deadline")
-        self.assertEqual(self.metric(
-            'http_deadline_exceeded_total{route="/api/v1/cep/{cep}",method="GET"}'), 1)
+        self.assertEqual(self.metric(series), before + 1)
+
+    def test_a_waiter_is_not_failed_by_its_leaders_deadline(self):
+        """Two lookups of one CEP share one upstream call; the first's
+        deadline cuts it. The second, which joined later with time left, is
+        not answered the first's failure: it asks the upstream again (now
+        quick) and gets the address."""
+        self.fake.behave(delay_ms=1300)
+        results = {}
+
+        def lookup(name):
+            with self.server.connect(timeout=10) as c:
+                t0 = time.monotonic()
+                resp = c.request("GET", "/api/v1/cep/01001-000")
+                results[name] = (resp, time.monotonic() - t0)
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(lookup, "leader")
+            time.sleep(0.5)
+            self.fake.behave(delay_ms=0)  # read when a call starts: the leader's stays slow
+            time.sleep(0.1)
+            second = pool.submit(lookup, "waiter")
+            first.result()
+            second.result()
+        resp, elapsed = results["leader"]
+        self.assertDeadlineAnswer(resp, elapsed, "the leader")
+        resp, elapsed = results["waiter"]
+        self.assertEqual(resp.status, 200, "the waiter got its leader's failure: %r" % resp)
+        self.assertLess(elapsed, DEADLINE_S, "the waiter ran to its own deadline")
 
 
 class EmbedDeadlineTest(cs.CoringTestCase):
