@@ -394,6 +394,11 @@ const coring_option coring_config_options[] = {
              "of its batch form (users: inserts) (default on;\n"
              "docs/database.md)",
      .default_doc = "`on`"},
+    {.name = "trace-sql", .value = "on|off", .kind = CORING_OPTION_ON_OFF, FIELD(apps.trace_sql),
+     .help = "with --trace-context: a sampled trace's queries carry\n"
+             "a sqlcommenter traceparent comment, sent unprepared\n"
+             "(default off; docs/tracing.md)",
+     .default_doc = "`off`"},
     {.name = "db-start-wait", .value = "S", .kind = CORING_OPTION_NUMBER,
      FIELD(apps.db_start_wait_ns), .min = 0, .max = 86400, .scale = CR_NS_PER_S,
      .help = "at start-up, try the migrations again every second for up\n"

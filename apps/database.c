@@ -143,6 +143,7 @@ int app_db_start(const app_options *opts)
         config.query_timeout_ns = opts->db_timeout_ns;
     config.routing = (db_routing)opts->db_routing;
     config.coalesce = !opts->db_coalesce_off;
+    config.trace_sql = opts->trace_sql;
     const char *read_url = getenv("DATABASE_READ_URL");
     if (read_url && *read_url) {
         config.read_conninfo = read_url;

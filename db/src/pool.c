@@ -345,9 +345,9 @@ int db_run(const db_stmt *stmt, const db_param *params, size_t count, db_result 
     db_pending ask = {.stmt = stmt, .name = stmt->name, .nparams = (int)count, .values = values,
                       .lengths = lengths, .formats = formats, .result_format = 1,
                       .writes = stmt->def.writes, .weight = result_weight(pool, stmt)};
-    /* A sampled trace (coring/core/log.h) names itself in a comment on
-     * the query (sqlcomment.h); an unsampled one costs this test. */
-    const cr_trace_context *trace = cr_log_trace();
+    /* With db_config.trace_sql, a sampled trace (coring/core/log.h) names
+     * itself in a comment on the query (sqlcomment.h); else this test. */
+    const cr_trace_context *trace = pool->cfg->trace_sql ? cr_log_trace() : NULL;
     if (trace && (trace->flags & CR_TRACE_SAMPLED))
         ask.sql = traced_sql(stmt, trace);
     uint64_t start = cr_clock_now_ns();

@@ -59,7 +59,7 @@ class TraceTest(cs.CoringTestCase):
         os.environ["DATABASE_URL"] = cls.postgres.url()
         os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % cls.fake.port
         try:
-            cls.server = cs.CoringServer(threads=1, apps="users,cep", args=[
+            cls.server = cs.CoringServer(threads=1, apps="users,cep", args=["--trace-sql", "on",
                 "--log-format", "json", "--access-log", "--db-timeout", "3"]).start()
         finally:
             os.environ.clear()
@@ -199,6 +199,20 @@ class TraceTest(cs.CoringTestCase):
             seen.add(trace)
             seen.add(span)
         self.assertEqual(len(seen), 6)
+
+    def test_trace_sql_off_by_default_sends_no_comment(self):
+        """Without --trace-sql on, a client's sampled flag leaves the
+        database path as it is: the prepared statement, no comment."""
+        other = "b" * 32
+        env = dict(os.environ, DATABASE_URL=self.postgres.url())
+        with cs.CoringServer(threads=1, apps="users", args=["--db-timeout", "3"],
+                             popen={"env": env}) as server:
+            resp = self.get("/users/1", {"traceparent": "00-%s-%s-01" % (other, PARENT)}, server)
+            self.assertIn(resp.status, (200, 404), resp)
+            self.assertEqual(self.traceresponse(resp)[0], other)
+            rows = self.postgres.sql("SELECT query FROM pg_stat_activity WHERE query LIKE "
+                                     "'%%%s%%' AND query NOT LIKE '%%pg_stat_activity%%'" % other)
+            self.assertEqual(rows, [], "--trace-sql off, yet the query carries the trace")
 
     def test_off_no_traceresponse_and_no_trace_in_the_log(self):
         with cs.CoringServer(threads=1, apps="hello",

@@ -28,6 +28,7 @@ typedef struct app_options {
     uint64_t db_timeout_ns;           /* per database query; 0: default (5 s) */
     unsigned db_routing;              /* --db-routing: a db_routing value (0: fill) */
     bool db_coalesce_off;             /* --db-coalesce off: no batch forms */
+    bool trace_sql;                   /* --trace-sql on: sampled traces' queries commented */
     uint64_t replica_max_lag_ns;      /* --replica-max-lag: reads to the primary past it; 0: none */
     uint64_t db_start_wait_ns;        /* --db-start-wait: migrations retried that long; 0: once */
     unsigned threads;                 /* --threads: worker (ring) threads; 0: the CPUs of the

@@ -294,6 +294,10 @@ typedef struct db_config {
     db_routing routing;            /* which connection a query takes (FILL) */
     bool coalesce;                 /* queries of a statement with a batch form
                                       queued together go out as one (true) */
+    bool trace_sql;                /* a sampled trace's query carries a sqlcommenter
+                                      comment, sent unprepared (false: a client's
+                                      sampled flag must not choose the server's
+                                      slower path; docs/tracing.md) */
     uint64_t query_timeout_ns;     /* per query, from queueing to result (5 s; 0: none);
                                       the sessions' statement_timeout and lock_timeout
                                       are nine tenths of it (of half on a replica) */
