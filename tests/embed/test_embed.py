@@ -125,9 +125,12 @@ class Embeddings(CoringTestCase):
     @classmethod
     def setUpClass(cls):
         Models.setup()
+        # --deadline off: the vectors are under test, not the time (the
+        # portable path on a loaded machine outlasts embed's 5 s default).
         cls.server = CoringServer(threads=2, apps="hello,embed",
                                   args=["--embed-model", Models.dirs[cls.model], "--embed-threads", "2",
-                                        "--embed-max-batch", "8", "--max-body-bytes", "200000"])
+                                        "--embed-max-batch", "8", "--max-body-bytes", "200000",
+                                        "--deadline", "off"])
         cls.server.start()
 
     @classmethod
@@ -253,7 +256,8 @@ class Int8Model(CoringTestCase):
         Models.setup()
         cls.server = CoringServer(threads=1, apps="embed",
                                   args=["--embed-model", Models.dirs["minilm"], "--embed-int8",
-                                        "--embed-threads", "2", "--max-body-bytes", "200000"])
+                                        "--embed-threads", "2", "--max-body-bytes", "200000",
+                                        "--deadline", "off"])  # as above
         cls.server.start()
 
     @classmethod
