@@ -104,9 +104,22 @@ def start_postgres_and_fake(cls, prefix):
     os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % cls.fake.port
 
 
-class CepTest(cs.CoringTestCase):
+class FakeUpstreamTestCase(cs.CoringTestCase):
+    """A test class whose server (cls.server, started by its setUpClass
+    after start_postgres_and_fake) stops cleanly with the class, and whose
+    fake ViaCEP is reset before each test."""
     server = None
 
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            cls.server.stop(expect_status=0)
+
+    def setUp(self):
+        self.fake.reset()
+
+
+class CepTest(FakeUpstreamTestCase):
     @classmethod
     def setUpClass(cls):
         start_postgres_and_fake(cls, "coring-cep-")
@@ -117,19 +130,11 @@ class CepTest(cs.CoringTestCase):
         cls.addClassCleanup(cls.server.kill)
 
     @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop(expect_status=0)
-
-    @classmethod
     def pg(cls, cmd, *args):
         return cls.postgres.run(cmd, *args)
 
     def sql(self, query):
         return self.postgres.sql(query)
-
-    def setUp(self):
-        self.fake.reset()
 
     def get(self, cep, server=None):
         with (server or self.server).connect(timeout=15) as c:

@@ -43,9 +43,7 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SLACK_S = 0.1  # the acceptance's +-100 ms
 
 
-class DeadlineTest(cs.CoringTestCase):
-    server = None
-
+class DeadlineTest(test_cep.FakeUpstreamTestCase):
     @classmethod
     def setUpClass(cls):
         test_cep.start_postgres_and_fake(cls, "coring-deadline-")
@@ -59,14 +57,6 @@ class DeadlineTest(cs.CoringTestCase):
             "--db-timeout", "5", "--cep-timeout-ms", "5000", "--access-log",
             "--cors-origins", ORIGIN]).start()
         cls.addClassCleanup(cls.server.kill)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop(expect_status=0)
-
-    def setUp(self):
-        self.fake.reset()
 
     def metric(self, series):
         v = self.server.metric(series)

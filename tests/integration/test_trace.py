@@ -21,12 +21,10 @@ sys.dont_write_bytecode = True
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import subprocess  # noqa: E402
 import time  # noqa: E402
-import unittest  # noqa: E402
 
 import coring_server as cs  # noqa: E402
-from test_cep import FakeViaCep, MAKE_DATA, EXTRA_DATA  # noqa: E402
+import test_cep  # noqa: E402
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -35,44 +33,14 @@ HEX32 = re.compile(r"^[0-9a-f]{32}$")
 TRACERESPONSE = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
 
-class TraceTest(cs.CoringTestCase):
-    server = None
-
+class TraceTest(test_cep.FakeUpstreamTestCase):
     @classmethod
     def setUpClass(cls):
-        fake_bin = cs.option("fake_viacep")
-        if not fake_bin:
-            raise unittest.SkipTest("pass --fake-viacep PATH (the coring-fake-viacep binary)")
-        cls.postgres = cs.LocalPostgres.for_class(cls, "coring-trace-")
-        data = os.path.join(cls.postgres.tmp, "viacep.jsonl")
-        with open(data, "w") as f:
-            subprocess.run(["/usr/bin/python3", MAKE_DATA], stdout=f, check=True, timeout=60)
-        cls.ceps = []
-        with open(data, encoding="utf-8") as f:
-            for line in f:
-                cls.ceps.append(json.loads(line)["cep"])
-                if len(cls.ceps) == 20:
-                    break
-        cls.fake = FakeViaCep(fake_bin, [data, EXTRA_DATA])
-        cls.addClassCleanup(cls.fake.stop)
-        saved = dict(os.environ)
-        os.environ["DATABASE_URL"] = cls.postgres.url()
-        os.environ["VIACEP_URL"] = "http://127.0.0.1:%d/ws" % cls.fake.port
-        try:
-            cls.server = cs.CoringServer(threads=1, apps="users,cep", args=["--trace-sql", "on",
-                "--log-format", "json", "--access-log", "--db-timeout", "3"]).start()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        test_cep.start_postgres_and_fake(cls, "coring-trace-")
+        cls.ceps = [cep for cep in cls.records if cls.records[cep].get("logradouro")][:20]
+        cls.server = cs.CoringServer(threads=1, apps="users,cep", args=[
+            "--trace-sql", "on", "--log-format", "json", "--access-log", "--db-timeout", "3"]).start()
         cls.addClassCleanup(cls.server.kill)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.server is not None:
-            cls.server.stop(expect_status=0)
-
-    def setUp(self):
-        self.fake.reset()
 
     def next_cep(self):
         return self.ceps.pop()
