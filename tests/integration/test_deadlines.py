@@ -28,7 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import json  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-import unittest  # noqa: E402
 
 import concurrent.futures  # noqa: E402
 import shutil  # noqa: E402
