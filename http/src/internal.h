@@ -102,6 +102,9 @@ struct http_ctx_internal {
     const char *content_type;
     const char *coding_lines;
     size_t coding_lines_len;
+    /* The traceresponse value (trace.c: HTTP_TRACEPARENT_LEN bytes), or
+     * NULL: written after X-Request-Id, before the extra headers. */
+    const char *traceresponse;
     size_t num_extra;
     /* Last, and read only below num_extra: http_ctx_internal_start zeroes
      * what comes before them, not these (once per request). */
