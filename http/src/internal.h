@@ -64,12 +64,20 @@ typedef struct http_peer {
     int fd;                      /* the connection's socket */
     bool known;                  /* addr and port filled */
     char addr[INET6_ADDRSTRLEN];
+    uint8_t bytes[16];           /* addr as IPv6, an IPv4 one IPv4-mapped; 0s when unknown */
     int port;
 } http_peer;
 
 /* http_peer_get - @peer with its address and port filled (once). The
  * connection's coroutine. */
 const http_peer *http_peer_get(http_peer *peer);
+
+/* http_request_client_bytes - the client of @ctx's request as
+ * http_request_client finds it (the peer, or the X-Forwarded-For client
+ * behind --trusted-proxies), as 16 bytes of IPv6 (an IPv4 address
+ * IPv4-mapped, all 0 when the peer is unknown) into @out: nothing
+ * formatted. The connection's coroutine (proxy.c). */
+void http_request_client_bytes(http_ctx *ctx, uint8_t out[16]);
 
 struct http_ctx_internal {
     cr_buf *out;             /* the connection's output buffer */
@@ -102,6 +110,9 @@ struct http_ctx_internal {
     const char *content_type;
     const char *coding_lines;
     size_t coding_lines_len;
+    /* The traceresponse value (trace.c: HTTP_TRACEPARENT_LEN bytes), or
+     * NULL: written after X-Request-Id, before the extra headers. */
+    const char *traceresponse;
     size_t num_extra;
     /* Last, and read only below num_extra: http_ctx_internal_start zeroes
      * what comes before them, not these (once per request). */

@@ -209,14 +209,14 @@ static size_t copy_peer(const char *peer, char *out)
     return n;
 }
 
-size_t http_client_address(const http_trusted_proxies *tp, const char *peer,
-                           const http_request *req, char *out)
+/* The client of @req per its X-Forwarded-For fields, read from the
+ * right past @tp's networks (its peer, a trusted proxy), into @out; false
+ * when the peer itself is the client (no entry, or the rightmost one not
+ * an address). */
+static bool forwarded_client(const http_trusted_proxies *tp, const http_request *req,
+                             uint8_t out[16])
 {
-    if (!tp || !http_trusted_proxies_contain(tp, peer, strlen(peer)))
-        return copy_peer(peer, out);
-    /* The last trusted hop so far, and the leftmost entry read. */
-    uint8_t hop[16];
-    bool have_hop = false;
+    bool have_hop = false; /* @out holds the last trusted hop so far */
     for (size_t h = req->num_headers; h-- > 0;) {
         const http_header *f = &req->headers[h];
         if (!http_str_equal_ci(f->name, "X-Forwarded-For"))
@@ -236,10 +236,10 @@ size_t http_client_address(const http_trusted_proxies *tp, const char *peer,
             bool v4;
             if (len > 0) { /* empty list elements are skipped (RFC 9110 section 5.6.1) */
                 if (!parse_address(e, len, a, &v4))
-                    return have_hop ? write_address(hop, out) : copy_peer(peer, out);
+                    return have_hop;
+                memcpy(out, a, 16);
                 if (!contains(tp, a))
-                    return write_address(a, out);
-                memcpy(hop, a, 16);
+                    return true;
                 have_hop = true;
             }
             if (begin == 0)
@@ -247,7 +247,17 @@ size_t http_client_address(const http_trusted_proxies *tp, const char *peer,
             end = begin - 1;
         }
     }
-    return have_hop ? write_address(hop, out) : copy_peer(peer, out);
+    return have_hop;
+}
+
+size_t http_client_address(const http_trusted_proxies *tp, const char *peer,
+                           const http_request *req, char *out)
+{
+    uint8_t a[16];
+    if (!tp || !http_trusted_proxies_contain(tp, peer, strlen(peer)) ||
+        !forwarded_client(tp, req, a))
+        return copy_peer(peer, out);
+    return write_address(a, out);
 }
 
 /* The connection's peer (getpeername once per connection), into @peer. */
@@ -257,11 +267,14 @@ static void resolve_peer(http_peer *peer)
     socklen_t sl = sizeof(ss);
     peer->known = true;
     peer->addr[0] = '\0';
+    memset(peer->bytes, 0, sizeof(peer->bytes));
     if (getpeername(peer->fd, (struct sockaddr *)&ss, &sl) < 0)
         return;
     if (ss.ss_family == AF_INET) {
         struct sockaddr_in *a = (struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &a->sin_addr, peer->addr, sizeof(peer->addr));
+        memcpy(peer->bytes, v4_mapped, 12);
+        memcpy(peer->bytes + 12, &a->sin_addr, 4);
         peer->port = ntohs(a->sin_port);
     } else if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
@@ -269,6 +282,7 @@ static void resolve_peer(http_peer *peer)
             inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], peer->addr, sizeof(peer->addr));
         else
             inet_ntop(AF_INET6, &a->sin6_addr, peer->addr, sizeof(peer->addr));
+        memcpy(peer->bytes, &a->sin6_addr, 16);
         peer->port = ntohs(a->sin6_port);
     }
 }
@@ -289,4 +303,15 @@ const char *http_request_client(http_ctx *ctx)
         in->client_known = true;
     }
     return in->client;
+}
+
+void http_request_client_bytes(http_ctx *ctx, uint8_t out[16])
+{
+    struct http_ctx_internal *in = ctx->internal;
+    const http_peer *peer = http_peer_get(in->peer);
+    /* An unknown peer ("") is trusted by no list, as in
+     * http_client_address. */
+    if (!in->proxies || !peer->addr[0] || !contains(in->proxies, peer->bytes) ||
+        !forwarded_client(in->proxies, ctx->req, out))
+        memcpy(out, peer->bytes, 16);
 }

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include "coring/http/compress.h"
+#include "coring/http/trace.h"
 
 #include "coring/core/clock.h"
 #include "coring/core/json_writer.h"
@@ -171,7 +172,8 @@ write_head(struct http_ctx_internal *in, int status, const char *content_type, s
     size_t extra_len = 0;
     for (size_t i = 0; i < in->num_extra; i++)
         extra_len += 4 + strlen(in->extra_name[i]) + strlen(in->extra_value[i]);
-    size_t need = 15 + reason_len + 22 + 29 + 16 + type_len + 16 + id_len + extra_len +
+    size_t trace_len = in->traceresponse ? 17 + HTTP_TRACEPARENT_LEN : 0;
+    size_t need = 15 + reason_len + 22 + 29 + 16 + type_len + 16 + id_len + trace_len + extra_len +
                   in->cors_lines_len + in->coding_lines_len + 24 + 18 + room_after + 4;
     if (out->cap - out->len < need && cr_buf_reserve(out, need) < 0)
         return NULL;
@@ -195,6 +197,10 @@ write_head(struct http_ctx_internal *in, int status, const char *content_type, s
     if (in->request_id) {
         p = put(p, "\r\nX-Request-Id: ", 16);
         p = put_short(p, in->request_id, id_len);
+    }
+    if (in->traceresponse) {
+        p = put(p, "\r\ntraceresponse: ", 17);
+        p = put(p, in->traceresponse, HTTP_TRACEPARENT_LEN);
     }
     for (size_t i = 0; i < in->num_extra; i++) {
         p = put(p, "\r\n", 2);

@@ -6,7 +6,10 @@
  * shapes rather than a trie: a lookup splits the path once into segments on
  * the stack and walks the shapes with as many segments, in priority order
  * (literal before parameter, position by position), so the first shape that
- * matches with a handler for the method wins. Nothing is allocated on lookup.
+ * matches with a handler for the method wins. Before the walk, a path that
+ * is byte for byte a shape without parameters (GET /, GET /todos) is
+ * looked up by its length and text among those shapes alone: no split, no
+ * walk. Nothing is allocated on lookup.
  */
 #include "coring/http/router.h"
 
@@ -52,10 +55,20 @@ typedef struct route {
     route_handler *handlers; /* [METHOD_COUNT], out of line to keep this small */
 } route;
 
+/* A shape without parameters by its whole text: the exact-match fast
+ * path of http_router_match. */
+typedef struct static_route {
+    size_t len;
+    const char *pattern; /* a handler's pattern: the shape's literal text */
+    size_t route;        /* index into http_router.routes */
+} static_route;
+
 struct http_router {
     route *routes; /* by nsegments, then literal-before-parameter */
     size_t count;
     size_t cap;
+    static_route *statics; /* [cap]: the shapes without parameters, any order */
+    size_t num_statics;
     size_t max_segments; /* of any route: longer paths are not looked at */
     unsigned all_methods; /* of every route: the Allow of OPTIONS * */
     unsigned num_handlers; /* (method, pattern) pairs added */
@@ -77,6 +90,7 @@ void http_router_destroy(http_router *r)
         free(r->routes[i].segments);
     }
     free(r->routes);
+    free(r->statics);
     free(r);
 }
 
@@ -163,6 +177,10 @@ static route *insert_route(http_router *r, const route_segment *segs, size_t n)
         if (!routes)
             return NULL;
         r->routes = routes;
+        static_route *statics = realloc(r->statics, cap * sizeof(static_route));
+        if (!statics)
+            return NULL;
+        r->statics = statics;
         r->cap = cap;
     }
     route_segment *copy = calloc(n ? n : 1, sizeof(route_segment));
@@ -185,6 +203,23 @@ static route *insert_route(http_router *r, const route_segment *segs, size_t n)
     if (n > r->max_segments)
         r->max_segments = n;
     return &r->routes[at];
+}
+
+/* @r's statics from its routes (their indices move as routes are
+ * inserted): each shape whose segments are all literals. */
+static void index_statics(http_router *r)
+{
+    r->num_statics = 0;
+    for (size_t i = 0; i < r->count; i++) {
+        const route *rt = &r->routes[i];
+        bool literal = true;
+        for (size_t k = 0; k < rt->nsegments && literal; k++)
+            literal = !rt->segments[k].param;
+        if (!literal)
+            continue;
+        const char *pattern = rt->handlers[__builtin_ctz(rt->methods)].pattern;
+        r->statics[r->num_statics++] = (static_route){strlen(pattern), pattern, i};
+    }
 }
 
 int http_router_add(http_router *r, http_method method, const char *pattern,
@@ -238,6 +273,7 @@ int http_router_add(http_router *r, http_method method, const char *pattern,
     rt->handlers[method] = h;
     rt->methods |= 1u << method;
     r->all_methods |= 1u << method;
+    index_statics(r);
     return 0;
 fail:
     free(copy);
@@ -279,6 +315,35 @@ void http_router_format_allow(unsigned methods, char *out, size_t size)
     }
 }
 
+/* The handler of @rt for @method, if it has one (HEAD answered by GET's
+ * when it has none of its own: RFC 9110 section 9.3.2), into @m with the
+ * parameters among @segs (@rt's segments, as many): FOUND; else
+ * NOT_FOUND. */
+static http_route_status take_handler(const route *rt, http_method method, const http_str *segs,
+                                      http_route_match *m)
+{
+    int slot = method;
+    if (method == HTTP_HEAD && !(rt->methods & (1u << HTTP_HEAD)))
+        slot = HTTP_GET;
+    if (method == HTTP_METHOD_OTHER || (unsigned)method >= METHOD_COUNT ||
+        !(rt->methods & (1u << slot)))
+        return HTTP_ROUTE_NOT_FOUND;
+    const route_handler *h = &rt->handlers[slot];
+    m->status = HTTP_ROUTE_FOUND;
+    m->route = h->index;
+    m->handler = h->fn;
+    m->user = h->user;
+    m->deadline_ns = h->deadline_ns;
+    for (size_t k = 0; k < rt->nsegments; k++) {
+        if (rt->segments[k].param) {
+            m->params.names[m->params.count] = h->names[m->params.count];
+            m->params.values[m->params.count] = segs[k];
+            m->params.count++;
+        }
+    }
+    return HTTP_ROUTE_FOUND;
+}
+
 http_route_status http_router_match(const http_router *r, http_method method, http_str path,
                                     http_route_match *m)
 {
@@ -291,12 +356,25 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
     if (!r || path.len == 0 || path.ptr[0] != '/')
         return m->status;
 
+    /* A path that is a shape without parameters, byte for byte: that
+     * shape comes first among those it matches (literal before parameter
+     * at every position), so when it has the method's handler, the walk
+     * below would find the same. Otherwise the walk decides (another
+     * shape's handler, or 405 with every matching shape's methods). */
+    for (size_t i = 0; i < r->num_statics; i++) {
+        const static_route *s = &r->statics[i];
+        if (s->len == path.len && memcmp(s->pattern, path.ptr, path.len) == 0) {
+            if (take_handler(&r->routes[s->route], method, NULL, m) == HTTP_ROUTE_FOUND)
+                return m->status;
+            break;
+        }
+    }
+
     http_str segs[ROUTER_MAX_SEGMENTS];
     size_t n = split_path(path, segs, r->max_segments);
     if (n > r->max_segments)
         return m->status;
 
-    bool known = method != HTTP_METHOD_OTHER && (unsigned)method < METHOD_COUNT;
     unsigned allowed = 0;
     for (size_t i = 0; i < r->count; i++) {
         const route *rt = &r->routes[i];
@@ -304,28 +382,9 @@ http_route_status http_router_match(const http_router *r, http_method method, ht
             continue;
         if (!route_matches(rt, segs))
             continue;
-        int slot = method;
-        /* RFC 9110 section 9.3.2: HEAD is GET without the content. */
-        if (method == HTTP_HEAD && !(rt->methods & (1u << HTTP_HEAD)))
-            slot = HTTP_GET;
-        if (!known || !(rt->methods & (1u << slot))) {
-            allowed |= rt->methods;
-            continue;
-        }
-        const route_handler *h = &rt->handlers[slot];
-        m->status = HTTP_ROUTE_FOUND;
-        m->route = h->index;
-        m->handler = h->fn;
-        m->user = h->user;
-        m->deadline_ns = h->deadline_ns;
-        for (size_t k = 0; k < n; k++) {
-            if (rt->segments[k].param) {
-                m->params.names[m->params.count] = h->names[m->params.count];
-                m->params.values[m->params.count] = segs[k];
-                m->params.count++;
-            }
-        }
-        return m->status;
+        if (take_handler(rt, method, segs, m) == HTTP_ROUTE_FOUND)
+            return m->status;
+        allowed |= rt->methods;
     }
     if (allowed) {
         m->status = HTTP_ROUTE_METHOD_NOT_ALLOWED;

@@ -14,6 +14,10 @@
 #include <sys/random.h>
 #include <time.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 static const char hex[] = "0123456789abcdef";
 
 /* Each byte's value as a lowercase hex digit plus one; 0: not one
@@ -197,7 +201,8 @@ static uint64_t splitmix64(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static void seed(void)
+/* Out of line: once per thread, so that draw() keeps no frame for it. */
+__attribute__((noinline, cold)) static void seed(void)
 {
     uint64_t s[4];
     if (getrandom(s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
@@ -213,26 +218,44 @@ static void seed(void)
         rng[0] = 1; /* the one state xoshiro never leaves */
 }
 
-static uint64_t next(void)
+/* @n draws of this thread's generator into @out, its state held in
+ * registers across them (seeded on the thread's first draw). */
+static inline void draw(uint64_t *out, int n)
 {
     if (!(rng[0] | rng[1] | rng[2] | rng[3]))
         seed();
-    uint64_t result = rotl(rng[1] * 5, 7) * 9;
-    uint64_t t = rng[1] << 17;
-    rng[2] ^= rng[0];
-    rng[3] ^= rng[1];
-    rng[1] ^= rng[2];
-    rng[0] ^= rng[3];
-    rng[2] ^= t;
-    rng[3] = rotl(rng[3], 45);
-    return result;
+    uint64_t s0 = rng[0], s1 = rng[1], s2 = rng[2], s3 = rng[3];
+    for (int i = 0; i < n; i++) {
+        out[i] = rotl(s1 * 5, 7) * 9;
+        uint64_t t = s1 << 17;
+        s2 ^= s0;
+        s3 ^= s1;
+        s1 ^= s2;
+        s0 ^= s3;
+        s2 ^= t;
+        s3 = rotl(s3, 45);
+    }
+    rng[0] = s0, rng[1] = s1, rng[2] = s2, rng[3] = s3;
 }
 
-/* @x as 16 lowercase hex digits at @dst: each half's nibbles spread into
- * the bytes of a word and turned into digits all at once (no loop over
- * the digits: a new trace makes 48 of them a request). */
-static void put_hex64(char *dst, uint64_t x)
+/* @x as 16 lowercase hex digits at @dst, most significant first. With
+ * SSE2 (x86-64's baseline): the eight bytes split into their 16 nibbles
+ * in one register and turned into digits all at once; otherwise each
+ * half's nibbles spread into the bytes of a word and turned the same way.
+ * No loop over the digits: a new trace makes 48 of them a request. */
+static inline void put_hex64(char *dst, uint64_t x)
 {
+#ifdef __SSE2__
+    __m128i v = _mm_cvtsi64_si128((long long)__builtin_bswap64(x));
+    __m128i low_nibbles = _mm_set1_epi8(0x0f);
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low_nibbles);
+    __m128i lo = _mm_and_si128(v, low_nibbles);
+    __m128i nibbles = _mm_unpacklo_epi8(hi, lo); /* byte by byte, high nibble first */
+    __m128i letters =
+        _mm_and_si128(_mm_cmpgt_epi8(nibbles, _mm_set1_epi8(9)), _mm_set1_epi8('a' - '0' - 10));
+    __m128i digits = _mm_add_epi8(_mm_add_epi8(nibbles, _mm_set1_epi8('0')), letters);
+    _mm_storeu_si128((__m128i *)(void *)dst, digits);
+#else
     for (int half = 0; half < 2; half++) {
         uint64_t v = half ? x & 0xffffffffu : x >> 32;
         v = ((v & 0xffff0000u) << 16) | (v & 0xffffu);
@@ -244,32 +267,42 @@ static void put_hex64(char *dst, uint64_t x)
         v += 0x3030303030303030u + letters * ('a' - '0' - 10);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         v = __builtin_bswap64(v); /* most significant nibble first */
-        memcpy(dst + half * 8, &v, 8);
-#else
-        memcpy(dst + half * 8, &v, 8);
 #endif
+        memcpy(dst + half * 8, &v, 8);
     }
+#endif
+}
+
+/* A new trace id's 32 digits at @trace (NULL: none wanted) and a new
+ * span id's 16 at @span, no NULs: one draw per id word, none all zero. */
+static void put_new_ids(char *trace, char *span)
+{
+    uint64_t w[3];
+    if (trace)
+        draw(w, 3);
+    else
+        draw(w + 2, 1);
+    while (trace && !(w[0] | w[1]))
+        draw(w, 2);
+    while (!w[2])
+        draw(w + 2, 1);
+    if (trace) {
+        put_hex64(trace, w[0]);
+        put_hex64(trace + 16, w[1]);
+    }
+    put_hex64(span, w[2]);
 }
 
 void http_trace_new_trace_id(char *dst)
 {
-    uint64_t hi, lo;
-    do {
-        hi = next();
-        lo = next();
-    } while (!(hi | lo));
-    put_hex64(dst, hi);
-    put_hex64(dst + 16, lo);
+    char span[16];
+    put_new_ids(dst, span);
     dst[32] = '\0';
 }
 
 void http_trace_new_span_id(char *dst)
 {
-    uint64_t x;
-    do
-        x = next();
-    while (!x);
-    put_hex64(dst, x);
+    put_new_ids(NULL, dst);
     dst[16] = '\0';
 }
 
@@ -348,29 +381,38 @@ void http_trace_begin(http_trace *t, const http_request *req)
             state_at = i;
         }
     }
+    /* The traceresponse is written first and the context's ids copied
+     * from it: each digit made once, fixed-size copies after. */
+    char *r = t->response;
+    r[0] = '0', r[1] = '0', r[2] = '-';
     http_traceparent p;
-    if (parent && !several && http_traceparent_parse(parent->ptr, parent->len, &p) == 0) {
-        memcpy(t->ctx.trace_id, p.trace_id, sizeof(p.trace_id));
+    bool taken = parent && !several && http_traceparent_parse(parent->ptr, parent->len, &p) == 0;
+    if (taken) {
+        memcpy(r + 3, p.trace_id, 32);
         t->ctx.flags = p.flags & CR_TRACE_SAMPLED;
         if (has_state) /* section 3.3: only beside a valid traceparent */
             take_state(t, req, state_at);
     } else {
         t->invalid = parent != NULL;
-        http_trace_new_trace_id(t->ctx.trace_id);
         t->ctx.flags = 0;
     }
-    http_trace_new_span_id(t->ctx.span_id);
-    http_trace_format(t->response, t->ctx.trace_id, t->ctx.span_id, t->ctx.flags);
+    put_new_ids(taken ? NULL : r + 3, r + 36);
+    r[35] = '-';
+    r[52] = '-';
+    r[53] = hex[(t->ctx.flags >> 4) & 15];
+    r[54] = hex[t->ctx.flags & 15];
+    r[55] = '\0';
+    memcpy(t->ctx.trace_id, r + 3, 32);
+    t->ctx.trace_id[32] = '\0';
+    memcpy(t->ctx.span_id, r + 36, 16);
+    t->ctx.span_id[16] = '\0';
 }
 
 void http_trace_request(http_ctx *ctx, http_trace *t)
 {
     http_trace_begin(t, ctx->req);
     cr_log_set_trace(&t->ctx);
-    struct http_ctx_internal *in = ctx->internal;
-    /* The request's first extra header: none is there yet. Not copied:
-     * @t outlives the response. */
-    in->extra_name[in->num_extra] = "traceresponse";
-    in->extra_value[in->num_extra] = t->response;
-    in->num_extra++;
+    /* Written by the response's head, after X-Request-Id, before any
+     * header the handler adds. Not copied: @t outlives the response. */
+    ctx->internal->traceresponse = t->response;
 }
