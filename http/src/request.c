@@ -166,8 +166,7 @@ bool http_request_refused_early(const http_server *srv, const http_request *req)
  * write is unknown) says more and stands. Any other answer stands (the
  * handler finished its work).
  */
-static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before, size_t extra_before,
-                       net_stop_cause stop)
+static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before, net_stop_cause stop)
 {
     struct http_ctx_internal *in = ctx->internal;
     bool own = stop == NET_STOP_DEADLINE;
@@ -176,7 +175,7 @@ static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before, size_t ext
     /* The handler's response is dropped; what the request set before the
      * handler ran stays: the peer and client (the access line reads them),
      * the CORS lines, the compression settings, the request id and the
-     * headers added before routing (@extra_before of them: traceresponse). */
+     * traceresponse. The handler's extra headers go with its response. */
     out->len = out_before;
     in->responded = false;
     in->building = false;
@@ -185,7 +184,7 @@ static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before, size_t ext
     in->content_type = NULL;
     in->coding_lines = NULL;
     in->coding_lines_len = 0;
-    in->num_extra = extra_before;
+    in->num_extra = 0;
     in->close = own ? in->close : true;
     in->keep_alive_10 = own && in->keep_alive_10;
     if (own)
@@ -237,12 +236,11 @@ uint64_t http_request_handle(const http_server *srv, http_exchange *x)
     http_trace trace; /* coring/http/trace.h; off: this branch only */
     if (!srv->cfg.trace_context_off)
         http_trace_request(&ctx, &trace);
-    size_t extra_before = in.num_extra;
     http_route_match match;
     net_stop_cause stop = NET_STOP_NONE;
     unsigned route_index = route(srv, &ctx, &match, x->body_unread, x->start_ns, &stop);
     if (stop != NET_STOP_NONE) {
-        answer_cut(&ctx, out, out_before, extra_before, stop);
+        answer_cut(&ctx, out, out_before, stop);
         http_metrics_deadline(route_index, req->method);
     }
     x->closed = in.close;
