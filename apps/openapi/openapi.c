@@ -11,6 +11,9 @@
  * router holds its method and pattern, so that a server started with
  * --apps hello describes only hello's routes and never a route it would
  * answer 404; components are merged by name (one name, one definition).
+ * Each operation gets what the server answers on every route, whatever the
+ * app (the trace context's headers, 429): written once here rather than in
+ * every fragment.
  * The page's files (Swagger UI's, from npm, and ours) are embedded at
  * build time (openapi_data.h): nothing is read from disk or from the
  * internet when the page is viewed.
@@ -183,18 +186,127 @@ static void write_value(cr_json_writer *w, cr_json_value v, unsigned depth)
     }
 }
 
-/* @v as a JSON text of its own (malloc'd), or NULL when out of memory. */
-static char *json_text(cr_json_value v)
+/* @v written by @write as a JSON text of its own (malloc'd), or NULL when
+ * out of memory. */
+static char *json_text(cr_json_value v, void (*write)(cr_json_writer *, cr_json_value, unsigned))
 {
     cr_buf b = {0};
     cr_json_writer w;
     cr_json_writer_init(&w, &b);
-    write_value(&w, v, 0);
+    write(&w, v, 0);
     char *out = b.failed ? NULL : copy(b.data ? b.data : "", b.len);
     if (b.failed)
         cut.failed = true;
     cr_buf_free(&b);
     return out;
+}
+
+/* What the server adds to the operations, so that no fragment repeats it
+ * (docs/openapi.md): the trace context's request headers and the
+ * traceresponse header on every answer (--trace-context, on by default:
+ * docs/tracing.md), and 429 (--rate-limit, off by default:
+ * docs/rate-limits.md) on every path but those exempt by default. The
+ * components referred to are the server's (apps/openapi/openapi.json). */
+static const char *const RATE_LIMIT_EXEMPT[] = {"/livez", "/readyz", "/metrics"};
+
+/* Write `{"$ref":"#/components/@ref"}`, as member @key when not NULL. */
+static void write_ref(cr_json_writer *w, const char *key, const char *ref)
+{
+    char target[128];
+    snprintf(target, sizeof(target), "#/components/%s", ref);
+    if (key)
+        cr_json_key(w, key, strlen(key));
+    cr_json_object_begin(w);
+    cr_json_key(w, "$ref", 4);
+    cr_json_cstring(w, target);
+    cr_json_object_end(w);
+}
+
+/* @key (@len bytes) is @name. */
+static bool is_key(const char *key, size_t len, const char *name)
+{
+    return strlen(name) == len && memcmp(name, key, len) == 0;
+}
+
+/* Write the members of object @v but @skip and @skip_too (NULL: none), each
+ * value through @write at @depth. */
+static void write_members(cr_json_writer *w, cr_json_value v, const char *skip,
+                          const char *skip_too, unsigned depth,
+                          void (*write)(cr_json_writer *, cr_json_value, unsigned))
+{
+    long n = cr_json_object_size(v);
+    for (long k = 0; k < n; k++) {
+        const char *key;
+        size_t len;
+        cr_json_value e;
+        cr_json_object_at(v, (size_t)k, &key, &len, &e);
+        if ((skip && is_key(key, len, skip)) || (skip_too && is_key(key, len, skip_too)))
+            continue;
+        cr_json_key(w, key, len);
+        write(w, e, depth);
+    }
+}
+
+/* Write response @v (a Response Object) with the traceresponse header among
+ * its headers; a reference is written as it is (its component has it). */
+static void write_response(cr_json_writer *w, cr_json_value v, unsigned depth)
+{
+    cr_json_value headers;
+    if (cr_json_type_of(v) != CR_JSON_OBJECT ||
+        cr_json_object_get(v, "$ref", 4, &headers) == CR_JSON_OK) {
+        write_value(w, v, depth);
+        return;
+    }
+    bool has_headers = cr_json_object_get(v, "headers", 7, &headers) == CR_JSON_OK &&
+                       cr_json_type_of(headers) == CR_JSON_OBJECT;
+    cr_json_object_begin(w);
+    write_members(w, v, "headers", NULL, depth + 1, write_value);
+    cr_json_key(w, "headers", 7);
+    cr_json_object_begin(w);
+    if (has_headers)
+        write_members(w, headers, "traceresponse", NULL, depth + 2, write_value);
+    write_ref(w, "traceresponse", "headers/Traceresponse");
+    cr_json_object_end(w);
+    cr_json_object_end(w);
+}
+
+/* Write operation @v of @pattern (@pattern_len bytes) with traceparent and
+ * tracestate among its parameters, each response through write_response,
+ * and 429 unless @pattern is exempt by default or the operation documents
+ * its own. */
+static void write_operation(cr_json_writer *w, const char *pattern, size_t pattern_len,
+                            cr_json_value v, unsigned depth)
+{
+    bool limited = true;
+    for (size_t i = 0; i < sizeof(RATE_LIMIT_EXEMPT) / sizeof(RATE_LIMIT_EXEMPT[0]); i++)
+        if (is_key(pattern, pattern_len, RATE_LIMIT_EXEMPT[i]))
+            limited = false;
+    cr_json_value parameters, responses, e;
+    bool has_parameters = cr_json_object_get(v, "parameters", 10, &parameters) == CR_JSON_OK &&
+                          cr_json_type_of(parameters) == CR_JSON_ARRAY;
+    bool has_responses = cr_json_object_get(v, "responses", 9, &responses) == CR_JSON_OK &&
+                         cr_json_type_of(responses) == CR_JSON_OBJECT;
+    cr_json_object_begin(w);
+    write_members(w, v, has_parameters ? "parameters" : NULL, has_responses ? "responses" : NULL,
+                  depth + 1, write_value);
+    cr_json_key(w, "parameters", 10);
+    cr_json_array_begin(w);
+    long p = has_parameters ? cr_json_array_size(parameters) : 0;
+    for (long k = 0; k < p; k++) {
+        cr_json_array_at(parameters, (size_t)k, &e);
+        write_value(w, e, depth + 2);
+    }
+    write_ref(w, NULL, "parameters/Traceparent");
+    write_ref(w, NULL, "parameters/Tracestate");
+    cr_json_array_end(w);
+    cr_json_key(w, "responses", 9);
+    cr_json_object_begin(w);
+    if (has_responses)
+        write_members(w, responses, NULL, NULL, depth + 2, write_response);
+    if (limited && !(has_responses && cr_json_object_get(responses, "429", 3, &e) == CR_JSON_OK))
+        write_ref(w, "429", "responses/TooManyRequests");
+    cr_json_object_end(w);
+    cr_json_object_end(w);
 }
 
 /* @key (@len bytes) is one of the operations' methods. */
@@ -266,7 +378,7 @@ static int cut_path(const char *owner, const char *pattern, size_t len, cr_json_
         cr_json_writer_init(&ow, &op);
         cr_json_object_begin(&ow);
         cr_json_key(&ow, key, key_len);
-        write_value(&ow, v, 1);
+        write_operation(&ow, pattern, len, v, 1);
         cr_json_object_end(&ow);
         piece *p = add_piece(&cut.operations);
         if (p && !op.failed) {
@@ -319,7 +431,9 @@ static int cut_components(const char *owner, cr_json_value components)
                                    (int)name_len, name);
             if (key_len < 0 || (size_t)key_len >= sizeof(key))
                 return refuse(owner, "a component's name is too long", name, name_len);
-            char *json = json_text(def);
+            /* A response shared by operations says traceresponse as theirs do. */
+            bool response = section_len == 9 && memcmp(section, "responses", 9) == 0;
+            char *json = json_text(def, response ? write_response : write_value);
             if (!json)
                 return -ENOMEM;
             bool same = false;
@@ -431,7 +545,7 @@ static int cut_fragment(cr_json_parser *parser, const char *owner, const char *t
                 return -ENOMEM;
             p->owner = owner;
             p->key = copy(s, len);
-            p->json = json_text(tag);
+            p->json = json_text(tag, write_value);
         }
     }
     if (cr_json_object_get(root, "paths", 5, &v) == CR_JSON_OK) {

@@ -110,8 +110,42 @@ class RoutesTest(unittest.TestCase):
         unknown = doc["components"]["responses"]["OutcomeUnknown"]["description"]
         self.assertIn("Idempotency-Key", unknown)
         for name, (_, method, op, _) in sorted(ops.items()):
-            if method == "get":
-                self.assertNotIn("504", op["responses"], "%s: a read never answers 504" % name)
+            if method == "get" and "504" in op["responses"]:
+                self.assertEqual(op["responses"]["504"],
+                                 {"$ref": "#/components/responses/DeadlineExceeded"},
+                                 "%s: a read answers 504 only at its deadline" % name)
+
+    def test_server_wide_answers_on_every_operation(self):
+        # Added by the merge (apps/openapi/openapi.c), not by each fragment:
+        # the trace context's headers everywhere, 429 but on the paths
+        # exempt from the rate limit by default.
+        doc, _ = document(all_apps())
+        for name, (path, _, op, _) in sorted(operations(doc).items()):
+            with self.subTest(operation=name):
+                refs = [p.get("$ref") for p in op["parameters"]]
+                self.assertIn("#/components/parameters/Traceparent", refs)
+                self.assertIn("#/components/parameters/Tracestate", refs)
+                if path in ("/livez", "/readyz", "/metrics"):
+                    self.assertNotIn("429", op["responses"])
+                else:
+                    self.assertEqual(op["responses"]["429"],
+                                     {"$ref": "#/components/responses/TooManyRequests"})
+                for status, response in op["responses"].items():
+                    response = resolve(doc, response)
+                    self.assertEqual(response["headers"]["traceresponse"],
+                                     {"$ref": "#/components/headers/Traceresponse"}, status)
+
+    def test_apps_with_a_deadline_document_it(self):
+        # users, todo, cep and embed have a deadline by default
+        # (docs/deadlines.md): each of their operations documents its 504;
+        # hello has none.
+        doc, _ = document(all_apps())
+        for name, (_, _, op, _) in sorted(operations(doc).items()):
+            with self.subTest(operation=name):
+                if op["tags"][0] in ("users", "todo", "cep", "embed"):
+                    self.assertIn("504", op["responses"])
+                elif op["tags"][0] in ("hello", "operations", "docs"):
+                    self.assertNotIn("504", op["responses"])
 
 
 def resolve(doc, obj):
@@ -161,6 +195,20 @@ class ContractTest(cs.CoringTestCase):
         self.assertIn(str(resp.status), responses, "%s: status %d is not documented (%s)"
                       % (key, resp.status, resp.body[:200]))
         documented = resolve(self.doc, responses[str(resp.status)])
+        for name, header in documented.get("headers", {}).items():
+            header = resolve(self.doc, header)
+            value = resp.header(name)
+            if value is None:
+                self.assertFalse(header.get("required"), "%s %d: no %s header" % (key, resp.status, name))
+                continue
+            schema = header.get("schema", {})
+            if schema.get("type") == "integer":
+                self.assertRegex(value, r"^[0-9]+$", "%s %d: %s" % (key, resp.status, name))
+                value = int(value)
+            try:
+                self.jsonschema.Draft202012Validator(schema).validate(value)
+            except self.jsonschema.ValidationError as e:
+                self.fail("%s %d: header %s %r: %s" % (key, resp.status, name, value, e.message))
         content = documented.get("content")
         if not content:
             return documented
@@ -254,6 +302,57 @@ class ContractTest(cs.CoringTestCase):
                     if error is not None:
                         self.fail("%s: the example of %s does not match its schema: %s"
                                   % (key, name, error.message))
+
+    def test_rate_limited_answers_are_documented(self):
+        """A real 429 (--rate-limit 1 --rate-burst 1: the second request of
+        a client within a second) on every operation of hello and todo, with
+        its Retry-After, RateLimit-Policy and RateLimit, against the
+        document that server serves."""
+        with cs.CoringServer(threads=1, apps="hello,todo",
+                             args=["--rate-limit", "1", "--rate-burst", "1"]) as srv:
+            with srv.connect() as c:
+                doc = c.request("GET", "/openapi.json").json()
+            saved, self.doc = self.doc, doc
+            try:
+                limited = 0
+                for key, (path, method, op, item) in sorted(operations(doc).items()):
+                    with self.subTest(operation=key), srv.connect() as c:
+                        target = path.replace("{id}", "1")
+                        body = op["requestBody"]["content"]["application/json"]["example"] \
+                            if "requestBody" in op else None
+                        headers = {"Content-Type": "application/json"} if body is not None else {}
+                        resp = c.request(method.upper(), target, headers,
+                                         json.dumps(body).encode() if body is not None else None)
+                        if path in ("/livez", "/readyz", "/metrics"):
+                            self.assertNotEqual(resp.status, 429, "%s is exempt" % key)
+                            continue
+                        self.assertEqual(resp.status, 429, key)
+                        self.check(key, op, resp)
+                        limited += 1
+                self.assertGreater(limited, 5)
+            finally:
+                self.doc = saved
+
+    def test_deadline_answer_is_documented(self):
+        """A real 504 at a deadline: the cep app with the fake ViaCEP
+        slower than --deadline cep=300ms, against the served document."""
+        with cs.CoringServer(threads=1, apps="cep", args=["--deadline", "cep=300ms"]) as srv:
+            with srv.connect() as c:
+                doc = c.request("GET", "/openapi.json").json()
+            path, method, op, item = operations(doc)["GET /api/v1/cep/{cep}"]
+            self.fake.behave(delay_ms=2000)
+            try:
+                with srv.connect(timeout=15) as c:
+                    resp = c.request("GET", "/api/v1/cep/01001999")
+            finally:
+                self.fake.behave(delay_ms=0)
+            self.assertEqual(resp.status, 504, resp.body)
+            self.assertEqual(resp.json(), {"error": "deadline exceeded"})
+            saved, self.doc = self.doc, doc
+            try:
+                self.check("GET /api/v1/cep/{cep}", op, resp)
+            finally:
+                self.doc = saved
 
     def test_query_parameters_are_checked_as_documented(self):
         path, method, op, item = operations(self.doc)["GET /users"]

@@ -160,3 +160,64 @@ Test(openapi, refused)
         http_router_destroy(r);
     }
 }
+
+/* The merge adds the server-wide answers to every operation: traceparent
+ * and tracestate after the operation's own parameters, traceresponse among
+ * each response's headers (a shared response's in its component), 429 but
+ * on the paths exempt from the rate limit by default, and never over what
+ * the operation says itself. */
+Test(openapi, server_wide_answers)
+{
+    static const char own[] = APP_JSON({
+        "paths": {"/own": {"get": {
+            "tags": ["notes"], "operationId": "own",
+            "parameters": [{"name": "q", "in": "query", "schema": {"type": "string"}}],
+            "responses": {
+                "200": {"description": "ok", "headers": {"ETag": {"schema": {"type": "string"}}}},
+                "429": {"description": "its own"}}}}}
+    });
+    const app_def mine = {.name = "mine", .openapi = own};
+    static const char *const routes[] = {"POST /notes", "GET /notes/{id}", "GET /own",
+                                         "GET /livez"};
+    http_router *r = router_with(routes, 4);
+    const app_def *apps[] = {&notes, &mine};
+    cr_assert_eq(app_openapi_mount(r, apps, 2), 0);
+    cr_json_parser *p = cr_json_parser_create(0, 0);
+    cr_json_value doc = parsed(p);
+
+    cr_expect(has(doc, "paths./notes.post.responses.429.$ref"));
+    cr_expect(has(doc, "paths./notes.post.responses.201.headers.traceresponse.$ref"));
+    cr_expect(has(doc, "paths./notes.post.responses.201.content"), "the response's own members");
+    cr_expect(!has(doc, "paths./notes/{id}.get.responses.404.headers"),
+              "a reference has no members but its own");
+    cr_expect(has(doc, "components.responses.NotFound.headers.traceresponse"));
+    cr_expect(has(doc, "components.responses.TooManyRequests.headers.Retry-After"));
+    cr_expect(!has(doc, "paths./livez.get.responses.429"), "/livez is exempt");
+    cr_expect(has(doc, "paths./livez.get.responses.200.headers.traceresponse"));
+    cr_expect(has(doc, "paths./own.get.responses.200.headers.ETag"), "its own header kept");
+    cr_expect(has(doc, "paths./own.get.responses.200.headers.traceresponse"));
+    cr_expect(has(doc, "paths./own.get.responses.429.description"), "its own 429 kept");
+    cr_expect(!has(doc, "paths./own.get.responses.429.$ref"));
+
+    const char *expected[] = {NULL, "#/components/parameters/Traceparent",
+                              "#/components/parameters/Tracestate"};
+    cr_json_value v, e;
+    cr_assert_eq(cr_json_object_get(doc, "paths", 5, &v), CR_JSON_OK);
+    cr_assert_eq(cr_json_object_get(v, "/own", 4, &v), CR_JSON_OK);
+    cr_assert_eq(cr_json_object_get(v, "get", 3, &v), CR_JSON_OK);
+    cr_assert_eq(cr_json_object_get(v, "parameters", 10, &v), CR_JSON_OK);
+    cr_assert_eq(cr_json_array_size(v), 3);
+    cr_assert_eq(cr_json_array_at(v, 0, &e), CR_JSON_OK);
+    cr_expect(has(e, "name"), "the operation's own parameter first");
+    for (size_t i = 1; i < 3; i++) {
+        const char *s;
+        size_t len;
+        cr_assert_eq(cr_json_array_at(v, i, &e), CR_JSON_OK);
+        cr_assert_eq(cr_json_object_get(e, "$ref", 4, &e), CR_JSON_OK);
+        cr_assert_eq(cr_json_get_string(e, &s, &len), CR_JSON_OK);
+        cr_expect(len == strlen(expected[i]) && memcmp(s, expected[i], len) == 0, "%.*s",
+                  (int)len, s);
+    }
+    cr_json_parser_destroy(p);
+    http_router_destroy(r);
+}
