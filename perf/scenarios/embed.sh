@@ -76,7 +76,7 @@ CORING_ARGS_FOR[embed]="--apps embed --embed-model $EMBED_MODEL"
 # scenario_prepare CASE URL DIR: the pool for wrk, then POST /embed checks:
 # 384 floats of unit length; a peer's vectors must agree with coring's (run
 # first, in the same case) within 1e-4; an int8 server's (name ending
-# -int8) within 5e-3 of float32 coring's, the int8 tolerance of
+# -int8, or -int8@base for perf/run --baseline's twin) within 5e-3 of float32 coring's, the int8 tolerance of
 # tests/embed/test_embed.py (measured: coring-int8 ~1e-3, fastapi-torch-int8
 # 1.9e-3 on the check texts and 30 pool sentences, fastify-onnx-int8 1.4e-3
 # on one sentence against its float32 export).
@@ -84,7 +84,7 @@ scenario_prepare() {
   local case=$1 url=$2 dir=$3 ref="" tol=1e-4
   cp "$EMBED_MODEL/pool.txt" "$dir/pool.txt" || return 1
   [[ ${dir##*/} == coring ]] || ref=$(dirname "$dir")/coring/vectors.json
-  [[ ${dir##*/} == *-int8 ]] && tol=5e-3
+  [[ ${dir##*/} == *-int8 || ${dir##*/} == *-int8@base ]] && tol=5e-3
   "$PERF_PY" "$PERF_DIR/lib/embed.py" check "$url/embed" --out "$dir/vectors.json" ${ref:+--ref "$ref"} --tol "$tol" || return 1
 }
 
