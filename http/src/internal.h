@@ -129,6 +129,22 @@ static inline void http_ctx_internal_start(struct http_ctx_internal *in, cr_buf 
     in->out = out;
 }
 
+/* Drop the response @in was building (its bytes the caller's to cut from
+ * out), keeping what the request set before its handler: framing (head,
+ * close), the request id, peer and client, CORS lines, compression
+ * settings, traceresponse. The handler's extra headers go with it. */
+static inline void http_ctx_internal_restart(struct http_ctx_internal *in)
+{
+    in->responded = false;
+    in->building = false;
+    in->status = 0;
+    in->response_start = in->length_at = in->body_start = 0;
+    in->content_type = NULL;
+    in->coding_lines = NULL;
+    in->coding_lines_len = 0;
+    in->num_extra = 0;
+}
+
 /* Per worker thread. */
 typedef struct http_thread {
     cr_json_parser *json;

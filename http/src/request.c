@@ -172,19 +172,10 @@ static void answer_cut(http_ctx *ctx, cr_buf *out, size_t out_before, net_stop_c
     bool own = stop == NET_STOP_DEADLINE;
     if (stop == NET_STOP_NONE || in->status < 500 || (in->status == 504 && !own))
         return;
-    /* The handler's response is dropped; what the request set before the
-     * handler ran stays: the peer and client (the access line reads them),
-     * the CORS lines, the compression settings, the request id and the
-     * traceresponse. The handler's extra headers go with its response. */
+    /* The handler's response is dropped, not what the request set before
+     * it (the access line reads the peer). */
     out->len = out_before;
-    in->responded = false;
-    in->building = false;
-    in->status = 0;
-    in->response_start = in->length_at = in->body_start = 0;
-    in->content_type = NULL;
-    in->coding_lines = NULL;
-    in->coding_lines_len = 0;
-    in->num_extra = 0;
+    http_ctx_internal_restart(in);
     in->close = own ? in->close : true;
     in->keep_alive_10 = own && in->keep_alive_10;
     if (own)
