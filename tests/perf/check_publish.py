@@ -47,7 +47,12 @@ def main():
         need(str(doc["machine"][key]) in page, f"machine.{key} missing")
     for k, v in doc["versions"].items():
         need(f"| {k} | " in page and v.replace("|", "/") in page, f"version of {k} missing")
-    need(f"`{doc['commands']['perf_run']}`" in page, "the perf/run command is missing")
+    # The page names an absolute --out as perf/results/NAME (no folder of
+    # the machine that ran it).
+    cmd = re.sub(r"--out(=| )(/\S+)",
+                 lambda m: f"--out{m.group(1)}perf/results/{os.path.basename(os.path.normpath(m.group(2)))}",
+                 doc["commands"]["perf_run"])
+    need(f"`{cmd}`" in page, f"the perf/run command {cmd!r} is missing")
     for b in doc["commands"]["build"]:
         need(b in page, f"build command {b!r} missing")
     for c in doc["cases"]:
