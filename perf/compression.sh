@@ -12,32 +12,50 @@
 #      perf/lib/proc.sh) and bytes per response (header + body, as curl
 #      receives it).
 # Server on CPU 0 (one worker thread; nginx one worker), wrk on CPU 1.
+# --runs N (default 3) measures each server's rows N times, the codings
+# taking turns within a round, so that a noisy moment lands on one row of
+# one round, not on one coding; a line is printed per row and round.
 # Every wrk run is bounded by --seconds; PostgreSQL is a throw-away cluster
 # (db/pg-local), removed at exit.
+# --out DIR also writes DIR/compression.md (both parts as Markdown tables,
+# each coding's CPU and bytes beside identity's, with the command, the
+# commit and the machine: perf/publish --attach puts it in perf/RESULTS.md)
+# and DIR/output.txt (what it printed).
 #   perf/compression.sh --coring build-rel/apps/coring [--seconds 5]
 #                       [--connections 16] [--todos 100] [--embed-model DIR]
-#                       [--levels-tool PATH] [--no-nginx]
+#                       [--levels-tool PATH] [--no-nginx] [--runs N] [--out DIR]
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=lib/proc.sh
 source "$repo/perf/lib/proc.sh"
 
-bin="" seconds=5 conns=16 todos=100 model="" levels_tool="" nginx=1
+bin="" seconds=5 runs=3 conns=16 todos=100 model="" levels_tool="" nginx=1 out=""
+command_line="perf/compression.sh $*"
 while (($#)); do
   case $1 in
     --coring) bin=$2; shift ;;
     --seconds) seconds=$2; shift ;;
+    --runs) runs=$2; shift ;;
     --connections) conns=$2; shift ;;
     --todos) todos=$2; shift ;;
     --embed-model) model=$2; shift ;;
     --levels-tool) levels_tool=$2; shift ;;
     --no-nginx) nginx=0 ;;
+    --out) out=$2; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "compression.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [[ -x $bin ]] || { echo "compression.sh: --coring PATH to a built coring" >&2; exit 2; }
+[[ $runs =~ ^[1-9][0-9]?$ ]] || { echo "compression.sh: --runs 1..99" >&2; exit 2; }
+if [[ -n $out ]]; then
+  mkdir -p "$out" || exit 2
+  out=$(realpath "$out")
+fi
+started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# Everything printed from here on also goes to DIR/output.txt.
+if [[ -n $out ]]; then exec > >(tee "$out/output.txt"); fi
 [[ -n $levels_tool ]] || levels_tool=$(dirname "$bin")/../perf/tools/coring-compress-levels
 levels_tool=$(realpath -m "$levels_tool")
 for tool in wrk taskset curl; do
@@ -92,7 +110,7 @@ fi
 
 echo "== 1. levels (no HTTP): us CPU per compression, bytes out"
 if [[ -x $levels_tool ]]; then
-  (cd "$dir/bodies" && "$levels_tool" --iterations 200 ./*.json) | column -t
+  (cd "$dir/bodies" && "$levels_tool" --iterations 200 ./*.json) | tee "$dir/levels.txt" | column -t
 else
   echo "no $levels_tool (build the perf/tools target coring-compress-levels): left out"
 fi
@@ -116,13 +134,15 @@ measure() {
   awk -v n="$name" -v u="/${url##*/}" -v c="$coding" -v r="$reqs" -v t=$((t1 - t0)) \
     -v hz="$CLK_TCK" -v b="$bytes" \
     'BEGIN { printf "%-8s %-8s %-8s %10d requests %9.2f us CPU/response %7d bytes/response\n",
-             n, u, c, r, r ? t / hz * 1e6 / r : 0, b }'
+             n, u, c, r, r ? t / hz * 1e6 / r : 0, b }' | tee -a "$dir/server.txt"
 }
 
 echo "== 2. server: us CPU per response, bytes per response (header + body)"
-for route in "${routes[@]}"; do
-  for coding in identity gzip br zstd; do
-    measure coring "$base$route" "$coding"
+for _ in $(seq "$runs"); do
+  for route in "${routes[@]}"; do
+    for coding in identity gzip br zstd; do
+      measure coring "$base$route" "$coding"
+    done
   done
 done
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
@@ -162,9 +182,69 @@ EOF
     -g 'daemon off;' &
   server=$!
   for _ in $(seq 50); do curl -fs -o /dev/null "$base/users" && break; sleep 0.1; done
-  for route in /users /todos; do
-    for coding in identity gzip; do
-      measure nginx "$base$route" "$coding"
+  for _ in $(seq "$runs"); do
+    for route in /users /todos; do
+      for coding in identity gzip; do
+        measure nginx "$base$route" "$coding"
+      done
     done
   done
 fi
+
+[[ -n $out ]] || exit 0
+# DIR/compression.md: both parts as tables; each row beside the identity
+# row of the same server and route.
+nginx_version=$( ((nginx)) && "$nginx_bin" -v 2>&1 | sed 's/^nginx version: //' || echo "not run")
+{
+  echo "## Compression: CPU and bytes per response, each coding and level"
+  echo
+  echo "- command: \`$command_line\`"
+  echo "- started $started, finished $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- coring commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+       "(\`$("$bin" --version 2>&1 | head -1)\`), nginx $nginx_version"
+  echo "- server on CPU 0 (one worker thread; nginx one worker), wrk on CPU 1:" \
+       "\`wrk -t1 -c$conns -d${seconds}s\` per row and round; CPU from /proc/PID/stat"
+  echo "- bodies: GET /users (the first page: 50 of the 10,000 seeded users), GET /todos ($todos todos)," \
+       "POST /embed (one sentence, 384 floats) where --embed-model was given;" \
+       "nginx serves the same bodies as static files with \`gzip on; gzip_comp_level 1\`" \
+       "(coring's gzip level), gzip only (nginx-light has no brotli or zstd module)"
+  echo "- read the ÷ identity columns across servers (what a coding adds), not the absolute CPU:" \
+       "coring's /users asks PostgreSQL and nginx reads a file; coring's /todos comes from its todo" \
+       "list cache, which keeps each coding's compressed body (docs/compression.md), so a compressed" \
+       "/todos is fewer bytes to write and no compression, where nginx compresses every response;" \
+       "/embed's CPU is the encoder's"
+  echo
+  if [[ -s $dir/levels.txt ]]; then
+    echo "### Levels (no HTTP): each body compressed 200 times on one thread, CPU per compression"
+    echo
+    echo "| body | bytes in | coding | level | bytes out | out ÷ in | µs CPU per compression |"
+    echo "| --- | ---: | --- | ---: | ---: | ---: | ---: |"
+    awk 'NR > 1 { f = $1; sub(/^\.\//, "", f)
+                  printf "| %s | %d | %s | %d | %d | %.3f | %.2f |\n", f, $2, $3, $4, $5, $2 ? $5 / $2 : 0, $6 }' \
+      "$dir/levels.txt"
+    echo
+  fi
+  echo "### Per response: the server's CPU and the bytes on the wire (header + body), $runs round(s)"
+  echo
+  echo "CPU: the median of the rounds (lowest-highest); ÷ identity: medians divided."
+  echo
+  /usr/bin/python3 - "$dir/server.txt" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1], encoding="utf-8"):
+    f = line.split()
+    rows.setdefault((f[0], f[1], f[2]), []).append((int(f[3]), float(f[5]), int(f[8])))
+print("| server | route | Accept-Encoding | requests (all rounds) | µs CPU per response | ÷ identity "
+      "| bytes per response | ÷ identity |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+med = {k: (statistics.median(c for _, c, _ in v), statistics.median(b for _, _, b in v)) for k, v in rows.items()}
+for (name, route, coding), v in rows.items():
+    cpu, size = med[(name, route, coding)]
+    base = med.get((name, route, "identity"), (0, 0))
+    cpus = [c for _, c, _ in v]
+    print(f"| {name} | {route} | {coding} | {sum(r for r, _, _ in v)} | {cpu:.2f} ({min(cpus):.2f}-{max(cpus):.2f}) "
+          f"| {cpu / base[0] if base[0] else float('nan'):.2f} | {size:.0f} "
+          f"| {size / base[1] if base[1] else float('nan'):.3f} |")
+PY
+} >"$out/compression.md"
+echo "compression.sh: wrote $out/compression.md"

@@ -80,6 +80,26 @@ def main():
     links2 = re.findall(r"!\[[^]]*\]\(([^)]+)\)", page2)
     need(links2 == links, f"republished chart links {links2} differ from {links}")
     need(all(os.path.isfile(os.path.join(work, l)) for l in links2), "a republished chart is gone")
+    # --attach: another tool's Markdown section, appended, stored, listed.
+    src = os.path.join(work, "attach-src")
+    os.makedirs(src)
+    section = "## Attached: a section of its own\n\n| a | b |\n| --- | --- |\n| 1 | 2 |\n"
+    with open(os.path.join(src, "extra.md"), "w", encoding="utf-8") as f:
+        f.write("preamble, not published\n\n" + section)
+    with_attach = os.path.join(work, "RESULTS-attach.md")
+    r = subprocess.run([publish[0], "--allow-quick", "--out", with_attach, "--charts-dir", charts,
+                        "--attach", os.path.join(src, "extra.md"), stored], capture_output=True, text=True)
+    need(r.returncode == 0, f"perf/publish --attach failed: {r.stderr}")
+    page3 = open(with_attach, encoding="utf-8").read() if os.path.exists(with_attach) else ""
+    need(page3.rstrip("\n").endswith(section.rstrip("\n")), "the attached section is not at the end")
+    need("preamble" not in page3, "the attached file's text before its section was published")
+    need(re.search(r"published with `perf/publish --attach \S*attach-src/extra\.md ", page3),
+         "the attachment is not in the publish command")
+    need(not re.search(r"--attach /", page3), "the attachment is named by a folder of this machine")
+    need(os.path.isfile(os.path.join(charts, "attach-src", "extra.md")), "the attachment is not stored")
+    r = subprocess.run([publish[0], "--allow-quick", "--out", with_attach, "--attach", "/nonexistent.md", stored],
+                       capture_output=True, text=True)
+    need(r.returncode != 0 and "--attach" in r.stderr, "a missing attachment was not refused")
     for e in errors:
         print("FAIL", e)
     if errors:
