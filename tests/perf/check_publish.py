@@ -43,6 +43,8 @@ def main():
     need(page.startswith("# coring: published benchmark results"), "no title")
     if doc["settings"].get("mode") == "quick":
         need("Not for quoting" in page, "no quick-run warning")
+    header = next((l for l in page.splitlines() if l.startswith("Written by")), "")
+    need(f"commit **{doc['versions']['coring_commit']}**" in header, "the header does not name the commit")
     for key in ("cpu_model", "kernel", "nproc", "os"):
         need(str(doc["machine"][key]) in page, f"machine.{key} missing")
     for k, v in doc["versions"].items():
