@@ -395,6 +395,8 @@ def reference_text(case):
     ref = case.get("reference")
     rps = num((ref or {}).get("rps"))
     if not rps:
+        if ref and ref.get("failed"):
+            return f"Reference: {ref.get('name', '?')}: not measured: {ref['failed']}."
         return ""
     subject = next((s["summary"] for s in case["servers"]
                     if s["server"] == SUBJECT and s["status"] == "ok" and s["summary"]), None)

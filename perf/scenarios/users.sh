@@ -64,16 +64,27 @@ SQL
     taskset -c "$CLIENT_CPU" pgbench -n -M prepared -c "$conns" -j 1 -T "$T" -f "$script" \
       -h "$(pg_socket)" -p 5432 -U coring coring 2>"$err" >"$txt"
     conn_ms=$(sed -n 's/^initial connection time = \([0-9]*\).*/\1/p' "$txt")
-    if [[ -n $conn_ms ]] && ((conn_ms * 5 > T * 1000)); then
-      T=$((duration + 2 * (conn_ms / 1000 + 1)))
-      echo "pgbench took $conn_ms ms to connect: run $i again with -T $T"
+    # No connection time printed: no transaction ended within -T (at 256
+    # connections on 2 loaded cores, connecting alone can take all of it).
+    if [[ -z $conn_ms ]] || ((conn_ms * 5 > T * 1000)); then
+      T=$((duration + 2 * (${conn_ms:-$((T * 1000 + 4000))} / 1000 + 1)))
+      echo "pgbench took ${conn_ms:-all of -T and more} ms to connect: run $i again with -T $T"
       taskset -c "$CLIENT_CPU" pgbench -n -M prepared -c "$conns" -j 1 -T "$T" -f "$script" \
         -h "$(pg_socket)" -p 5432 -U coring coring 2>"$err" >"$txt"
     fi
     t=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$txt")
     [[ -n $t ]] && tps+=("$t")
   done
-  ((${#tps[@]})) || { echo "FAIL pgbench gave no tps (see $(dirname "$out")/pgbench-1.err)"; return 1; }
+  if ((${#tps[@]} == 0)); then
+    # The reference is beside the servers, not one of them: say it was not
+    # measured and let the case go on (report.py shows why).
+    {
+      echo "name=PostgreSQL ceiling, pgbench -M prepared, $conns connections"
+      echo "failed=pgbench ended no transaction in -T $T s (raw/.../pgbench-*.txt and .err of this case)"
+    } >"$out"
+    echo "pgbench gave no tps at $conns connections: the reference is left out"
+    return 0
+  fi
   {
     echo "name=PostgreSQL ceiling, pgbench -M prepared, $conns connections, same SELECT by random id (median of ${#tps[@]} run(s) of -T ${T} s)"
     echo "rps=$(printf '%s\n' "${tps[@]}" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
