@@ -49,11 +49,11 @@ def main():
         need(str(doc["machine"][key]) in page, f"machine.{key} missing")
     for k, v in doc["versions"].items():
         need(f"| {k} | " in page and v.replace("|", "/") in page, f"version of {k} missing")
-    # The page names an absolute --out as perf/results/NAME (no folder of
-    # the machine that ran it).
+    # The page names an absolute --out as perf/results/NAME and a path in
+    # the repository relative to it (no folder of the machine that ran it).
     cmd = re.sub(r"--out(=| )(/\S+)",
                  lambda m: f"--out{m.group(1)}perf/results/{os.path.basename(os.path.normpath(m.group(2)))}",
-                 doc["commands"]["perf_run"])
+                 doc["commands"]["perf_run"].replace(REPO + os.sep, ""))
     need(f"`{cmd}`" in page, f"the perf/run command {cmd!r} is missing")
     for b in doc["commands"]["build"]:
         need(b in page, f"build command {b!r} missing")
@@ -73,6 +73,11 @@ def main():
     stored = os.path.join(charts, os.path.basename(os.path.normpath(results)))
     for f in ("results.json", "REPORT.md"):
         need(os.path.isfile(os.path.join(stored, f)), f"{f} not stored in {stored}")
+    for f in ("results.json", "REPORT.md"):
+        path = os.path.join(stored, f)
+        text = open(path, encoding="utf-8").read() if os.path.isfile(path) else ""
+        need(REPO + os.sep not in text, f"the stored {f} names the repository's folder on this machine")
+    need(REPO + os.sep not in page, "the page names the repository's folder on this machine")
     again = os.path.join(work, "RESULTS-again.md")
     r = subprocess.run([publish[0], "--allow-quick", "--out", again, "--charts-dir", charts, stored],
                        capture_output=True, text=True)
