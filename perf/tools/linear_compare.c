@@ -35,32 +35,26 @@
  * and BLIS (libblis-dev) are installed (.ci/install-deps perf).
  */
 #include "coring/embed/blas.h"
+#include "layer_bench.h"
+#include "onednn_matmul.h"
 #include "linear_compare.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <math.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 void openblas_set_num_threads(int n);
 char *openblas_get_corename(void);
-
-enum { LAYER_PRODUCTS = 6, MAX_ROWS = 8 };
 
 /* One product of the layer: its weights in every backend's form. */
 typedef struct product {
     size_t in, out;
     float *w, *b;        /* [out, in], [out] */
     embed_fweights fw;   /* coring's packed copy */
-    dnnl_memory_t dw;    /* oneDNN's reordered copy */
-    dnnl_primitive_t mm; /* oneDNN matmul for the current row count */
-    dnnl_memory_t dsrc, dbias, ddst;
+    onednn_matmul dm;    /* oneDNN's matmul for the current row count */
 } product;
 
 typedef struct bench {
@@ -70,29 +64,6 @@ typedef struct bench {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
 } bench;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void fill(float *v, size_t n, unsigned *seed, float scale)
-{
-    for (size_t i = 0; i < n; i++) {
-        *seed = *seed * 1103515245u + 12345u;
-        v[i] = ((float)(*seed >> 9) / (float)(1u << 23) - 0.5f) * scale;
-    }
-}
-
-static int dnnl_ok(dnnl_status_t s, const char *what)
-{
-    if (s == dnnl_success)
-        return 0;
-    fprintf(stderr, "coring-linear-compare: oneDNN %s failed (status %d)\n", what, (int)s);
-    return -1;
-}
 
 /* Reorder @p's weights once into the layout the matmul for @rows rows
  * prefers and make that primitive (oneDNN fixes the shape at creation). */
@@ -105,52 +76,20 @@ static int onednn_setup(bench *bn, product *p, size_t rows)
     dnnl_dims_t dd = {(dnnl_dim_t)rows, (dnnl_dim_t)p->out};
     /* W is [out][in] row-major: as the matmul's [in, out] weights that is
      * the "ba" layout (in varies fastest). */
-    if (dnnl_ok(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_f32, dnnl_ab), "src desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_f32, dnnl_format_tag_any),
+    if (onednn_ok(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_f32, dnnl_ab), "src desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_f32, dnnl_format_tag_any),
                 "weights desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_f32, dnnl_ba), "weights desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab), "bias desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab), "dst desc"))
+        onednn_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_f32, dnnl_ba), "weights desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab), "bias desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab), "dst desc"))
         return -1;
     dnnl_matmul_desc_t md;
-    dnnl_primitive_desc_t pd, rpd;
-    if (dnnl_ok(dnnl_matmul_desc_init(&md, &src, &wei_any, &bias, &dst), "matmul desc") ||
-        dnnl_ok(dnnl_primitive_desc_create(&pd, &md, NULL, bn->engine, NULL), "matmul pd"))
+    dnnl_primitive_desc_t pd;
+    if (onednn_ok(dnnl_matmul_desc_init(&md, &src, &wei_any, &bias, &dst), "matmul desc") ||
+        onednn_ok(dnnl_primitive_desc_create(&pd, &md, NULL, bn->engine, NULL), "matmul pd"))
         return -1;
-    const dnnl_memory_desc_t *packed = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    dnnl_memory_t plain;
-    dnnl_primitive_t reorder;
-    if (dnnl_ok(dnnl_memory_create(&plain, &wei_ba, bn->engine, p->w), "weights memory") ||
-        dnnl_ok(dnnl_memory_create(&p->dw, packed, bn->engine, DNNL_MEMORY_ALLOCATE),
-                "packed weights memory") ||
-        dnnl_ok(
-            dnnl_reorder_primitive_desc_create(&rpd, &wei_ba, bn->engine, packed, bn->engine, NULL),
-            "reorder pd") ||
-        dnnl_ok(dnnl_primitive_create(&reorder, rpd), "reorder"))
-        return -1;
-    dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, p->dw}};
-    if (dnnl_ok(dnnl_primitive_execute(reorder, bn->stream, 2, rargs), "reorder run") ||
-        dnnl_ok(dnnl_stream_wait(bn->stream), "stream wait"))
-        return -1;
-    dnnl_primitive_destroy(reorder);
-    dnnl_primitive_desc_destroy(rpd);
-    dnnl_memory_destroy(plain);
-    if (dnnl_ok(dnnl_primitive_create(&p->mm, pd), "matmul") ||
-        dnnl_ok(dnnl_memory_create(&p->dsrc, &src, bn->engine, bn->x), "src memory") ||
-        dnnl_ok(dnnl_memory_create(&p->dbias, &bias, bn->engine, p->b), "bias memory") ||
-        dnnl_ok(dnnl_memory_create(&p->ddst, &dst, bn->engine, bn->y), "dst memory"))
-        return -1;
-    dnnl_primitive_desc_destroy(pd);
-    return 0;
-}
-
-static void onednn_teardown(product *p)
-{
-    dnnl_primitive_destroy(p->mm);
-    dnnl_memory_destroy(p->dw);
-    dnnl_memory_destroy(p->dsrc);
-    dnnl_memory_destroy(p->dbias);
-    dnnl_memory_destroy(p->ddst);
+    return onednn_matmul_make(&p->dm, bn->engine, bn->stream, pd, &wei_ba, p->w, &src, bn->x,
+                              &bias, p->b, &dst, bn->y);
 }
 
 typedef enum backend { B_CORING, B_OPENBLAS, B_ONEDNN, B_BLIS, B_COUNT } backend;
@@ -175,15 +114,9 @@ static void run_product(bench *bn, backend k, product *p)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)p->out, (int)p->in, 1.0f,
                     bn->x, (int)p->in, p->w, (int)p->in, 1.0f, bn->y, (int)p->out);
         break;
-    case B_ONEDNN: {
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->dsrc},
-                                  {DNNL_ARG_WEIGHTS, p->dw},
-                                  {DNNL_ARG_BIAS, p->dbias},
-                                  {DNNL_ARG_DST, p->ddst}};
-        dnnl_primitive_execute(p->mm, bn->stream, 4, args);
-        dnnl_stream_wait(bn->stream);
+    case B_ONEDNN:
+        onednn_matmul_run(&p->dm, bn->stream);
         break;
-    }
     case B_BLIS:
         bias_rows(bn->y, n, p->b, p->out);
         linear_compare_blis(bn->x, n, p->in, p->w, p->out, bn->y);
@@ -191,6 +124,14 @@ static void run_product(bench *bn, backend k, product *p)
     default:
         break;
     }
+}
+
+/* One layer (the six products) on backend @k: layer_bench_measure's step. */
+static void run_layer(void *ctx, int k)
+{
+    bench *bn = ctx;
+    for (int i = 0; i < LAYER_PRODUCTS; i++)
+        run_product(bn, (backend)k, &bn->p[i]);
 }
 
 static double layer_flops(const bench *bn)
@@ -216,12 +157,6 @@ static double check_product(bench *bn, backend k, int i)
     return worst;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Where @fn was loaded from (the library's file name), for the header. */
 static const char *origin(void *fn)
 {
@@ -231,23 +166,6 @@ static const char *origin(void *fn)
         return slash ? slash + 1 : info.dli_fname;
     }
     return "?";
-}
-
-static int parse_rows(const char *s, size_t *rows, size_t *count)
-{
-    *count = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (end == s || errno || v == 0 || v > 65536 || *count == MAX_ROWS)
-            return -1;
-        rows[(*count)++] = v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return *count ? 0 : -1;
 }
 
 static void usage(FILE *f)
@@ -261,46 +179,12 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *omp = getenv("OMP_NUM_THREADS");
-    if (!omp || strcmp(omp, "1") != 0) {
-        setenv("OMP_NUM_THREADS", "1", 1);
-        execv("/proc/self/exe", argv);
-        perror("coring-linear-compare: execv /proc/self/exe");
-        return 1;
-    }
-    size_t rows[MAX_ROWS] = {29, 512}, nrows = 2, hidden = 384, inter = 1536;
-    double seconds = 1;
-    int rounds = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--rows") && v) {
-            if (parse_rows(v, rows, &nrows) < 0) {
-                fprintf(stderr, "coring-linear-compare: --rows wants N[,N...], 1..65536\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--seconds") && v) {
-            seconds = atof(v);
-        } else if (!strcmp(argv[i], "--rounds") && v) {
-            rounds = atoi(v);
-        } else if (!strcmp(argv[i], "--hidden") && v) {
-            hidden = strtoul(v, NULL, 10);
-        } else if (!strcmp(argv[i], "--inter") && v) {
-            inter = strtoul(v, NULL, 10);
-        } else {
-            usage(stderr);
-            return 2;
-        }
-        i++;
-    }
-    if (seconds <= 0 || seconds > 60 || rounds < 1 || rounds > 99 || hidden == 0 || hidden > 8192 ||
-        inter == 0 || inter > 32768) {
-        fprintf(stderr, "coring-linear-compare: --seconds 0..60, --rounds 1..99, "
-                        "--hidden 1..8192, --inter 1..32768\n");
-        return 2;
-    }
+    layer_bench_opts o = {.rows = {29, 512}, .nrows = 2, .hidden = 384, .inter = 1536,
+                          .seconds = 1, .rounds = 3};
+    int status = layer_bench_start(argc, argv, "coring-linear-compare", usage, &o);
+    if (status >= 0)
+        return status;
+    size_t hidden = o.hidden, inter = o.inter;
     if (!embed_sgemm_packed_available()) {
         fprintf(stderr, "coring-linear-compare: coring's packed kernel does not run on this "
                         "CPU (no AVX-512F, or no libmvec at build time): nothing to compare\n");
@@ -311,8 +195,8 @@ int main(int argc, char **argv)
         return 1;
 
     bench bn = {0};
-    if (dnnl_ok(dnnl_engine_create(&bn.engine, dnnl_cpu, 0), "engine") ||
-        dnnl_ok(dnnl_stream_create(&bn.stream, bn.engine, dnnl_stream_default_flags), "stream"))
+    if (onednn_ok(dnnl_engine_create(&bn.engine, dnnl_cpu, 0), "engine") ||
+        onednn_ok(dnnl_stream_create(&bn.stream, bn.engine, dnnl_stream_default_flags), "stream"))
         return 1;
     const char *blas_from = origin((void *)cblas_sgemm);
     const dnnl_version_t *dv = dnnl_version();
@@ -327,12 +211,12 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    size_t shapes[LAYER_PRODUCTS][2] = {{hidden, hidden}, {hidden, hidden}, {hidden, hidden},
-                                        {hidden, hidden}, {hidden, inter},  {inter, hidden}};
+    size_t shapes[LAYER_PRODUCTS][2];
+    layer_bench_shapes(&o, shapes);
     unsigned seed = 42;
     size_t maxw = hidden > inter ? hidden : inter, maxrows = 0;
-    for (size_t r = 0; r < nrows; r++)
-        maxrows = rows[r] > maxrows ? rows[r] : maxrows;
+    for (size_t r = 0; r < o.nrows; r++)
+        maxrows = o.rows[r] > maxrows ? o.rows[r] : maxrows;
     for (int i = 0; i < LAYER_PRODUCTS; i++) {
         product *p = &bn.p[i];
         p->in = shapes[i][0];
@@ -341,8 +225,8 @@ int main(int argc, char **argv)
         p->b = malloc(p->out * sizeof(float));
         if (!p->w || !p->b)
             return 1;
-        fill(p->w, p->in * p->out, &seed, 0.1f);
-        fill(p->b, p->out, &seed, 0.1f);
+        layer_bench_fill(p->w, p->in * p->out, &seed, 0.1f);
+        layer_bench_fill(p->b, p->out, &seed, 0.1f);
         if (embed_fweights_init(&p->fw, p->w, p->out, p->in) < 0)
             return 1;
     }
@@ -351,12 +235,12 @@ int main(int argc, char **argv)
     bn.ref = malloc(maxrows * maxw * sizeof(float));
     if (!bn.x || !bn.y || !bn.ref)
         return 1;
-    fill(bn.x, maxrows * maxw, &seed, 2.0f);
+    layer_bench_fill(bn.x, maxrows * maxw, &seed, 2.0f);
 
     printf("%6s  %-9s %12s %9s %10s %12s\n", "rows", "backend", "us/layer", "GFLOP/s", "vs coring",
            "max |diff|");
-    for (size_t r = 0; r < nrows; r++) {
-        bn.rows = rows[r];
+    for (size_t r = 0; r < o.nrows; r++) {
+        bn.rows = o.rows[r];
         for (int i = 0; i < LAYER_PRODUCTS; i++)
             if (onednn_setup(&bn, &bn.p[i], bn.rows) < 0)
                 return 1;
@@ -366,29 +250,13 @@ int main(int argc, char **argv)
                 double d = check_product(&bn, (backend)k, i);
                 diff[k] = d > diff[k] ? d : diff[k];
             }
-        double us[B_COUNT][99];
-        for (int round = 0; round < rounds; round++)
-            for (int k = 0; k < B_COUNT; k++) {
-                long layers = 0;
-                double t0 = now_s(), t;
-                do {
-                    for (int i = 0; i < LAYER_PRODUCTS; i++)
-                        run_product(&bn, (backend)k, &bn.p[i]);
-                    layers++;
-                    t = now_s();
-                } while (t - t0 < seconds);
-                us[k][round] = (t - t0) * 1e6 / (double)layers;
-            }
         double med[B_COUNT];
-        for (int k = 0; k < B_COUNT; k++) {
-            qsort(us[k], (size_t)rounds, sizeof(double), cmp_double);
-            med[k] = us[k][rounds / 2];
-        }
+        layer_bench_measure(&o, B_COUNT, run_layer, &bn, med);
         for (int k = 0; k < B_COUNT; k++)
             printf("%6zu  %-9s %12.1f %9.1f %9.2fx %12.3g\n", bn.rows, backend_name[k], med[k],
                    layer_flops(&bn) / (med[k] * 1e3), med[k] / med[B_CORING], diff[k]);
         for (int i = 0; i < LAYER_PRODUCTS; i++)
-            onednn_teardown(&bn.p[i]);
+            onednn_matmul_free(&bn.p[i].dm);
     }
     return 0;
 }

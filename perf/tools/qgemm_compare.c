@@ -37,17 +37,12 @@
  * only where oneDNN (libdnnl-dev) is installed.
  */
 #include "coring/embed/qgemm.h"
+#include "layer_bench.h"
+#include "onednn_matmul.h"
 
-#include <errno.h>
 #include <math.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-enum { LAYER_PRODUCTS = 6, MAX_ROWS = 8 };
 
 /* One product: the float weights, their int8 form for oneDNN and the
  * reference, coring's packed copy, and oneDNN's primitive for the row
@@ -59,8 +54,7 @@ typedef struct product {
     float *sw;         /* [out] */
     float *db;         /* oneDNN's bias: b[o] over its output scale */
     embed_qweights cw; /* coring's packed copy */
-    dnnl_memory_t dw, dsrc, dbias, ddst;
-    dnnl_primitive_t mm;
+    onednn_matmul dm;  /* oneDNN's matmul for the current row count */
 } product;
 
 typedef struct bench {
@@ -75,31 +69,10 @@ typedef struct bench {
     char impl[64];      /* the oneDNN implementation of the last primitive */
 } bench;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static unsigned next(unsigned *seed)
 {
     *seed = *seed * 1103515245u + 12345u;
     return *seed >> 9;
-}
-
-static void fill(float *v, size_t n, unsigned *seed, float scale)
-{
-    for (size_t i = 0; i < n; i++)
-        v[i] = ((float)next(seed) / (float)(1u << 23) - 0.5f) * scale;
-}
-
-static int dnnl_ok(dnnl_status_t s, const char *what)
-{
-    if (s == dnnl_success)
-        return 0;
-    fprintf(stderr, "coring-qgemm-compare: oneDNN %s failed (status %d)\n", what, (int)s);
-    return -1;
 }
 
 /* Per output row symmetric int8 (qgemm.h's rule): sw = max|w[o]| / 127. */
@@ -124,12 +97,12 @@ static int onednn_setup(bench *bn, product *p)
     dnnl_dims_t bd = {1, (dnnl_dim_t)p->out};
     dnnl_dims_t dd = {(dnnl_dim_t)bn->rows, (dnnl_dim_t)p->out};
     dnnl_dims_t sstrides = {(dnnl_dim_t)bn->ldq, 1};
-    if (dnnl_ok(dnnl_memory_desc_init_by_strides(&src, 2, sd, dnnl_u8, sstrides), "src desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_s8, dnnl_format_tag_any),
+    if (onednn_ok(dnnl_memory_desc_init_by_strides(&src, 2, sd, dnnl_u8, sstrides), "src desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_s8, dnnl_format_tag_any),
                 "weights desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_s8, dnnl_ba), "weights desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab), "bias desc") ||
-        dnnl_ok(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab), "dst desc"))
+        onednn_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_s8, dnnl_ba), "weights desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab), "bias desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab), "dst desc"))
         return -1;
     /* oneDNN 2.x: dst = output_scale[o] * (sum (src - zp) wei + bias[o]),
      * the bias inside the scale (a bias of b gives a difference of about
@@ -147,57 +120,25 @@ static int onednn_setup(bench *bn, product *p)
     }
     dnnl_primitive_attr_t attr;
     int32_t zp = bn->zx;
-    int bad = dnnl_ok(dnnl_primitive_attr_create(&attr), "attr") ||
-              dnnl_ok(dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)p->out, 1 << 1, scales),
+    int bad = onednn_ok(dnnl_primitive_attr_create(&attr), "attr") ||
+              onednn_ok(dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)p->out, 1 << 1, scales),
                       "output scales") ||
-              dnnl_ok(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &zp),
+              onednn_ok(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &zp),
                       "src zero point");
     free(scales);
     if (bad)
         return -1;
     dnnl_matmul_desc_t md;
-    dnnl_primitive_desc_t pd, rpd;
-    if (dnnl_ok(dnnl_matmul_desc_init(&md, &src, &wei_any, &bias, &dst), "matmul desc") ||
-        dnnl_ok(dnnl_primitive_desc_create(&pd, &md, attr, bn->engine, NULL), "matmul pd"))
+    dnnl_primitive_desc_t pd;
+    if (onednn_ok(dnnl_matmul_desc_init(&md, &src, &wei_any, &bias, &dst), "matmul desc") ||
+        onednn_ok(dnnl_primitive_desc_create(&pd, &md, attr, bn->engine, NULL), "matmul pd"))
         return -1;
     dnnl_primitive_attr_destroy(attr);
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         snprintf(bn->impl, sizeof bn->impl, "%s", impl);
-    const dnnl_memory_desc_t *packed = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    dnnl_memory_t plain;
-    dnnl_primitive_t reorder;
-    if (dnnl_ok(dnnl_memory_create(&plain, &wei_ba, bn->engine, p->qw), "weights memory") ||
-        dnnl_ok(dnnl_memory_create(&p->dw, packed, bn->engine, DNNL_MEMORY_ALLOCATE),
-                "packed weights memory") ||
-        dnnl_ok(
-            dnnl_reorder_primitive_desc_create(&rpd, &wei_ba, bn->engine, packed, bn->engine, NULL),
-            "reorder pd") ||
-        dnnl_ok(dnnl_primitive_create(&reorder, rpd), "reorder"))
-        return -1;
-    dnnl_exec_arg_t rargs[] = {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, p->dw}};
-    if (dnnl_ok(dnnl_primitive_execute(reorder, bn->stream, 2, rargs), "reorder run") ||
-        dnnl_ok(dnnl_stream_wait(bn->stream), "stream wait"))
-        return -1;
-    dnnl_primitive_destroy(reorder);
-    dnnl_primitive_desc_destroy(rpd);
-    dnnl_memory_destroy(plain);
-    if (dnnl_ok(dnnl_primitive_create(&p->mm, pd), "matmul") ||
-        dnnl_ok(dnnl_memory_create(&p->dsrc, &src, bn->engine, bn->qx), "src memory") ||
-        dnnl_ok(dnnl_memory_create(&p->dbias, &bias, bn->engine, p->db), "bias memory") ||
-        dnnl_ok(dnnl_memory_create(&p->ddst, &dst, bn->engine, bn->y), "dst memory"))
-        return -1;
-    dnnl_primitive_desc_destroy(pd);
-    return 0;
-}
-
-static void onednn_teardown(product *p)
-{
-    dnnl_primitive_destroy(p->mm);
-    dnnl_memory_destroy(p->dw);
-    dnnl_memory_destroy(p->dsrc);
-    dnnl_memory_destroy(p->dbias);
-    dnnl_memory_destroy(p->ddst);
+    return onednn_matmul_make(&p->dm, bn->engine, bn->stream, pd, &wei_ba, p->qw, &src, bn->qx,
+                              &bias, p->db, &dst, bn->y);
 }
 
 typedef enum backend { B_CORING, B_CORING_QUANT, B_ONEDNN, B_COUNT } backend;
@@ -215,18 +156,20 @@ static void run_product(bench *bn, backend k, product *p)
         embed_qgemm(bn->qx, bn->rows, bn->ldq, bn->sxr, bn->zxr, &p->cw, p->b, bn->y, p->out,
                     false);
         break;
-    case B_ONEDNN: {
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->dsrc},
-                                  {DNNL_ARG_WEIGHTS, p->dw},
-                                  {DNNL_ARG_BIAS, p->dbias},
-                                  {DNNL_ARG_DST, p->ddst}};
-        dnnl_primitive_execute(p->mm, bn->stream, 4, args);
-        dnnl_stream_wait(bn->stream);
+    case B_ONEDNN:
+        onednn_matmul_run(&p->dm, bn->stream);
         break;
-    }
     default:
         break;
     }
+}
+
+/* One layer (the six products) on backend @k: layer_bench_measure's step. */
+static void run_layer(void *ctx, int k)
+{
+    bench *bn = ctx;
+    for (int i = 0; i < LAYER_PRODUCTS; i++)
+        run_product(bn, (backend)k, &bn->p[i]);
 }
 
 /* The same activations for every backend: random bytes, one scale and
@@ -260,29 +203,6 @@ static double check_product(bench *bn, backend k, int i)
     return worst;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int parse_rows(const char *s, size_t *rows, size_t *count)
-{
-    *count = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (end == s || errno || v == 0 || v > 65536 || *count == MAX_ROWS)
-            return -1;
-        rows[(*count)++] = v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return *count ? 0 : -1;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: coring-qgemm-compare [--rows N[,N...]] [--seconds S] [--rounds R]\n"
@@ -294,57 +214,23 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    const char *omp = getenv("OMP_NUM_THREADS");
-    if (!omp || strcmp(omp, "1") != 0) {
-        setenv("OMP_NUM_THREADS", "1", 1);
-        execv("/proc/self/exe", argv);
-        perror("coring-qgemm-compare: execv /proc/self/exe");
-        return 1;
-    }
-    size_t rows[MAX_ROWS] = {29, 928}, nrows = 2, hidden = 384, inter = 1536;
-    double seconds = 1;
-    int rounds = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--rows") && v) {
-            if (parse_rows(v, rows, &nrows) < 0) {
-                fprintf(stderr, "coring-qgemm-compare: --rows wants N[,N...], 1..65536\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--seconds") && v) {
-            seconds = atof(v);
-        } else if (!strcmp(argv[i], "--rounds") && v) {
-            rounds = atoi(v);
-        } else if (!strcmp(argv[i], "--hidden") && v) {
-            hidden = strtoul(v, NULL, 10);
-        } else if (!strcmp(argv[i], "--inter") && v) {
-            inter = strtoul(v, NULL, 10);
-        } else {
-            usage(stderr);
-            return 2;
-        }
-        i++;
-    }
-    if (seconds <= 0 || seconds > 60 || rounds < 1 || rounds > 99 || hidden == 0 || hidden > 8192 ||
-        inter == 0 || inter > 32768) {
-        fprintf(stderr, "coring-qgemm-compare: --seconds 0..60, --rounds 1..99, "
-                        "--hidden 1..8192, --inter 1..32768\n");
-        return 2;
-    }
+    layer_bench_opts o = {.rows = {29, 928}, .nrows = 2, .hidden = 384, .inter = 1536,
+                          .seconds = 1, .rounds = 3};
+    int status = layer_bench_start(argc, argv, "coring-qgemm-compare", usage, &o);
+    if (status >= 0)
+        return status;
+    size_t hidden = o.hidden, inter = o.inter;
 
     bench bn = {.sx = 0.02f, .zx = 131};
-    if (dnnl_ok(dnnl_engine_create(&bn.engine, dnnl_cpu, 0), "engine") ||
-        dnnl_ok(dnnl_stream_create(&bn.stream, bn.engine, dnnl_stream_default_flags), "stream"))
+    if (onednn_ok(dnnl_engine_create(&bn.engine, dnnl_cpu, 0), "engine") ||
+        onednn_ok(dnnl_stream_create(&bn.stream, bn.engine, dnnl_stream_default_flags), "stream"))
         return 1;
-    size_t shapes[LAYER_PRODUCTS][2] = {{hidden, hidden}, {hidden, hidden}, {hidden, hidden},
-                                        {hidden, hidden}, {hidden, inter},  {inter, hidden}};
+    size_t shapes[LAYER_PRODUCTS][2];
+    layer_bench_shapes(&o, shapes);
     unsigned seed = 42;
     size_t maxw = hidden > inter ? hidden : inter, maxrows = 0;
-    for (size_t r = 0; r < nrows; r++)
-        maxrows = rows[r] > maxrows ? rows[r] : maxrows;
+    for (size_t r = 0; r < o.nrows; r++)
+        maxrows = o.rows[r] > maxrows ? o.rows[r] : maxrows;
     for (int i = 0; i < LAYER_PRODUCTS; i++) {
         product *p = &bn.p[i];
         p->in = shapes[i][0];
@@ -355,8 +241,8 @@ int main(int argc, char **argv)
         p->sw = malloc(p->out * sizeof(float));
         if (!p->w || !p->b || !p->qw || !p->sw)
             return 1;
-        fill(p->w, p->in * p->out, &seed, 0.1f);
-        fill(p->b, p->out, &seed, 0.1f);
+        layer_bench_fill(p->w, p->in * p->out, &seed, 0.1f);
+        layer_bench_fill(p->b, p->out, &seed, 0.1f);
         quantize_weights(p);
         if (embed_qweights_init(&p->cw, p->w, p->out, p->in) < 0)
             return 1;
@@ -369,15 +255,15 @@ int main(int argc, char **argv)
     bn.zxr = malloc(maxrows * sizeof(int32_t));
     if (!bn.x || !bn.y || !bn.qx || !bn.sxr || !bn.zxr)
         return 1;
-    fill(bn.x, maxrows * maxw, &seed, 2.0f);
+    layer_bench_fill(bn.x, maxrows * maxw, &seed, 2.0f);
 
     const dnnl_version_t *dv = dnnl_version();
     printf("one thread, %zu hidden, %zu intermediate; coring's int8 kernel: %s; oneDNN %d.%d.%d\n",
            hidden, inter, embed_qgemm_kernel(), dv->major, dv->minor, dv->patch);
     printf("%6s  %-12s %12s %9s %10s %12s\n", "rows", "backend", "us/layer", "GOP/s", "vs coring",
            "max |diff|");
-    for (size_t r = 0; r < nrows; r++) {
-        bn.rows = rows[r];
+    for (size_t r = 0; r < o.nrows; r++) {
+        bn.rows = o.rows[r];
         set_activations(&bn, 7);
         for (int i = 0; i < LAYER_PRODUCTS; i++)
             if (onednn_setup(&bn, &bn.p[i]) < 0)
@@ -391,30 +277,13 @@ int main(int argc, char **argv)
                 diff[k] = d > diff[k] ? d : diff[k];
             }
         }
-        double us[B_COUNT][99];
-        for (int round = 0; round < rounds; round++)
-            for (int k = 0; k < B_COUNT; k++) {
-                set_activations(&bn, 7);
-                long layers = 0;
-                double t0 = now_s(), t;
-                do {
-                    for (int i = 0; i < LAYER_PRODUCTS; i++)
-                        run_product(&bn, (backend)k, &bn.p[i]);
-                    layers++;
-                    t = now_s();
-                } while (t - t0 < seconds);
-                us[k][round] = (t - t0) * 1e6 / (double)layers;
-            }
+        double med[B_COUNT];
+        layer_bench_measure(&o, B_COUNT, run_layer, &bn, med);
         double ops = 0;
         for (int i = 0; i < LAYER_PRODUCTS; i++)
             ops += 2.0 * (double)bn.rows * (double)bn.p[i].in * (double)bn.p[i].out;
         if (r == 0)
             printf("oneDNN implementation: %s\n", bn.impl[0] ? bn.impl : "?");
-        double med[B_COUNT];
-        for (int k = 0; k < B_COUNT; k++) {
-            qsort(us[k], (size_t)rounds, sizeof(double), cmp_double);
-            med[k] = us[k][rounds / 2];
-        }
         for (int k = 0; k < B_COUNT; k++) {
             char d[32] = "-";
             if (k != B_CORING_QUANT)
@@ -423,7 +292,7 @@ int main(int argc, char **argv)
                    ops / (med[k] * 1e3), med[k] / med[B_CORING], d);
         }
         for (int i = 0; i < LAYER_PRODUCTS; i++)
-            onednn_teardown(&bn.p[i]);
+            onednn_matmul_free(&bn.p[i].dm);
     }
     return 0;
 }
