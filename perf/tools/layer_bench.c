@@ -4,6 +4,7 @@
 #include "layer_bench.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,15 +38,28 @@ static int one_thread(char **argv, const char *prog)
     return -1;
 }
 
-int layer_bench_start(int argc, char **argv, const char *prog, void (*usage)(FILE *),
+static void usage(FILE *f, const char *prog, const char *what, const layer_bench_opts *o)
+{
+    fprintf(f,
+            "usage: %s [--rows N[,N...]] [--seconds S] [--rounds R] [--hidden H] [--inter I]\n"
+            "  %s\n  defaults: --rows ",
+            prog, what);
+    for (size_t r = 0; r < o->nrows; r++)
+        fprintf(f, "%s%zu", r ? "," : "", o->rows[r]);
+    fprintf(f, " --seconds %g --rounds %d --hidden %zu --inter %zu\n", o->seconds, o->rounds,
+            o->hidden, o->inter);
+}
+
+int layer_bench_start(int argc, char **argv, const char *prog, const char *what,
                       layer_bench_opts *o)
 {
     if (one_thread(argv, prog) < 0)
         return 1;
+    const layer_bench_opts defaults = *o;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
+            usage(stdout, prog, what, &defaults);
             return 0;
         } else if (!strcmp(argv[i], "--rows") && v) {
             if (parse_rows(v, o) < 0) {
@@ -62,7 +76,7 @@ int layer_bench_start(int argc, char **argv, const char *prog, void (*usage)(FIL
         } else if (!strcmp(argv[i], "--inter") && v) {
             o->inter = strtoul(v, NULL, 10);
         } else {
-            usage(stderr);
+            usage(stderr, prog, what, &defaults);
             return 2;
         }
         i++;
@@ -74,6 +88,14 @@ int layer_bench_start(int argc, char **argv, const char *prog, void (*usage)(FIL
         return 2;
     }
     return -1;
+}
+
+size_t layer_bench_max_rows(const layer_bench_opts *o)
+{
+    size_t m = 0;
+    for (size_t r = 0; r < o->nrows; r++)
+        m = o->rows[r] > m ? o->rows[r] : m;
+    return m;
 }
 
 void layer_bench_shapes(const layer_bench_opts *o, size_t shapes[LAYER_PRODUCTS][2])
@@ -110,7 +132,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 void layer_bench_measure(const layer_bench_opts *o, int backends,
-                         void (*layer)(void *ctx, int backend), void *ctx, double *median_us)
+                         void (*product)(void *ctx, int backend, int i), void *ctx,
+                         double *median_us)
 {
     double us[LAYER_BENCH_MAX_ROUNDS];
     for (int k = 0; k < backends; k++)
@@ -123,7 +146,8 @@ void layer_bench_measure(const layer_bench_opts *o, int backends,
             long layers = 0;
             double t0 = now_s(), t;
             do {
-                layer(ctx, k);
+                for (int i = 0; i < LAYER_PRODUCTS; i++)
+                    product(ctx, k, i);
                 layers++;
                 t = now_s();
             } while (t - t0 < o->seconds);

@@ -7,7 +7,6 @@
 #define CORING_PERF_LAYER_BENCH_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 enum { LAYER_PRODUCTS = 6, LAYER_BENCH_MAX_ROWS = 8, LAYER_BENCH_MAX_ROUNDS = 99 };
 
@@ -25,12 +24,16 @@ typedef struct layer_bench_opts {
  * so every backend runs on the calling thread); then parse --rows
  * N[,N...] --seconds S --rounds R --hidden H --inter I (and --help) into
  * @o, which holds the tool's defaults on entry. @prog names the tool in
- * errors; @usage prints its usage. Returns -1 to go on, or the exit
+ * its usage and errors; @what (a line) says what it measures, in its
+ * usage, beside the defaults. Returns -1 to go on, or the exit
  * status: 0 after --help, 2 after a bad option, 1 when execv failed (each
  * said on stderr).
  */
-int layer_bench_start(int argc, char **argv, const char *prog, void (*usage)(FILE *),
+int layer_bench_start(int argc, char **argv, const char *prog, const char *what,
                       layer_bench_opts *o);
+
+/* layer_bench_max_rows - the largest of @o's row counts. */
+size_t layer_bench_max_rows(const layer_bench_opts *o);
 
 /* layer_bench_shapes - the six products' [in, out]: H->H four times
  * (query, key, value, attention output), H->I, I->H. */
@@ -42,11 +45,12 @@ void layer_bench_fill(float *v, size_t n, unsigned *seed, float scale);
 
 /*
  * layer_bench_measure - time @backends backends: @o->rounds rounds, and in
- * each, every backend in turn runs @layer(@ctx, backend) (one layer's six
- * products) again and again for @o->seconds; @median_us[k] gets backend
- * k's median microseconds per layer over the rounds.
+ * each, every backend in turn runs one layer (@product(@ctx, backend, i)
+ * for the six products i) again and again for @o->seconds; @median_us[k]
+ * gets backend k's median microseconds per layer over the rounds.
  */
 void layer_bench_measure(const layer_bench_opts *o, int backends,
-                         void (*layer)(void *ctx, int backend), void *ctx, double *median_us);
+                         void (*product)(void *ctx, int backend, int i), void *ctx,
+                         double *median_us);
 
 #endif

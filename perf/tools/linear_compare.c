@@ -52,9 +52,9 @@ char *openblas_get_corename(void);
 /* One product of the layer: its weights in every backend's form. */
 typedef struct product {
     size_t in, out;
-    float *w, *b;        /* [out, in], [out] */
-    embed_fweights fw;   /* coring's packed copy */
-    onednn_matmul dm;    /* oneDNN's matmul for the current row count */
+    float *w, *b;      /* [out, in], [out] */
+    embed_fweights fw; /* coring's packed copy */
+    onednn_matmul dm;  /* oneDNN's matmul for the current row count */
 } product;
 
 typedef struct bench {
@@ -78,8 +78,9 @@ static int onednn_setup(bench *bn, product *p, size_t rows)
      * the "ba" layout (in varies fastest). */
     if (onednn_ok(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_f32, dnnl_ab), "src desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_f32, dnnl_format_tag_any),
-                "weights desc") ||
-        onednn_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_f32, dnnl_ba), "weights desc") ||
+                  "weights desc") ||
+        onednn_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_f32, dnnl_ba),
+                  "weights desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab), "bias desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab), "dst desc"))
         return -1;
@@ -88,8 +89,8 @@ static int onednn_setup(bench *bn, product *p, size_t rows)
     if (onednn_ok(dnnl_matmul_desc_init(&md, &src, &wei_any, &bias, &dst), "matmul desc") ||
         onednn_ok(dnnl_primitive_desc_create(&pd, &md, NULL, bn->engine, NULL), "matmul pd"))
         return -1;
-    return onednn_matmul_make(&p->dm, bn->engine, bn->stream, pd, &wei_ba, p->w, &src, bn->x,
-                              &bias, p->b, &dst, bn->y);
+    return onednn_matmul_make(&p->dm, bn->engine, bn->stream, pd, &wei_ba, p->w, &src, bn->x, &bias,
+                              p->b, &dst, bn->y);
 }
 
 typedef enum backend { B_CORING, B_OPENBLAS, B_ONEDNN, B_BLIS, B_COUNT } backend;
@@ -126,12 +127,11 @@ static void run_product(bench *bn, backend k, product *p)
     }
 }
 
-/* One layer (the six products) on backend @k: layer_bench_measure's step. */
-static void run_layer(void *ctx, int k)
+/* Product @i on backend @k: layer_bench_measure's step. */
+static void measure_step(void *ctx, int k, int i)
 {
     bench *bn = ctx;
-    for (int i = 0; i < LAYER_PRODUCTS; i++)
-        run_product(bn, (backend)k, &bn->p[i]);
+    run_product(bn, (backend)k, &bn->p[i]);
 }
 
 static double layer_flops(const bench *bn)
@@ -168,20 +168,15 @@ static const char *origin(void *fn)
     return "?";
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: coring-linear-compare [--rows N[,N...]] [--seconds S] [--rounds R]\n"
-               "                             [--hidden H] [--inter I]\n"
-               "  the six float32 products of one BERT layer (H->H x4, H->I, I->H) on\n"
-               "  coring's packed kernel, OpenBLAS, oneDNN and BLIS, one thread each;\n"
-               "  defaults: --rows 29,512 --seconds 1 --rounds 3 --hidden 384 --inter 1536\n");
-}
-
 int main(int argc, char **argv)
 {
-    layer_bench_opts o = {.rows = {29, 512}, .nrows = 2, .hidden = 384, .inter = 1536,
-                          .seconds = 1, .rounds = 3};
-    int status = layer_bench_start(argc, argv, "coring-linear-compare", usage, &o);
+    layer_bench_opts o = {
+        .rows = {29, 512}, .nrows = 2, .hidden = 384, .inter = 1536, .seconds = 1, .rounds = 3};
+    int status =
+        layer_bench_start(argc, argv, "coring-linear-compare",
+                          "the six float32 products of one BERT layer (H->H x4, H->I, I->H)"
+                          " on coring's packed kernel, OpenBLAS, oneDNN and BLIS, one thread each",
+                          &o);
     if (status >= 0)
         return status;
     size_t hidden = o.hidden, inter = o.inter;
@@ -214,9 +209,7 @@ int main(int argc, char **argv)
     size_t shapes[LAYER_PRODUCTS][2];
     layer_bench_shapes(&o, shapes);
     unsigned seed = 42;
-    size_t maxw = hidden > inter ? hidden : inter, maxrows = 0;
-    for (size_t r = 0; r < o.nrows; r++)
-        maxrows = o.rows[r] > maxrows ? o.rows[r] : maxrows;
+    size_t maxw = hidden > inter ? hidden : inter, maxrows = layer_bench_max_rows(&o);
     for (int i = 0; i < LAYER_PRODUCTS; i++) {
         product *p = &bn.p[i];
         p->in = shapes[i][0];
@@ -251,7 +244,7 @@ int main(int argc, char **argv)
                 diff[k] = d > diff[k] ? d : diff[k];
             }
         double med[B_COUNT];
-        layer_bench_measure(&o, B_COUNT, run_layer, &bn, med);
+        layer_bench_measure(&o, B_COUNT, measure_step, &bn, med);
         for (int k = 0; k < B_COUNT; k++)
             printf("%6zu  %-9s %12.1f %9.1f %9.2fx %12.3g\n", bn.rows, backend_name[k], med[k],
                    layer_flops(&bn) / (med[k] * 1e3), med[k] / med[B_CORING], diff[k]);

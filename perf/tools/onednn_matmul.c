@@ -22,12 +22,13 @@ int onednn_matmul_make(onednn_matmul *m, dnnl_engine_t engine, dnnl_stream_t str
     dnnl_memory_t from = NULL;
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t reorder = NULL;
-    int bad = onednn_ok(dnnl_memory_create(&from, plain, engine, weights), "weights memory") ||
-              onednn_ok(dnnl_memory_create(&m->w, packed, engine, DNNL_MEMORY_ALLOCATE),
-                        "packed weights memory") ||
-              onednn_ok(dnnl_reorder_primitive_desc_create(&rpd, plain, engine, packed, engine, NULL),
-                        "reorder pd") ||
-              onednn_ok(dnnl_primitive_create(&reorder, rpd), "reorder");
+    int bad =
+        onednn_ok(dnnl_memory_create(&from, plain, engine, weights), "weights memory") ||
+        onednn_ok(dnnl_memory_create(&m->w, packed, engine, DNNL_MEMORY_ALLOCATE),
+                  "packed weights memory") ||
+        onednn_ok(dnnl_reorder_primitive_desc_create(&rpd, plain, engine, packed, engine, NULL),
+                  "reorder pd") ||
+        onednn_ok(dnnl_primitive_create(&reorder, rpd), "reorder");
     if (!bad) {
         dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, m->w}};
         bad = onednn_ok(dnnl_primitive_execute(reorder, stream, 2, args), "reorder run") ||

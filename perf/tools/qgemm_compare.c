@@ -59,14 +59,14 @@ typedef struct product {
 
 typedef struct bench {
     size_t rows, ldq;
-    float *x, *y, sx;   /* float rows (for coring+quant), outputs, the scale */
-    uint8_t *qx;        /* rows * ldq quantised activations */
-    float *sxr;         /* sx per row, for embed_qgemm */
-    int32_t zx, *zxr;   /* zero point, per row */
+    float *x, *y, sx; /* float rows (for coring+quant), outputs, the scale */
+    uint8_t *qx;      /* rows * ldq quantised activations */
+    float *sxr;       /* sx per row, for embed_qgemm */
+    int32_t zx, *zxr; /* zero point, per row */
     product p[LAYER_PRODUCTS];
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    char impl[64];      /* the oneDNN implementation of the last primitive */
+    char impl[64]; /* the oneDNN implementation of the last primitive */
 } bench;
 
 static unsigned next(unsigned *seed)
@@ -99,7 +99,7 @@ static int onednn_setup(bench *bn, product *p)
     dnnl_dims_t sstrides = {(dnnl_dim_t)bn->ldq, 1};
     if (onednn_ok(dnnl_memory_desc_init_by_strides(&src, 2, sd, dnnl_u8, sstrides), "src desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&wei_any, 2, wd, dnnl_s8, dnnl_format_tag_any),
-                "weights desc") ||
+                  "weights desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&wei_ba, 2, wd, dnnl_s8, dnnl_ba), "weights desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab), "bias desc") ||
         onednn_ok(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab), "dst desc"))
@@ -120,11 +120,12 @@ static int onednn_setup(bench *bn, product *p)
     }
     dnnl_primitive_attr_t attr;
     int32_t zp = bn->zx;
-    int bad = onednn_ok(dnnl_primitive_attr_create(&attr), "attr") ||
-              onednn_ok(dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)p->out, 1 << 1, scales),
-                      "output scales") ||
-              onednn_ok(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &zp),
-                      "src zero point");
+    int bad =
+        onednn_ok(dnnl_primitive_attr_create(&attr), "attr") ||
+        onednn_ok(dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)p->out, 1 << 1, scales),
+                  "output scales") ||
+        onednn_ok(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &zp),
+                  "src zero point");
     free(scales);
     if (bad)
         return -1;
@@ -164,12 +165,11 @@ static void run_product(bench *bn, backend k, product *p)
     }
 }
 
-/* One layer (the six products) on backend @k: layer_bench_measure's step. */
-static void run_layer(void *ctx, int k)
+/* Product @i on backend @k: layer_bench_measure's step. */
+static void measure_step(void *ctx, int k, int i)
 {
     bench *bn = ctx;
-    for (int i = 0; i < LAYER_PRODUCTS; i++)
-        run_product(bn, (backend)k, &bn->p[i]);
+    run_product(bn, (backend)k, &bn->p[i]);
 }
 
 /* The same activations for every backend: random bytes, one scale and
@@ -203,20 +203,14 @@ static double check_product(bench *bn, backend k, int i)
     return worst;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: coring-qgemm-compare [--rows N[,N...]] [--seconds S] [--rounds R]\n"
-               "                            [--hidden H] [--inter I]\n"
-               "  the six int8 products of one BERT layer (H->H x4, H->I, I->H) on coring's\n"
-               "  kernel and oneDNN's int8 matmul, one thread each;\n"
-               "  defaults: --rows 29,928 --seconds 1 --rounds 3 --hidden 384 --inter 1536\n");
-}
-
 int main(int argc, char **argv)
 {
-    layer_bench_opts o = {.rows = {29, 928}, .nrows = 2, .hidden = 384, .inter = 1536,
-                          .seconds = 1, .rounds = 3};
-    int status = layer_bench_start(argc, argv, "coring-qgemm-compare", usage, &o);
+    layer_bench_opts o = {
+        .rows = {29, 928}, .nrows = 2, .hidden = 384, .inter = 1536, .seconds = 1, .rounds = 3};
+    int status = layer_bench_start(argc, argv, "coring-qgemm-compare",
+                                   "the six int8 products of one BERT layer (H->H x4, H->I, I->H)"
+                                   " on coring's kernel and oneDNN's int8 matmul, one thread each",
+                                   &o);
     if (status >= 0)
         return status;
     size_t hidden = o.hidden, inter = o.inter;
@@ -228,9 +222,7 @@ int main(int argc, char **argv)
     size_t shapes[LAYER_PRODUCTS][2];
     layer_bench_shapes(&o, shapes);
     unsigned seed = 42;
-    size_t maxw = hidden > inter ? hidden : inter, maxrows = 0;
-    for (size_t r = 0; r < o.nrows; r++)
-        maxrows = o.rows[r] > maxrows ? o.rows[r] : maxrows;
+    size_t maxw = hidden > inter ? hidden : inter, maxrows = layer_bench_max_rows(&o);
     for (int i = 0; i < LAYER_PRODUCTS; i++) {
         product *p = &bn.p[i];
         p->in = shapes[i][0];
@@ -278,7 +270,7 @@ int main(int argc, char **argv)
             }
         }
         double med[B_COUNT];
-        layer_bench_measure(&o, B_COUNT, run_layer, &bn, med);
+        layer_bench_measure(&o, B_COUNT, measure_step, &bn, med);
         double ops = 0;
         for (int i = 0; i < LAYER_PRODUCTS; i++)
             ops += 2.0 * (double)bn.rows * (double)bn.p[i].in * (double)bn.p[i].out;
