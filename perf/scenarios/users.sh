@@ -65,10 +65,12 @@ SQL
       -h "$(pg_socket)" -p 5432 -U coring coring 2>"$err" >"$txt"
     conn_ms=$(sed -n 's/^initial connection time = \([0-9]*\).*/\1/p' "$txt")
     # No connection time printed: no transaction ended within -T (at 256
-    # connections on 2 loaded cores, connecting alone can take all of it).
-    if [[ -z $conn_ms ]] || ((conn_ms * 5 > T * 1000)); then
-      T=$((duration + 2 * (${conn_ms:-$((T * 1000 + 4000))} / 1000 + 1)))
-      echo "pgbench took ${conn_ms:-all of -T and more} ms to connect: run $i again with -T $T"
+    # connections on 2 loaded cores, connecting alone can take all of it);
+    # count it as -T and 4 s more.
+    [[ -n $conn_ms ]] || conn_ms=$((T * 1000 + 4000))
+    if ((conn_ms * 5 > T * 1000)); then
+      T=$((duration + 2 * (conn_ms / 1000 + 1)))
+      echo "pgbench took $conn_ms ms or more to connect: run $i again with -T $T"
       taskset -c "$CLIENT_CPU" pgbench -n -M prepared -c "$conns" -j 1 -T "$T" -f "$script" \
         -h "$(pg_socket)" -p 5432 -U coring coring 2>"$err" >"$txt"
     fi
