@@ -7,6 +7,8 @@ charts copied beside it and linked relative to it, the quick-run warning;
 and that without --allow-quick a quick run is refused. Never a speed.
 """
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -15,6 +17,16 @@ import subprocess
 import sys
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def publish_module():
+    """perf/publish as a module (a script without .py), for its portable()."""
+    path = os.path.join(REPO, "perf", "publish")
+    loader = importlib.machinery.SourceFileLoader("perf_publish", path)
+    spec = importlib.util.spec_from_loader("perf_publish", loader)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main():
@@ -49,11 +61,9 @@ def main():
         need(str(doc["machine"][key]) in page, f"machine.{key} missing")
     for k, v in doc["versions"].items():
         need(f"| {k} | " in page and v.replace("|", "/") in page, f"version of {k} missing")
-    # The page names an absolute --out as perf/results/NAME and a path in
-    # the repository relative to it (no folder of the machine that ran it).
-    cmd = re.sub(r"--out(=| )(/\S+)",
-                 lambda m: f"--out{m.group(1)}perf/results/{os.path.basename(os.path.normpath(m.group(2)))}",
-                 doc["commands"]["perf_run"].replace(REPO + os.sep, ""))
+    # The page shows the command as perf/publish's portable() does (no
+    # folder of the machine that ran it).
+    cmd = publish_module().portable(doc["commands"]["perf_run"])
     need(f"`{cmd}`" in page, f"the perf/run command {cmd!r} is missing")
     for b in doc["commands"]["build"]:
         need(b in page, f"build command {b!r} missing")

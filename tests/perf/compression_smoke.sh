@@ -3,8 +3,9 @@
 # for 1 s a case, then checks that every part printed its rows: the levels
 # table, coring's rows (GET /users and /todos, each coding, requests made,
 # the compressed bytes fewer than identity's) and nginx's when it is
-# installed; and that --out wrote compression.md with both tables. A smoke test of the script, not a benchmark: no CPU figure is
-# compared with anything.
+# installed; and that --out wrote compression.md with both tables. A smoke
+# test of the script, not a benchmark: no CPU figure is compared with
+# anything.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
