@@ -460,14 +460,15 @@ static int workspace_fit_int8(embed_bert_workspace *ws, size_t tokens, size_t wi
  * The element-wise kernels (LayerNorm, GELU, softmax) in AVX-512 where the
  * CPU has it: at 30 tokens they are a third of a forward pass once the
  * linear layers run in int8, most of it in scalar erff and expf calls.
- * erf and exp come from glibc's vector math library, libmvec (glibc 2.35+:
- * _ZGVeN16v_erff, _ZGVeN16v_expf, 16 lanes, within 4 ulp; the names follow
- * the x86_64 vector function ABI).
+ * exp comes from glibc's vector math library, libmvec (glibc 2.35+:
+ * _ZGVeN16v_expf, 16 lanes, within 4 ulp; the name follows the x86_64
+ * vector function ABI), GELU from gelu.h.
  */
 #if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+#include "gelu.h"
+
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f")))
-AVX512 __m512 _ZGVeN16v_erff(__m512 x);
 AVX512 __m512 _ZGVeN16v_expf(__m512 x);
 
 static bool have_avx512(void)
@@ -509,14 +510,9 @@ AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *
 
 AVX512 static void gelu_avx512(float *x, size_t n)
 {
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    const __m512 rsqrt2 = _mm512_set1_ps((float)M_SQRT1_2);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask(i, n);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        __m512 e = _ZGVeN16v_erff(_mm512_mul_ps(v, rsqrt2));
-        _mm512_mask_storeu_ps(x + i, m,
-                              _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+        _mm512_mask_storeu_ps(x + i, m, embed_gelu16(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 

@@ -80,10 +80,10 @@ void embed_fweights_free(embed_fweights *q)
 }
 
 #if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+#include "gelu.h"
+
 #include <immintrin.h>
-#include <math.h>
 #define FAVX512 __attribute__((target("avx512f")))
-FAVX512 __m512 _ZGVeN16v_erff(__m512 x);
 
 bool embed_sgemm_packed_available(void)
 {
@@ -120,8 +120,6 @@ ftile(const int rows, const float *x, size_t ldx, const float *wp, size_t in,
             acc[r][3] = _mm512_fmadd_ps(a, w3, acc[r][3]);
         }
     }
-    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-    const __m512 rsqrt2 = _mm512_set1_ps((float)M_SQRT1_2);
     for (int c = 0; c < 4; c++) {
         size_t o = o0 + (size_t)c * 16;
         if (o >= w->out)
@@ -138,8 +136,7 @@ ftile(const int rows, const float *x, size_t ldx, const float *wp, size_t in,
             if (epi == EMBED_EPI_BIAS_ADD)
                 v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
             else if (epi == EMBED_EPI_BIAS_GELU)
-                v = _mm512_mul_ps(_mm512_mul_ps(half, v),
-                                  _mm512_add_ps(one, _ZGVeN16v_erff(_mm512_mul_ps(v, rsqrt2))));
+                v = embed_gelu16(v);
             _mm512_mask_storeu_ps(dst, m, v);
         }
     }
