@@ -39,10 +39,6 @@ set(CORING_LINK_BUILD PkgConfig::URING PkgConfig::SIMDJSON double-conversion::do
     PkgConfig::ZSTD PkgConfig::BROTLIENC PkgConfig::LIBDEFLATE Threads::Threads m)
 set(CORING_LINK_INSTALL uring simdjson double-conversion pq curl openblas utf8proc systemd zstd
     brotlienc deflate -pthread m)
-if(CORING_HAVE_LIBMVEC)
-  list(APPEND CORING_LINK_BUILD mvec)
-  list(APPEND CORING_LINK_INSTALL mvec)
-endif()
 list(APPEND CORING_LINK_BUILD stdc++)   # the simdjson wrapper and the float digits are C++
 list(APPEND CORING_LINK_INSTALL stdc++)
 set(CORING_PC_LIBS_PRIVATE "")

@@ -460,16 +460,13 @@ static int workspace_fit_int8(embed_bert_workspace *ws, size_t tokens, size_t wi
  * The element-wise kernels (LayerNorm, GELU, softmax) in AVX-512 where the
  * CPU has it: at 30 tokens they are a third of a forward pass once the
  * linear layers run in int8, most of it in scalar erff and expf calls.
- * exp comes from glibc's vector math library, libmvec (glibc 2.35+:
- * _ZGVeN16v_expf, 16 lanes, within 4 ulp; the name follows the x86_64
- * vector function ABI), GELU from gelu.h.
+ * exp and GELU come from vmath.h, inline.
  */
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
-#include "gelu.h"
+#if defined(__x86_64__)
+#include "vmath.h"
 
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f")))
-AVX512 __m512 _ZGVeN16v_expf(__m512 x);
 
 static bool have_avx512(void)
 {
@@ -528,7 +525,7 @@ AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols)
         __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(max)), sum = _mm512_setzero_ps();
         for (size_t j = 0; j < cols; j += 16) {
             __mmask16 m = tail_mask(j, cols);
-            __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), top));
+            __m512 e = embed_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), top));
             e = _mm512_maskz_mov_ps(m, e);
             sum = _mm512_add_ps(sum, e);
             _mm512_mask_storeu_ps(row + j, m, e);
@@ -639,9 +636,8 @@ attention_short(const int nv, const float *q, const float *k, const float *v, fl
             top = _mm512_mul_ps(_mm512_set1_ps(_mm512_reduce_max_ps(top)), vscale);
             __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 4
-            for (int b = 0; b < nv; b++) { /* lanes past len: finite in (libmvec takes a slow
-                                            * path for an infinite argument), 0 out */
-                s[r][b] = _ZGVeN16v_expf(_mm512_fmsub_ps(s[r][b], vscale, top));
+            for (int b = 0; b < nv; b++) { /* lanes past len: finite in, 0 out */
+                s[r][b] = embed_exp16(_mm512_fmsub_ps(s[r][b], vscale, top));
                 if (b == nv - 1)
                     s[r][b] = _mm512_maskz_mov_ps(last, s[r][b]);
                 sum = _mm512_add_ps(sum, s[r][b]);
@@ -738,7 +734,7 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
             for (size_t j = 0; j < len; j += 16) {
                 __mmask16 m = tail_mask(j, len);
                 __m512 e = _mm512_maskz_mov_ps(
-                    m, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(row + j), top)));
+                    m, embed_exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), top)));
                 sum = _mm512_add_ps(sum, e);
                 _mm512_storeu_ps(row + j, e);
             }
@@ -772,7 +768,7 @@ static bool have_avx512(void)
 /* Each of the @n rows of @x (@h wide): (x - mean) / sqrt(var + eps) * w + b. */
 static void layer_norm(float *x, size_t n, size_t h, const float *w, const float *b, float eps)
 {
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+#if defined(__x86_64__)
     if (have_avx512()) {
         layer_norm_avx512(x, n, h, w, b, eps);
         return;
@@ -798,7 +794,7 @@ static void layer_norm(float *x, size_t n, size_t h, const float *w, const float
 /* GELU with the exact error function: x/2 (1 + erf(x / sqrt 2)). */
 static void gelu(float *x, size_t n)
 {
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+#if defined(__x86_64__)
     if (have_avx512()) {
         gelu_avx512(x, n);
         return;
@@ -810,7 +806,7 @@ static void gelu(float *x, size_t n)
 
 static void softmax_rows(float *s, size_t rows, size_t cols)
 {
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+#if defined(__x86_64__)
     if (have_avx512()) {
         softmax_rows_avx512(s, rows, cols);
         return;
@@ -885,7 +881,7 @@ static int pass_size(const embed_bert *m, size_t count, const int32_t *const *id
 static void attention_one(embed_bert_workspace *ws, size_t off, size_t len, size_t d, size_t h,
                           float scale, float *scores)
 {
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
+#if defined(__x86_64__)
     if (d % 16 == 0 && d <= ATTN_MAX_D && have_avx512()) {
         attention_head_avx512(ws->q + off, ws->k + off, ws->v + off, ws->ctx + off, len, d, h,
                               scale, scores);

@@ -79,8 +79,8 @@ void embed_fweights_free(embed_fweights *q)
     memset(q, 0, sizeof(*q));
 }
 
-#if defined(__x86_64__) && defined(CORING_HAVE_LIBMVEC)
-#include "gelu.h"
+#if defined(__x86_64__)
+#include "vmath.h"
 
 #include <immintrin.h>
 #define FAVX512 __attribute__((target("avx512f")))
