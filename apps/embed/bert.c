@@ -585,6 +585,50 @@ AVX512 static void transpose_k(const float *k, size_t len, size_t d, size_t ld, 
         }
 }
 
+/* The ATTN_TILE query rows of a tile from row @i0 of @q (@len rows @ld
+ * floats apart) into @qr: those past @len repeat row @i0, computed but
+ * not stored. Returns how many are real. */
+static inline size_t query_tile(const float *q, size_t i0, size_t len, size_t ld, const float **qr)
+{
+    size_t rows = len - i0 < ATTN_TILE ? len - i0 : ATTN_TILE;
+#pragma GCC unroll 8
+    for (size_t r = 0; r < ATTN_TILE; r++)
+        qr[r] = q + (i0 + (r < rows ? r : 0)) * ld;
+    return rows;
+}
+
+/* ctx = p v for a tile: @p, ATTN_TILE rows of @len16 probabilities (the
+ * first @len used); @v, @len rows @ld floats apart, @d columns (a multiple
+ * of 16); the first @rows rows of the result into @ctx (@ld apart). Two
+ * output vectors a step, so that each load of V feeds 2 ATTN_TILE FMAs. */
+AVX512 static inline __attribute__((always_inline)) void
+attention_pv(const float *p, size_t len16, const float *v, size_t len, size_t d, size_t ld,
+             float *ctx, size_t rows)
+{
+    for (size_t c = 0; c < d; c += 32) {
+        const int two = c + 16 < d; /* a second output vector */
+        __m512 o[ATTN_TILE][2];
+#pragma GCC unroll 8
+        for (size_t r = 0; r < ATTN_TILE; r++)
+            o[r][0] = o[r][1] = _mm512_setzero_ps();
+        for (size_t j = 0; j < len; j++) {
+            __m512 v0 = _mm512_loadu_ps(v + j * ld + c);
+            __m512 v1 = two ? _mm512_loadu_ps(v + j * ld + c + 16) : v0;
+#pragma GCC unroll 8
+            for (size_t r = 0; r < ATTN_TILE; r++) {
+                __m512 pj = _mm512_set1_ps(p[r * len16 + j]);
+                o[r][0] = _mm512_fmadd_ps(pj, v0, o[r][0]);
+                o[r][1] = _mm512_fmadd_ps(pj, v1, o[r][1]);
+            }
+        }
+        for (size_t r = 0; r < rows; r++) {
+            _mm512_storeu_ps(ctx + r * ld + c, o[r][0]);
+            if (two)
+                _mm512_storeu_ps(ctx + r * ld + c + 16, o[r][1]);
+        }
+    }
+}
+
 /*
  * attention_head_avx512 for a sequence of at most 16 @nv tokens (@nv 1 to
  * 4, a constant once inlined): a tile's ATTN_TILE x @nv scores stay in
@@ -602,11 +646,8 @@ attention_short(const int nv, const float *q, const float *k, const float *v, fl
     const __mmask16 last = tail_mask((size_t)(nv - 1) * 16, len);
     const __m512 vscale = _mm512_set1_ps(scale);
     for (size_t i0 = 0; i0 < len; i0 += ATTN_TILE) {
-        size_t rows = len - i0 < ATTN_TILE ? len - i0 : ATTN_TILE;
         const float *qr[ATTN_TILE];
-#pragma GCC unroll 8
-        for (size_t r = 0; r < ATTN_TILE; r++) /* past the end: row i0 again, not stored */
-            qr[r] = q + (i0 + (r < rows ? r : 0)) * ld;
+        size_t rows = query_tile(q, i0, len, ld, qr);
         __m512 s[ATTN_TILE][4];
 #pragma GCC unroll 8
         for (size_t r = 0; r < ATTN_TILE; r++)
@@ -647,42 +688,22 @@ attention_short(const int nv, const float *q, const float *k, const float *v, fl
             for (int b = 0; b < nv; b++)
                 _mm512_storeu_ps(p + r * len16 + (size_t)b * 16, _mm512_mul_ps(s[r][b], inv));
         }
-        for (size_t c = 0; c < d; c += 32) {
-            const int two = c + 16 < d; /* a second output vector */
-            __m512 o[ATTN_TILE][2];
-#pragma GCC unroll 8
-            for (size_t r = 0; r < ATTN_TILE; r++)
-                o[r][0] = o[r][1] = _mm512_setzero_ps();
-            for (size_t j = 0; j < len; j++) {
-                __m512 v0 = _mm512_loadu_ps(v + j * ld + c);
-                __m512 v1 = two ? _mm512_loadu_ps(v + j * ld + c + 16) : v0;
-#pragma GCC unroll 8
-                for (size_t r = 0; r < ATTN_TILE; r++) {
-                    __m512 pj = _mm512_set1_ps(p[r * len16 + j]);
-                    o[r][0] = _mm512_fmadd_ps(pj, v0, o[r][0]);
-                    o[r][1] = _mm512_fmadd_ps(pj, v1, o[r][1]);
-                }
-            }
-            for (size_t r = 0; r < rows; r++) {
-                _mm512_storeu_ps(ctx + (i0 + r) * ld + c, o[r][0]);
-                if (two)
-                    _mm512_storeu_ps(ctx + (i0 + r) * ld + c + 16, o[r][1]);
-            }
-        }
+        attention_pv(p, len16, v, len, d, ld, ctx + i0 * ld, rows);
     }
 }
 
 /*
  * One sequence's head for @d a multiple of 16 (at most ATTN_MAX_D), with
  * no BLAS call (two OpenBLAS calls per sequence, head and layer cost more
- * than the arithmetic at 30 tokens). K is first copied transposed and
- * scaled into @scratch (kt[c][j] = scale k[j][c], rows len16 = @len
- * rounded up to 16 floats), so that 16 scores of a query row are one
- * FMA per column c with q[i][c] broadcast, instead of a dot product and
- * a horizontal sum per score. Query rows go ATTN_TILE at a time: softmax
- * per row over its len16 scores (past @len masked off), then ctx = p v.
- * @q, @k, @v, @ctx: @len rows @ld floats apart, from this head's first
- * column; @scratch: attention_scratch(@len, @d) floats.
+ * than the arithmetic at 30 tokens). K is first copied transposed into
+ * @scratch (kt[c][j] = k[j][c], rows len16 = @len rounded up to 16
+ * floats), so that 16 scores of a query row are one FMA per column c with
+ * q[i][c] broadcast, instead of a dot product and a horizontal sum per
+ * score. Query rows go ATTN_TILE at a time: softmax per row over its
+ * len16 scores (past @len masked off, @scale applied in the exponent),
+ * then ctx = p v. Up to 64 tokens, attention_short, with the scores in
+ * registers. @q, @k, @v, @ctx: @len rows @ld floats apart, from this
+ * head's first column; @scratch: attention_scratch(@len, @d) floats.
  */
 AVX512 static void attention_head_avx512(const float *q, const float *k, const float *v, float *ctx,
                                          size_t len, size_t d, size_t ld, float scale,
@@ -694,32 +715,25 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
     case 3: attention_short(3, q, k, v, ctx, len, d, ld, scale, scratch); return;
     case 4: attention_short(4, q, k, v, ctx, len, d, ld, scale, scratch); return;
     }
-    size_t vecs = d / 16, len16 = (len + 15) / 16 * 16;
+    size_t len16 = (len + 15) / 16 * 16;
     float *kt = scratch + ATTN_TILE * len16, *scores = scratch;
-    for (size_t j = 0; j < len; j++)
-        for (size_t c = 0; c < d; c++)
-            kt[c * len16 + j] = k[j * ld + c] * scale;
-    for (size_t c = 0; c < d; c++)
-        for (size_t j = len; j < len16; j++)
-            kt[c * len16 + j] = 0;
+    transpose_k(k, len, d, ld, kt, len16);
+    const __m512 vscale = _mm512_set1_ps(scale);
     for (size_t i0 = 0; i0 < len; i0 += ATTN_TILE) {
-        size_t rows = len - i0 < ATTN_TILE ? len - i0 : ATTN_TILE;
         const float *qr[ATTN_TILE];
-#pragma GCC unroll 4
-        for (size_t r = 0; r < ATTN_TILE; r++) /* past the end: row i0 again, not stored */
-            qr[r] = q + (i0 + (r < rows ? r : 0)) * ld;
+        size_t rows = query_tile(q, i0, len, ld, qr);
         for (size_t jb = 0; jb < len16; jb += 16) {
             __m512 acc[ATTN_TILE];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (size_t r = 0; r < ATTN_TILE; r++)
                 acc[r] = _mm512_setzero_ps();
             for (size_t c = 0; c < d; c++) {
                 __m512 kc = _mm512_loadu_ps(kt + c * len16 + jb);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (size_t r = 0; r < ATTN_TILE; r++)
                     acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(qr[r][c]), kc, acc[r]);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (size_t r = 0; r < ATTN_TILE; r++)
                 _mm512_storeu_ps(scores + r * len16 + jb, acc[r]);
         }
@@ -730,11 +744,12 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
                 __mmask16 m = tail_mask(j, len);
                 max = _mm512_mask_max_ps(max, m, max, _mm512_loadu_ps(row + j));
             }
-            __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(max)), sum = _mm512_setzero_ps();
+            __m512 top = _mm512_mul_ps(_mm512_set1_ps(_mm512_reduce_max_ps(max)), vscale);
+            __m512 sum = _mm512_setzero_ps();
             for (size_t j = 0; j < len; j += 16) {
                 __mmask16 m = tail_mask(j, len);
                 __m512 e = _mm512_maskz_mov_ps(
-                    m, embed_exp16(_mm512_sub_ps(_mm512_loadu_ps(row + j), top)));
+                    m, embed_exp16(_mm512_fmsub_ps(_mm512_loadu_ps(row + j), vscale, top)));
                 sum = _mm512_add_ps(sum, e);
                 _mm512_storeu_ps(row + j, e);
             }
@@ -742,20 +757,7 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
             for (size_t j = 0; j < len; j += 16)
                 _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
         }
-        for (size_t c = 0; c < vecs; c++) {
-            __m512 out[ATTN_TILE];
-#pragma GCC unroll 4
-            for (size_t r = 0; r < ATTN_TILE; r++)
-                out[r] = _mm512_setzero_ps();
-            for (size_t j = 0; j < len; j++) {
-                __m512 vj = _mm512_loadu_ps(v + j * ld + c * 16);
-#pragma GCC unroll 4
-                for (size_t r = 0; r < ATTN_TILE; r++)
-                    out[r] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * len16 + j]), vj, out[r]);
-            }
-            for (size_t r = 0; r < rows; r++)
-                _mm512_storeu_ps(ctx + (i0 + r) * ld + c * 16, out[r]);
-        }
+        attention_pv(scores, len16, v, len, d, ld, ctx + i0 * ld, rows);
     }
 }
 #else
