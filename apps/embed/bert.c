@@ -513,19 +513,23 @@ AVX512 static void gelu_avx512(float *x, size_t n)
     }
 }
 
-AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols)
+/* Each of @rows rows (@ld floats apart) of @s over its first @cols:
+ * softmax of @scale times the row, in place (@scale > 0). */
+AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols, size_t ld, float scale)
 {
+    const __m512 vscale = _mm512_set1_ps(scale);
     for (size_t r = 0; r < rows; r++) {
-        float *row = s + r * cols;
+        float *row = s + r * ld;
         __m512 max = _mm512_set1_ps(row[0]);
         for (size_t j = 0; j < cols; j += 16) {
             __mmask16 m = tail_mask(j, cols);
             max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, row + j));
         }
-        __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(max)), sum = _mm512_setzero_ps();
+        __m512 top = _mm512_mul_ps(_mm512_set1_ps(_mm512_reduce_max_ps(max)), vscale);
+        __m512 sum = _mm512_setzero_ps();
         for (size_t j = 0; j < cols; j += 16) {
             __mmask16 m = tail_mask(j, cols);
-            __m512 e = embed_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), top));
+            __m512 e = embed_exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, row + j), vscale, top));
             e = _mm512_maskz_mov_ps(m, e);
             sum = _mm512_add_ps(sum, e);
             _mm512_mask_storeu_ps(row + j, m, e);
@@ -718,7 +722,6 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
     size_t len16 = (len + 15) / 16 * 16;
     float *kt = scratch + ATTN_TILE * len16, *scores = scratch;
     transpose_k(k, len, d, ld, kt, len16);
-    const __m512 vscale = _mm512_set1_ps(scale);
     for (size_t i0 = 0; i0 < len; i0 += ATTN_TILE) {
         const float *qr[ATTN_TILE];
         size_t rows = query_tile(q, i0, len, ld, qr);
@@ -737,26 +740,7 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
             for (size_t r = 0; r < ATTN_TILE; r++)
                 _mm512_storeu_ps(scores + r * len16 + jb, acc[r]);
         }
-        for (size_t r = 0; r < rows; r++) {
-            float *row = scores + r * len16;
-            __m512 max = _mm512_set1_ps(-INFINITY);
-            for (size_t j = 0; j < len; j += 16) {
-                __mmask16 m = tail_mask(j, len);
-                max = _mm512_mask_max_ps(max, m, max, _mm512_loadu_ps(row + j));
-            }
-            __m512 top = _mm512_mul_ps(_mm512_set1_ps(_mm512_reduce_max_ps(max)), vscale);
-            __m512 sum = _mm512_setzero_ps();
-            for (size_t j = 0; j < len; j += 16) {
-                __mmask16 m = tail_mask(j, len);
-                __m512 e = _mm512_maskz_mov_ps(
-                    m, embed_exp16(_mm512_fmsub_ps(_mm512_loadu_ps(row + j), vscale, top)));
-                sum = _mm512_add_ps(sum, e);
-                _mm512_storeu_ps(row + j, e);
-            }
-            __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-            for (size_t j = 0; j < len; j += 16)
-                _mm512_storeu_ps(row + j, _mm512_mul_ps(_mm512_loadu_ps(row + j), inv));
-        }
+        softmax_rows_avx512(scores, rows, len, len16, scale);
         attention_pv(scores, len16, v, len, d, ld, ctx + i0 * ld, rows);
     }
 }
@@ -810,7 +794,7 @@ static void softmax_rows(float *s, size_t rows, size_t cols)
 {
 #if defined(__x86_64__)
     if (have_avx512()) {
-        softmax_rows_avx512(s, rows, cols);
+        softmax_rows_avx512(s, rows, cols, cols, 1.0f);
         return;
     }
 #endif

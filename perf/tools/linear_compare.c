@@ -102,11 +102,14 @@ static void bias_rows(float *y, size_t rows, const float *b, size_t out)
         memcpy(y + r * out, b, out * sizeof(float));
 }
 
-/* One product on @k: y[rows, out] = x[rows, in] W^T + b. */
-static void run_product(bench *bn, backend k, product *p)
+/* Product @i on backend @k: y[rows, out] = x[rows, in] W^T + b
+ * (layer_bench_measure's step, and the checks'). */
+static void run_product(void *ctx, int k, int i)
 {
+    bench *bn = ctx;
+    product *p = &bn->p[i];
     size_t n = bn->rows;
-    switch (k) {
+    switch ((backend)k) {
     case B_CORING:
         embed_sgemm_packed(bn->x, n, p->in, &p->fw, p->b, bn->y, p->out, EMBED_EPI_BIAS);
         break;
@@ -127,13 +130,6 @@ static void run_product(bench *bn, backend k, product *p)
     }
 }
 
-/* Product @i on backend @k: layer_bench_measure's step. */
-static void measure_step(void *ctx, int k, int i)
-{
-    bench *bn = ctx;
-    run_product(bn, (backend)k, &bn->p[i]);
-}
-
 static double layer_flops(const bench *bn)
 {
     double f = 0;
@@ -146,9 +142,9 @@ static double layer_flops(const bench *bn)
 static double check_product(bench *bn, backend k, int i)
 {
     product *p = &bn->p[i];
-    run_product(bn, B_OPENBLAS, p);
+    run_product(bn, B_OPENBLAS, i);
     memcpy(bn->ref, bn->y, bn->rows * p->out * sizeof(float));
-    run_product(bn, k, p);
+    run_product(bn, k, i);
     double worst = 0;
     for (size_t j = 0; j < bn->rows * p->out; j++) {
         double d = fabs((double)bn->y[j] - bn->ref[j]);
@@ -182,7 +178,7 @@ int main(int argc, char **argv)
     size_t hidden = o.hidden, inter = o.inter;
     if (!embed_sgemm_packed_available()) {
         fprintf(stderr, "coring-linear-compare: coring's packed kernel does not run on this "
-                        "CPU (no AVX-512F, or no libmvec at build time): nothing to compare\n");
+                        "CPU (no AVX-512F): nothing to compare\n");
         return 77;
     }
     openblas_set_num_threads(1);
@@ -244,7 +240,7 @@ int main(int argc, char **argv)
                 diff[k] = d > diff[k] ? d : diff[k];
             }
         double med[B_COUNT];
-        layer_bench_measure(&o, B_COUNT, measure_step, &bn, med);
+        layer_bench_measure(&o, B_COUNT, run_product, &bn, med);
         for (int k = 0; k < B_COUNT; k++)
             printf("%6zu  %-9s %12.1f %9.1f %9.2fx %12.3g\n", bn.rows, backend_name[k], med[k],
                    layer_flops(&bn) / (med[k] * 1e3), med[k] / med[B_CORING], diff[k]);

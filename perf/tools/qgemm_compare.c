@@ -145,9 +145,12 @@ static int onednn_setup(bench *bn, product *p)
 typedef enum backend { B_CORING, B_CORING_QUANT, B_ONEDNN, B_COUNT } backend;
 static const char *const backend_name[B_COUNT] = {"coring", "coring+quant", "onednn"};
 
-static void run_product(bench *bn, backend k, product *p)
+/* Product @i on backend @k (layer_bench_measure's step, and the check's). */
+static void run_product(void *ctx, int k, int i)
 {
-    switch (k) {
+    bench *bn = ctx;
+    product *p = &bn->p[i];
+    switch ((backend)k) {
     case B_CORING_QUANT:
         /* Overwrites qx and the per-row scales with the float rows'
          * quantisation: only the time is read from this backend. */
@@ -163,13 +166,6 @@ static void run_product(bench *bn, backend k, product *p)
     default:
         break;
     }
-}
-
-/* Product @i on backend @k: layer_bench_measure's step. */
-static void measure_step(void *ctx, int k, int i)
-{
-    bench *bn = ctx;
-    run_product(bn, (backend)k, &bn->p[i]);
 }
 
 /* The same activations for every backend: random bytes, one scale and
@@ -189,7 +185,7 @@ static void set_activations(bench *bn, unsigned seed)
 static double check_product(bench *bn, backend k, int i)
 {
     product *p = &bn->p[i];
-    run_product(bn, k, p);
+    run_product(bn, k, i);
     double worst = 0;
     for (size_t r = 0; r < bn->rows; r++)
         for (size_t o = 0; o < p->out; o++) {
@@ -270,7 +266,7 @@ int main(int argc, char **argv)
             }
         }
         double med[B_COUNT];
-        layer_bench_measure(&o, B_COUNT, measure_step, &bn, med);
+        layer_bench_measure(&o, B_COUNT, run_product, &bn, med);
         double ops = 0;
         for (int i = 0; i < LAYER_PRODUCTS; i++)
             ops += 2.0 * (double)bn.rows * (double)bn.p[i].in * (double)bn.p[i].out;

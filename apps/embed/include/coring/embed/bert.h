@@ -8,7 +8,7 @@
  * embeddings, token type 0. Every matrix product is an OpenBLAS sgemm
  * (the linear layers' are int8 after embed_bert_quantize_int8).
  * LayerNorm, GELU and softmax run in AVX-512 where the CPU has it (float32
- * sums; erf and exp from libmvec), else in scalar C (LayerNorm sums in
+ * sums; erf and exp inline, apps/embed/vmath.h), else in scalar C (LayerNorm sums in
  * double): the last bits of a vector depend on the CPU. The torch
  * reference test (within 1e-4) runs on the CPU it is run on.
  * A batch is packed: the sequences' tokens are stacked without padding and
@@ -148,8 +148,8 @@ void embed_bert_help(embed_bert_team *team, unsigned part);
 
 /*
  * embed_bert_avx512 - true when the element-wise kernels (LayerNorm, GELU,
- * softmax) run in AVX-512: the CPU has AVX-512F, libmvec was found at build
- * time and CORING_EMBED_KERNELS is not "portable" (embed_kernels_select).
+ * softmax) run in AVX-512: the CPU has AVX-512F (an x86-64 build) and
+ * CORING_EMBED_KERNELS is not "portable" (embed_kernels_select).
  * Any thread, after start-up.
  */
 bool embed_bert_avx512(void);

@@ -73,8 +73,8 @@ void embed_fweights_free(embed_fweights *q);
 
 /*
  * embed_sgemm_packed_available - true when embed_sgemm_packed runs here:
- * the CPU has AVX-512F, libmvec was found at build time and
- * CORING_EMBED_KERNELS is not "portable". Otherwise the caller uses
+ * the CPU has AVX-512F (an x86-64 build) and CORING_EMBED_KERNELS is not
+ * "portable". Otherwise the caller uses
  * OpenBLAS's sgemm on the unpacked weights. Any thread, after start-up.
  */
 bool embed_sgemm_packed_available(void);
