@@ -8,7 +8,7 @@
  * embeddings, token type 0. Every matrix product is an OpenBLAS sgemm
  * (the linear layers' are int8 after embed_bert_quantize_int8).
  * LayerNorm, GELU and softmax run in AVX-512 where the CPU has it (float32
- * sums; erf and exp inline, apps/embed/vmath.h), else in scalar C (LayerNorm sums in
+ * sums; GELU by table and exp inline, apps/embed/vmath.h), else in scalar C (LayerNorm sums in
  * double): the last bits of a vector depend on the CPU. The torch
  * reference test (within 1e-4) runs on the CPU it is run on.
  * A batch is packed: the sequences' tokens are stacked without padding and

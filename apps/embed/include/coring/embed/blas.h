@@ -57,7 +57,7 @@ typedef struct embed_fweights {
 typedef enum embed_epilogue {
     EMBED_EPI_BIAS,          /* y = v + b */
     EMBED_EPI_BIAS_ADD,      /* y += v + b (a residual already in y) */
-    EMBED_EPI_BIAS_GELU,     /* y = GELU(v + b), exact erf GELU */
+    EMBED_EPI_BIAS_GELU,     /* y = GELU(v + b), erf GELU (within 1e-6, vmath.h) */
 } embed_epilogue;
 
 /*
