@@ -605,9 +605,10 @@ static inline size_t query_tile(const float *q, size_t i0, size_t len, size_t ld
  * first @len used); @v, @len rows @ld floats apart, @d columns (a multiple
  * of 16); the first @rows rows of the result into @ctx (@ld apart). Two
  * output vectors a step, so that each load of V feeds 2 ATTN_TILE FMAs. */
-AVX512 static inline __attribute__((always_inline)) void
-attention_pv(const float *p, size_t len16, const float *v, size_t len, size_t d, size_t ld,
-             float *ctx, size_t rows)
+AVX512 static inline __attribute__((always_inline)) void attention_pv(const float *p, size_t len16,
+                                                                      const float *v, size_t len,
+                                                                      size_t d, size_t ld,
+                                                                      float *ctx, size_t rows)
 {
     for (size_t c = 0; c < d; c += 32) {
         const int two = c + 16 < d; /* a second output vector */
@@ -714,10 +715,18 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
                                          float *scratch)
 {
     switch ((len + 15) / 16) {
-    case 1: attention_short(1, q, k, v, ctx, len, d, ld, scale, scratch); return;
-    case 2: attention_short(2, q, k, v, ctx, len, d, ld, scale, scratch); return;
-    case 3: attention_short(3, q, k, v, ctx, len, d, ld, scale, scratch); return;
-    case 4: attention_short(4, q, k, v, ctx, len, d, ld, scale, scratch); return;
+    case 1:
+        attention_short(1, q, k, v, ctx, len, d, ld, scale, scratch);
+        return;
+    case 2:
+        attention_short(2, q, k, v, ctx, len, d, ld, scale, scratch);
+        return;
+    case 3:
+        attention_short(3, q, k, v, ctx, len, d, ld, scale, scratch);
+        return;
+    case 4:
+        attention_short(4, q, k, v, ctx, len, d, ld, scale, scratch);
+        return;
     }
     size_t len16 = (len + 15) / 16 * 16;
     float *kt = scratch + ATTN_TILE * len16, *scores = scratch;
@@ -995,7 +1004,7 @@ static void share(size_t n, unsigned part, unsigned parts, size_t *lo, size_t *h
 #define SPLIT_COLS 64
 
 /* Columns [c0, c1) of y[n, out] = x[n, in] W^T + b, then as @epi says
- * (the GELU applied here in the OpenBLAS and int8 paths): with @fw
+ * (the GELU applied here in the OpenBLAS path): with @fw
  * packed, in int8 with @qw (@ws holding x quantised), else OpenBLAS on
  * @w. */
 static void dense_cols(const embed_bert_workspace *ws, const float *x, size_t n, size_t in,
@@ -1012,11 +1021,7 @@ static void dense_cols(const embed_bert_workspace *ws, const float *x, size_t n,
         view.colsum = qw->colsum + c0;
         view.out = c1 - c0;
         view.out_pad = (c1 - c0 + SPLIT_COLS - 1) / SPLIT_COLS * SPLIT_COLS;
-        embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, &view, b + c0, y + c0, out,
-                    epi == EMBED_EPI_BIAS_ADD);
-        if (epi == EMBED_EPI_BIAS_GELU)
-            for (size_t r = 0; r < n; r++)
-                gelu(y + r * out + c0, c1 - c0);
+        embed_qgemm(ws->xq, n, qw->in_pad, ws->xs, ws->xz, &view, b + c0, y + c0, out, epi);
         return;
     }
     if (fw) {

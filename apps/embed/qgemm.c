@@ -8,9 +8,10 @@
  * 4 products to the row's 16 int32 sums for those outputs.
  *
  * The VNNI kernel computes a tile of up to 6 rows x 64 outputs in 24
- * registers, walking the block's inputs once; rows are taken in chunks so
- * that a chunk's quantised rows stay in L2 while every block passes over
- * them.
+ * registers, walking the block's inputs once, and applies the epilogue
+ * (bias, residual or GELU) to the sums while they are in registers; rows
+ * are taken in chunks so that a chunk's quantised rows stay in L2 while
+ * every block passes over them.
  */
 #include "coring/embed/qgemm.h"
 
@@ -22,16 +23,18 @@
 #include <string.h>
 
 #if defined(__x86_64__)
+#include "vmath.h"
+
 #include <immintrin.h>
 #define HAVE_X86 1
 #else
 #define HAVE_X86 0
 #endif
 
-#define BLOCK 64       /* outputs per block */
-#define GROUP 4        /* inputs per VPDPBUSD lane */
-#define TILE_ROWS 6    /* rows per VNNI tile */
-#define CHUNK_ROWS 96  /* rows per pass over all blocks */
+#define BLOCK 64         /* outputs per block */
+#define GROUP 4          /* inputs per VPDPBUSD lane */
+#define TILE_ROWS 6      /* rows per VNNI tile */
+#define CHUNK_ROWS 96    /* rows per pass over all blocks */
 #define PREFETCH_TILES 4 /* tiles that prefetch the next block, a quarter each */
 
 static size_t round_up(size_t n, size_t to)
@@ -168,8 +171,7 @@ VNNI static void quantize_rows_avx512(const float *x, size_t n, size_t in, size_
  * accumulator and then copies every sum back (a register move per
  * product, and spills past 24 accumulators), which halved the kernel's
  * rate; the constraint "+v" ties them. */
-VNNI static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i a,
-                                                               __m512i b)
+VNNI static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
     return acc;
@@ -177,12 +179,13 @@ VNNI static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __
 
 /* One tile: @rows (1..6, a constant after inlining) rows of @qx times the
  * 64 outputs of the block at @wp (@groups input groups), written to @y
- * for the outputs below @w->out; meanwhile one cache line a group from
- * @pf on (@groups lines) is asked into L2. */
+ * for the outputs below @w->out as @epi (a constant after inlining) says;
+ * meanwhile one cache line a group from @pf on (@groups lines) is asked
+ * into L2. */
 VNNI static inline __attribute__((always_inline)) void
 tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const int32_t *zx,
           const int8_t *wp, size_t groups, const embed_qweights *w, size_t o0, const float *bias,
-          float *y, size_t ldy, bool accumulate, const int8_t *pf)
+          float *y, size_t ldy, const embed_epilogue epi, const int8_t *pf)
 {
     __m512i acc[TILE_ROWS][4];
 #pragma GCC unroll 6
@@ -212,8 +215,7 @@ tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const 
         size_t o = o0 + (size_t)c * 16;
         if (o >= w->out)
             break;
-        __mmask16 m =
-            w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
+        __mmask16 m = w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
         __m512 sw = _mm512_loadu_ps(w->scale + o);
         __m512i colsum = _mm512_loadu_si512(w->colsum + o);
         __m512 b = _mm512_maskz_loadu_ps(m, bias + o);
@@ -221,21 +223,25 @@ tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const 
         for (int r = 0; r < TILE_ROWS; r++) {
             if (r >= rows)
                 continue;
-            __m512i t = _mm512_sub_epi32(acc[r][c],
-                                         _mm512_mullo_epi32(_mm512_set1_epi32(zx[r]), colsum));
-            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
-                                       _mm512_mul_ps(_mm512_set1_ps(sx[r]), sw), b);
+            __m512i t =
+                _mm512_sub_epi32(acc[r][c], _mm512_mullo_epi32(_mm512_set1_epi32(zx[r]), colsum));
+            __m512 v =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(_mm512_set1_ps(sx[r]), sw), b);
             float *dst = y + (size_t)r * ldy + o;
-            if (accumulate)
+            if (epi == EMBED_EPI_BIAS_ADD)
                 v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
+            else if (epi == EMBED_EPI_BIAS_GELU)
+                v = embed_gelu16(v);
             _mm512_mask_storeu_ps(dst, m, v);
         }
     }
 }
 
-VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float *sx,
-                            const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
-                            size_t ldy, bool accumulate)
+/* embed_qgemm on VNNI, for one epilogue @epi (a constant after inlining). */
+VNNI static inline __attribute__((always_inline)) void
+qgemm_vnni_epi(const uint8_t *qx, size_t n, size_t ldq, const float *sx, const int32_t *zx,
+               const embed_qweights *w, const float *bias, float *y, size_t ldy,
+               const embed_epilogue epi)
 {
     size_t groups = w->in_pad / GROUP;
     for (size_t r0 = 0; r0 < n; r0 += CHUNK_ROWS) {
@@ -249,28 +255,57 @@ VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float
             const int8_t *next = o0 + BLOCK < w->out ? wp + BLOCK * w->in_pad : wp;
             size_t r = r0, tile = 0;
 #define TILE(rows)                                                                                 \
-    tile_vnni(rows, qx + r * ldq, ldq, sx + r, zx + r, wp, groups, w, o0, bias, y + r * ldy, ldy, \
-              accumulate, tile < PREFETCH_TILES ? next + tile * groups * 64 : wp)
+    tile_vnni(rows, qx + r * ldq, ldq, sx + r, zx + r, wp, groups, w, o0, bias, y + r * ldy, ldy,  \
+              epi, tile < PREFETCH_TILES ? next + tile * groups * 64 : wp)
             for (; r + TILE_ROWS <= end; r += TILE_ROWS, tile++)
                 TILE(6);
             switch (end - r) {
-            case 5: TILE(5); break;
-            case 4: TILE(4); break;
-            case 3: TILE(3); break;
-            case 2: TILE(2); break;
-            case 1: TILE(1); break;
-            default: break;
+            case 5:
+                TILE(5);
+                break;
+            case 4:
+                TILE(4);
+                break;
+            case 3:
+                TILE(3);
+                break;
+            case 2:
+                TILE(2);
+                break;
+            case 1:
+                TILE(1);
+                break;
+            default:
+                break;
             }
 #undef TILE
         }
     }
 }
 
+VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float *sx,
+                            const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
+                            size_t ldy, embed_epilogue epi)
+{
+    switch (epi) {
+    case EMBED_EPI_BIAS_ADD:
+        qgemm_vnni_epi(qx, n, ldq, sx, zx, w, bias, y, ldy, EMBED_EPI_BIAS_ADD);
+        break;
+    case EMBED_EPI_BIAS_GELU:
+        qgemm_vnni_epi(qx, n, ldq, sx, zx, w, bias, y, ldy, EMBED_EPI_BIAS_GELU);
+        break;
+    default:
+        qgemm_vnni_epi(qx, n, ldq, sx, zx, w, bias, y, ldy, EMBED_EPI_BIAS);
+        break;
+    }
+}
+
 /* libgcc reads CPUID in a constructor; this only tests its bits. */
 static bool have_vnni(void)
 {
-    return !embed_kernels_portable() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    return !embed_kernels_portable() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
 }
 #else
 static bool have_vnni(void)
@@ -295,7 +330,7 @@ void embed_quantize_rows(const float *x, size_t n, size_t in, size_t ldx, uint8_
 
 void embed_qgemm_portable(const uint8_t *qx, size_t n, size_t ldq, const float *sx,
                           const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
-                          size_t ldy, bool accumulate)
+                          size_t ldy, embed_epilogue epi)
 {
     /* A block's 64 outputs (64 x in_pad bytes) stay in cache while every
      * row passes over them; output o's 4 inputs of group g lie at
@@ -315,22 +350,27 @@ void embed_qgemm_portable(const uint8_t *qx, size_t n, size_t ldq, const float *
                            (int32_t)xg[2] * wg[2] + (int32_t)xg[3] * wg[3];
                 }
                 float v = (float)(acc - zx[r] * w->colsum[o]) * (sx[r] * w->scale[o]) + bias[o];
-                y[r * ldy + o] = accumulate ? y[r * ldy + o] + v : v;
+                if (epi == EMBED_EPI_BIAS_ADD)
+                    v += y[r * ldy + o];
+                else if (epi == EMBED_EPI_BIAS_GELU)
+                    v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+                y[r * ldy + o] = v;
             }
         }
     }
 }
 
 void embed_qgemm(const uint8_t *qx, size_t n, size_t ldq, const float *sx, const int32_t *zx,
-                 const embed_qweights *w, const float *bias, float *y, size_t ldy, bool accumulate)
+                 const embed_qweights *w, const float *bias, float *y, size_t ldy,
+                 embed_epilogue epi)
 {
 #if HAVE_X86
     if (have_vnni()) {
-        qgemm_vnni(qx, n, ldq, sx, zx, w, bias, y, ldy, accumulate);
+        qgemm_vnni(qx, n, ldq, sx, zx, w, bias, y, ldy, epi);
         return;
     }
 #endif
-    embed_qgemm_portable(qx, n, ldq, sx, zx, w, bias, y, ldy, accumulate);
+    embed_qgemm_portable(qx, n, ldq, sx, zx, w, bias, y, ldy, epi);
 }
 
 const char *embed_qgemm_kernel(void)

@@ -158,7 +158,7 @@ static void run_product(void *ctx, int k, int i)
         /* fall through */
     case B_CORING:
         embed_qgemm(bn->qx, bn->rows, bn->ldq, bn->sxr, bn->zxr, &p->cw, p->b, bn->y, p->out,
-                    false);
+                    EMBED_EPI_BIAS);
         break;
     case B_ONEDNN:
         onednn_matmul_run(&p->dm, bn->stream);

@@ -2,8 +2,9 @@
  * Unit tests for the int8 linear layers (coring/embed/qgemm.h): weight and
  * activation quantisation round-trip within half a step; the product within
  * the error that quantisation allows of the float32 product; the VNNI
- * kernel equal to the portable one on every tile and block remainder; and
- * accumulation into the output.
+ * kernel equal to the portable one on every tile and block remainder;
+ * accumulation into the output; and the GELU epilogue within 1e-5 of
+ * exact GELU of the product, in both.
  */
 #include <criterion/criterion.h>
 
@@ -141,8 +142,8 @@ static void reference(const float *x, size_t n, size_t in, const float *w, size_
  * and 100 = a chunk of 96 then 4), partial blocks of outputs (out not a
  * multiple of 16 or 64) and inputs not a multiple of 4. */
 static const size_t shapes[][3] = {
-    {1, 4, 1},    {2, 20, 16},      {3, 37, 65},    {5, 37, 70},    {6, 64, 64},
-    {9, 130, 33}, {13, 384, 130},   {29, 1536, 384}, {100, 33, 17},
+    {1, 4, 1},    {2, 20, 16},    {3, 37, 65},     {5, 37, 70},   {6, 64, 64},
+    {9, 130, 33}, {13, 384, 130}, {29, 1536, 384}, {100, 33, 17},
 };
 
 Test(qgemm, product_is_within_the_quantisation_error_of_float32)
@@ -155,7 +156,7 @@ Test(qgemm, product_is_within_the_quantisation_error_of_float32)
         cr_assert_eq(embed_qweights_init(&qw, w, out, in), 0);
         quantised r = quantise(x, n, in);
         reference(x, n, in, w, out, b, want);
-        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, got, out, false);
+        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, got, out, EMBED_EPI_BIAS);
         for (size_t row = 0; row < n; row++)
             for (size_t o = 0; o < out; o++) {
                 /* |xw - x'w'| <= sum |x||w - w'| + |w'||x - x'|, each error at
@@ -165,8 +166,8 @@ Test(qgemm, product_is_within_the_quantisation_error_of_float32)
                     bound += fabs(x[row * in + k]) * qw.scale[o] * 0.5 +
                              (fabs(w[o * in + k]) + qw.scale[o] * 0.5) * r.scale[row] * 0.5;
                 double err = fabs((double)got[row * out + o] - want[row * out + o]);
-                cr_assert_leq(err, bound, "shape %zu row %zu out %zu: %g vs %g (bound %g)", s,
-                              row, o, got[row * out + o], want[row * out + o], bound);
+                cr_assert_leq(err, bound, "shape %zu row %zu out %zu: %g vs %g (bound %g)", s, row,
+                              o, got[row * out + o], want[row * out + o], bound);
             }
         quantised_free(&r);
         embed_qweights_free(&qw);
@@ -184,17 +185,29 @@ Test(qgemm, kernel_matches_portable_c_and_accumulates)
         embed_qweights qw;
         cr_assert_eq(embed_qweights_init(&qw, w, out, in), 0);
         quantised r = quantise(x, n, in);
-        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, a, out, false);
-        embed_qgemm_portable(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, false);
+        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, a, out, EMBED_EPI_BIAS);
+        embed_qgemm_portable(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, EMBED_EPI_BIAS);
         for (size_t i = 0; i < n * out; i++)
-            cr_assert_float_eq(a[i], p[i], 1e-5f * (1 + fabsf(p[i])), "shape %zu [%zu] (%s)", s,
-                               i, embed_qgemm_kernel());
+            cr_assert_float_eq(a[i], p[i], 1e-5f * (1 + fabsf(p[i])), "shape %zu [%zu] (%s)", s, i,
+                               embed_qgemm_kernel());
         /* accumulate: y = base + product */
         memcpy(p, base, n * out * sizeof(float));
-        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, true);
+        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, EMBED_EPI_BIAS_ADD);
         for (size_t i = 0; i < n * out; i++)
             cr_assert_float_eq(p[i], base[i] + a[i], 1e-5f * (1 + fabsf(p[i])), "shape %zu [%zu]",
                                s, i);
+        /* GELU of the product, in the kernel's epilogue and in portable C */
+        float *g = malloc(n * out * sizeof(float));
+        cr_assert_not_null(g);
+        embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, g, out, EMBED_EPI_BIAS_GELU);
+        embed_qgemm_portable(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, EMBED_EPI_BIAS_GELU);
+        for (size_t i = 0; i < n * out; i++) {
+            double want = 0.5 * a[i] * (1.0 + erf(a[i] / sqrt(2.0)));
+            cr_assert_float_eq(g[i], want, 2e-6 + 1e-5 * fabs(want), "shape %zu [%zu] GELU (%s)", s,
+                               i, embed_qgemm_kernel());
+            cr_assert_float_eq(p[i], want, 2e-6 + 1e-5 * fabs(want), "shape %zu [%zu] GELU", s, i);
+        }
+        free(g);
         quantised_free(&r);
         embed_qweights_free(&qw);
         free(x), free(w), free(b), free(base), free(a), free(p);
@@ -212,7 +225,7 @@ Test(qgemm, output_past_out_is_never_written)
     cr_assert_eq(embed_qweights_init(&qw, w, out, in), 0);
     cr_assert_eq(qw.out_pad % 64, 0);
     quantised r = quantise(x, n, in);
-    embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, y, ldy, false);
+    embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, y, ldy, EMBED_EPI_BIAS);
     for (size_t row = 0; row < n; row++)
         for (size_t o = out; o < ldy; o++)
             cr_assert_eq(y[row * ldy + o], 1234.5f, "row %zu col %zu was written", row, o);

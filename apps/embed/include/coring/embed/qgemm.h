@@ -24,6 +24,8 @@
 #ifndef CORING_EMBED_QGEMM_H
 #define CORING_EMBED_QGEMM_H
 
+#include "coring/embed/blas.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,22 +73,23 @@ void embed_quantize_rows_portable(const float *x, size_t n, size_t in, size_t ld
                                   size_t ldq, float *scale, int32_t *zero);
 
 /*
- * embed_qgemm - y[r][o] = sx[r] sw[o] (qx[r] . qw[o] - zx[r] colsum[o])
- * + bias[o], for @n rows and @w->out outputs; with @accumulate the
- * result is added to what @y holds. @qx/@sx/@zx: rows of @w->in values
- * quantised by embed_quantize_rows, @ldq >= @w->in_pad bytes apart;
- * @y: rows @ldy >= @w->out floats apart. Uses AVX-512 VNNI when the CPU
- * has it. Any thread.
+ * embed_qgemm - v[r][o] = sx[r] sw[o] (qx[r] . qw[o] - zx[r] colsum[o]),
+ * for @n rows and @w->out outputs, into @y as @epi says (blas.h): v +
+ * bias, v + bias added to what @y holds (a residual), or GELU(v + bias)
+ * (vmath.h's within 1e-6 on AVX-512, erff in portable C). @qx/@sx/@zx:
+ * rows of @w->in values quantised by embed_quantize_rows, @ldq >=
+ * @w->in_pad bytes apart; @y: rows @ldy >= @w->out floats apart. Uses
+ * AVX-512 VNNI when the CPU has it. Any thread.
  */
 void embed_qgemm(const uint8_t *qx, size_t n, size_t ldq, const float *sx, const int32_t *zx,
                  const embed_qweights *w, const float *bias, float *y, size_t ldy,
-                 bool accumulate);
+                 embed_epilogue epi);
 
 /* embed_qgemm_portable - the same in portable C (what embed_qgemm runs
  * without VNNI); exposed so that tests compare the two. */
 void embed_qgemm_portable(const uint8_t *qx, size_t n, size_t ldq, const float *sx,
                           const int32_t *zx, const embed_qweights *w, const float *bias, float *y,
-                          size_t ldy, bool accumulate);
+                          size_t ldy, embed_epilogue epi);
 
 /* embed_qgemm_kernel - which kernel embed_qgemm runs here: "AVX-512 VNNI"
  * or "portable C". */
