@@ -93,12 +93,13 @@ Test(qgemm, activation_rows_round_trip_within_half_a_step)
 
 /* The portable quantiser gives the bytes embed_quantize_rows gives (the
  * AVX-512 one where the CPU has VNNI): widths below, at and past one
- * vector, with and without padding, rows farther apart than their width. */
+ * vector and past 64 floats (the packed step), with and without padding,
+ * rows farther apart than their width. */
 Test(qgemm, portable_quantisation_gives_the_same_bytes)
 {
     if (strcmp(embed_qgemm_kernel(), "portable C") == 0)
         cr_log_warn("no AVX-512 VNNI here: the portable quantiser is compared with itself");
-    static const size_t widths[] = {1, 3, 4, 15, 16, 17, 32, 37, 384, 1536};
+    static const size_t widths[] = {1, 3, 4, 15, 16, 17, 32, 37, 64, 100, 384, 1536};
     size_t n = 5;
     for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++) {
         size_t in = widths[wi], ldx = in + 7, ldq = (in + 3) / 4 * 4 + 8;
