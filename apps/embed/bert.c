@@ -662,10 +662,9 @@ static inline size_t query_tile(const float *q, size_t i0, size_t len, size_t ld
  * first @len used); @v, @len rows @ld floats apart, @d columns (a multiple
  * of 16); the first @rows rows of the result into @ctx (@ld apart). Two
  * output vectors a step, so that each load of V feeds 2 ATTN_TILE FMAs. */
-AVX512 static inline __attribute__((always_inline)) void attention_pv(const float *p, size_t len16,
-                                                                      const float *v, size_t len,
-                                                                      size_t d, size_t ld,
-                                                                      float *ctx, size_t rows)
+AVX512 static inline __attribute__((always_inline)) void
+attention_pv(const float *p, size_t len16, const float *v, size_t len, size_t d, size_t ld,
+             float *ctx, size_t rows)
 {
     for (size_t c = 0; c < d; c += 32) {
         const int two = c + 16 < d; /* a second output vector */
@@ -772,18 +771,10 @@ AVX512 static void attention_head_avx512(const float *q, const float *k, const f
                                          float *scratch)
 {
     switch ((len + 15) / 16) {
-    case 1:
-        attention_short(1, q, k, v, ctx, len, d, ld, scale, scratch);
-        return;
-    case 2:
-        attention_short(2, q, k, v, ctx, len, d, ld, scale, scratch);
-        return;
-    case 3:
-        attention_short(3, q, k, v, ctx, len, d, ld, scale, scratch);
-        return;
-    case 4:
-        attention_short(4, q, k, v, ctx, len, d, ld, scale, scratch);
-        return;
+    case 1: attention_short(1, q, k, v, ctx, len, d, ld, scale, scratch); return;
+    case 2: attention_short(2, q, k, v, ctx, len, d, ld, scale, scratch); return;
+    case 3: attention_short(3, q, k, v, ctx, len, d, ld, scale, scratch); return;
+    case 4: attention_short(4, q, k, v, ctx, len, d, ld, scale, scratch); return;
     }
     size_t len16 = (len + 15) / 16 * 16;
     float *kt = scratch + ATTN_TILE * len16, *scores = scratch;

@@ -31,10 +31,10 @@
 #define HAVE_X86 0
 #endif
 
-#define BLOCK 64         /* outputs per block */
-#define GROUP 4          /* inputs per VPDPBUSD lane */
-#define TILE_ROWS 6      /* rows per VNNI tile */
-#define CHUNK_ROWS 96    /* rows per pass over all blocks */
+#define BLOCK 64       /* outputs per block */
+#define GROUP 4        /* inputs per VPDPBUSD lane */
+#define TILE_ROWS 6    /* rows per VNNI tile */
+#define CHUNK_ROWS 96  /* rows per pass over all blocks */
 #define PREFETCH_TILES 4 /* tiles that prefetch the next block, a quarter each */
 
 static size_t round_up(size_t n, size_t to)
@@ -202,7 +202,8 @@ VNNI static void quantize_rows_avx512(const float *x, size_t n, size_t in, size_
  * accumulator and then copies every sum back (a register move per
  * product, and spills past 24 accumulators), which halved the kernel's
  * rate; the constraint "+v" ties them. */
-VNNI static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
+VNNI static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i a,
+                                                               __m512i b)
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
     return acc;
@@ -246,7 +247,8 @@ tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const 
         size_t o = o0 + (size_t)c * 16;
         if (o >= w->out)
             break;
-        __mmask16 m = w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
+        __mmask16 m =
+            w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
         __m512 sw = _mm512_loadu_ps(w->scale + o);
         __m512i colsum = _mm512_loadu_si512(w->colsum + o);
         __m512 b = _mm512_maskz_loadu_ps(m, bias + o);
@@ -254,10 +256,10 @@ tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const 
         for (int r = 0; r < TILE_ROWS; r++) {
             if (r >= rows)
                 continue;
-            __m512i t =
-                _mm512_sub_epi32(acc[r][c], _mm512_mullo_epi32(_mm512_set1_epi32(zx[r]), colsum));
-            __m512 v =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(_mm512_set1_ps(sx[r]), sw), b);
+            __m512i t = _mm512_sub_epi32(acc[r][c],
+                                         _mm512_mullo_epi32(_mm512_set1_epi32(zx[r]), colsum));
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
+                                       _mm512_mul_ps(_mm512_set1_ps(sx[r]), sw), b);
             float *dst = y + (size_t)r * ldy + o;
             if (epi == EMBED_EPI_BIAS_ADD)
                 v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst));
@@ -286,28 +288,17 @@ qgemm_vnni_epi(const uint8_t *qx, size_t n, size_t ldq, const float *sx, const i
             const int8_t *next = o0 + BLOCK < w->out ? wp + BLOCK * w->in_pad : wp;
             size_t r = r0, tile = 0;
 #define TILE(rows)                                                                                 \
-    tile_vnni(rows, qx + r * ldq, ldq, sx + r, zx + r, wp, groups, w, o0, bias, y + r * ldy, ldy,  \
+    tile_vnni(rows, qx + r * ldq, ldq, sx + r, zx + r, wp, groups, w, o0, bias, y + r * ldy, ldy, \
               epi, tile < PREFETCH_TILES ? next + tile * groups * 64 : wp)
             for (; r + TILE_ROWS <= end; r += TILE_ROWS, tile++)
                 TILE(6);
             switch (end - r) {
-            case 5:
-                TILE(5);
-                break;
-            case 4:
-                TILE(4);
-                break;
-            case 3:
-                TILE(3);
-                break;
-            case 2:
-                TILE(2);
-                break;
-            case 1:
-                TILE(1);
-                break;
-            default:
-                break;
+            case 5: TILE(5); break;
+            case 4: TILE(4); break;
+            case 3: TILE(3); break;
+            case 2: TILE(2); break;
+            case 1: TILE(1); break;
+            default: break;
             }
 #undef TILE
         }
@@ -334,9 +325,8 @@ VNNI static void qgemm_vnni(const uint8_t *qx, size_t n, size_t ldq, const float
 /* libgcc reads CPUID in a constructor; this only tests its bits. */
 static bool have_vnni(void)
 {
-    return !embed_kernels_portable() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
+    return !embed_kernels_portable() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 #else
 static bool have_vnni(void)

@@ -143,8 +143,8 @@ static void reference(const float *x, size_t n, size_t in, const float *w, size_
  * and 100 = a chunk of 96 then 4), partial blocks of outputs (out not a
  * multiple of 16 or 64) and inputs not a multiple of 4. */
 static const size_t shapes[][3] = {
-    {1, 4, 1},    {2, 20, 16},    {3, 37, 65},     {5, 37, 70},   {6, 64, 64},
-    {9, 130, 33}, {13, 384, 130}, {29, 1536, 384}, {100, 33, 17},
+    {1, 4, 1},    {2, 20, 16},      {3, 37, 65},    {5, 37, 70},    {6, 64, 64},
+    {9, 130, 33}, {13, 384, 130},   {29, 1536, 384}, {100, 33, 17},
 };
 
 Test(qgemm, product_is_within_the_quantisation_error_of_float32)
@@ -167,8 +167,8 @@ Test(qgemm, product_is_within_the_quantisation_error_of_float32)
                     bound += fabs(x[row * in + k]) * qw.scale[o] * 0.5 +
                              (fabs(w[o * in + k]) + qw.scale[o] * 0.5) * r.scale[row] * 0.5;
                 double err = fabs((double)got[row * out + o] - want[row * out + o]);
-                cr_assert_leq(err, bound, "shape %zu row %zu out %zu: %g vs %g (bound %g)", s, row,
-                              o, got[row * out + o], want[row * out + o], bound);
+                cr_assert_leq(err, bound, "shape %zu row %zu out %zu: %g vs %g (bound %g)", s,
+                              row, o, got[row * out + o], want[row * out + o], bound);
             }
         quantised_free(&r);
         embed_qweights_free(&qw);
@@ -189,8 +189,8 @@ Test(qgemm, kernel_matches_portable_c_and_accumulates)
         embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, a, out, EMBED_EPI_BIAS);
         embed_qgemm_portable(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, EMBED_EPI_BIAS);
         for (size_t i = 0; i < n * out; i++)
-            cr_assert_float_eq(a[i], p[i], 1e-5f * (1 + fabsf(p[i])), "shape %zu [%zu] (%s)", s, i,
-                               embed_qgemm_kernel());
+            cr_assert_float_eq(a[i], p[i], 1e-5f * (1 + fabsf(p[i])), "shape %zu [%zu] (%s)", s,
+                               i, embed_qgemm_kernel());
         /* accumulate: y = base + product */
         memcpy(p, base, n * out * sizeof(float));
         embed_qgemm(r.q, n, r.ldq, r.scale, r.zero, &qw, b, p, out, EMBED_EPI_BIAS_ADD);
