@@ -34,22 +34,33 @@ __attribute__((target("avx512f"))) static void exp16(const float *in, float *out
     _mm512_storeu_ps(out, embed_exp16(_mm512_loadu_ps(in)));
 }
 
+/* The largest error of @kernel over x = i * 1e-4 for i in [@from, @to)
+ * against @exact, absolute or (@relative) relative; where, into *@at. */
+static double worst_error(void (*kernel)(const float *, float *), double (*exact)(double),
+                          long from, long to, bool relative, double *at)
+{
+    double worst = 0;
+    float in[16], out[16];
+    for (long n = from; n < to; n += 16) {
+        for (int i = 0; i < 16; i++)
+            in[i] = (float)((double)(n + i) * 1e-4);
+        kernel(in, out);
+        for (int i = 0; i < 16; i++) {
+            double want = exact(in[i]), e = fabs((double)out[i] - want);
+            if (relative)
+                e /= want;
+            if (e > worst)
+                worst = e, *at = in[i];
+        }
+    }
+    return worst;
+}
+
 Test(vmath, gelu_within_1e6_over_the_line)
 {
     if (!have_avx512f())
         cr_skip_test("no AVX-512F");
-    double worst = 0, at = 0;
-    float in[16], out[16];
-    for (long n = -120000; n < 120000; n += 16) {
-        for (int i = 0; i < 16; i++)
-            in[i] = (float)((double)(n + i) * 1e-4);
-        gelu16(in, out);
-        for (int i = 0; i < 16; i++) {
-            double e = fabs((double)out[i] - gelu_exact(in[i]));
-            if (e > worst)
-                worst = e, at = in[i];
-        }
-    }
+    double at = 0, worst = worst_error(gelu16, gelu_exact, -120000, 120000, false, &at);
     cr_expect_leq(worst, 1e-6, "largest error %.3g at x = %.6f", worst, at);
 }
 
@@ -75,18 +86,7 @@ Test(vmath, exp_within_2_5e7_relative)
 {
     if (!have_avx512f())
         cr_skip_test("no AVX-512F");
-    double worst = 0, at = 0;
-    float in[16], out[16];
-    for (long n = -870000; n < 880000; n += 16) {
-        for (int i = 0; i < 16; i++)
-            in[i] = (float)((double)(n + i) * 1e-4);
-        exp16(in, out);
-        for (int i = 0; i < 16; i++) {
-            double e = fabs((double)out[i] / exp((double)in[i]) - 1.0);
-            if (e > worst)
-                worst = e, at = in[i];
-        }
-    }
+    double at = 0, worst = worst_error(exp16, exp, -870000, 880000, true, &at);
     cr_expect_leq(worst, 2.5e-7, "largest relative error %.3g at y = %.6f", worst, at);
 }
 #else
