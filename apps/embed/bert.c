@@ -16,6 +16,7 @@
 #include "coring/core/json.h"
 #include "coring/embed/blas.h"
 #include "coring/embed/qgemm.h"
+#include "vmath.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -463,8 +464,6 @@ static int workspace_fit_int8(embed_bert_workspace *ws, size_t tokens, size_t wi
  * exp and GELU come from vmath.h, inline.
  */
 #if defined(__x86_64__)
-#include "vmath.h"
-
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -473,50 +472,41 @@ static bool have_avx512(void)
     return __builtin_cpu_supports("avx512f") && !embed_kernels_portable();
 }
 
-/* Lanes [0, n - i) of the 16 from @i, as a mask. */
-static inline __mmask16 tail_mask(size_t i, size_t n)
+/* Over the @h floats of @row, the sum of x - @mean, or with @squares (a
+ * constant once inlined) of its squares, in four chains of 16 lanes (one
+ * chain waited on each add's latency: 24 in a row at hidden 384). */
+AVX512 static inline __attribute__((always_inline)) float row_sum(const float *row, size_t h,
+                                                                 __m512 mean, const bool squares)
 {
-    return n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 sum[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        sum[i] = _mm512_setzero_ps();
+    size_t j = 0;
+    for (; j + 64 <= h; j += 64)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(row + j + 16 * i), mean);
+            sum[i] = squares ? _mm512_fmadd_ps(d, d, sum[i]) : _mm512_add_ps(sum[i], d);
+        }
+    for (; j < h; j += 16) {
+        __mmask16 m = embed_tail_mask(j, h);
+        __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, row + j), mean);
+        sum[0] = squares ? _mm512_fmadd_ps(d, d, sum[0]) : _mm512_add_ps(sum[0], d);
+    }
+    return _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3])));
 }
 
-/* LayerNorm of each row, its sums in four chains of 16 lanes (one chain
- * waited on each add's latency: 24 in a row at hidden 384). */
 AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *w, const float *b,
                                      float eps)
 {
     for (size_t r = 0; r < n; r++) {
         float *row = x + r * h;
-        __m512 sum[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            sum[i] = _mm512_setzero_ps();
-        size_t j = 0;
-        for (; j + 64 <= h; j += 64)
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++)
-                sum[i] = _mm512_add_ps(sum[i], _mm512_loadu_ps(row + j + 16 * i));
-        for (; j < h; j += 16)
-            sum[0] = _mm512_add_ps(sum[0], _mm512_maskz_loadu_ps(tail_mask(j, h), row + j));
-        __m512 all = _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3]));
-        __m512 mean = _mm512_set1_ps(_mm512_reduce_add_ps(all) / (float)h);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            sum[i] = _mm512_setzero_ps();
-        for (j = 0; j + 64 <= h; j += 64)
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                __m512 d = _mm512_sub_ps(_mm512_loadu_ps(row + j + 16 * i), mean);
-                sum[i] = _mm512_fmadd_ps(d, d, sum[i]);
-            }
-        for (; j < h; j += 16) {
-            __mmask16 m = tail_mask(j, h);
-            __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, row + j), mean);
-            sum[0] = _mm512_fmadd_ps(d, d, sum[0]);
-        }
-        all = _mm512_add_ps(_mm512_add_ps(sum[0], sum[1]), _mm512_add_ps(sum[2], sum[3]));
-        __m512 inv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(all) / (float)h + eps));
-        for (j = 0; j < h; j += 16) {
-            __mmask16 m = tail_mask(j, h);
+        __m512 mean = _mm512_set1_ps(row_sum(row, h, _mm512_setzero_ps(), false) / (float)h);
+        __m512 inv = _mm512_set1_ps(1.0f / sqrtf(row_sum(row, h, mean, true) / (float)h + eps));
+        for (size_t j = 0; j < h; j += 16) {
+            __mmask16 m = embed_tail_mask(j, h);
             __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), mean), inv);
             d = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, w + j),
                                 _mm512_maskz_loadu_ps(m, b + j));
@@ -529,7 +519,7 @@ AVX512 static void layer_norm_avx512(float *x, size_t n, size_t h, const float *
 AVX512 static void add3_avx512(float *dst, const float *a, const float *b, const float *c, size_t n)
 {
     for (size_t j = 0; j < n; j += 16) {
-        __mmask16 m = tail_mask(j, n);
+        __mmask16 m = embed_tail_mask(j, n);
         __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + j), _mm512_maskz_loadu_ps(m, b + j));
         _mm512_mask_storeu_ps(dst + j, m, _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c + j)));
     }
@@ -550,14 +540,14 @@ AVX512 static void mean_pool_avx512(const float *hidden, size_t tokens, size_t d
                 size_t j = j0 + (size_t)i * 16;
                 if (j < dim)
                     acc[i] = _mm512_add_ps(
-                        acc[i], _mm512_maskz_loadu_ps(tail_mask(j, dim), hidden + t * dim + j));
+                        acc[i], _mm512_maskz_loadu_ps(embed_tail_mask(j, dim), hidden + t * dim + j));
             }
         __m512 inv = _mm512_set1_ps(1.0f / (float)tokens);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             size_t j = j0 + (size_t)i * 16;
             if (j < dim)
-                _mm512_mask_storeu_ps(out + j, tail_mask(j, dim), _mm512_mul_ps(acc[i], inv));
+                _mm512_mask_storeu_ps(out + j, embed_tail_mask(j, dim), _mm512_mul_ps(acc[i], inv));
         }
     }
 }
@@ -565,7 +555,7 @@ AVX512 static void mean_pool_avx512(const float *hidden, size_t tokens, size_t d
 AVX512 static void gelu_avx512(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(i, n);
+        __mmask16 m = embed_tail_mask(i, n);
         _mm512_mask_storeu_ps(x + i, m, embed_gelu16(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
@@ -579,13 +569,13 @@ AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols, size_
         float *row = s + r * ld;
         __m512 max = _mm512_set1_ps(row[0]);
         for (size_t j = 0; j < cols; j += 16) {
-            __mmask16 m = tail_mask(j, cols);
+            __mmask16 m = embed_tail_mask(j, cols);
             max = _mm512_mask_max_ps(max, m, max, _mm512_maskz_loadu_ps(m, row + j));
         }
         __m512 top = _mm512_mul_ps(_mm512_set1_ps(_mm512_reduce_max_ps(max)), vscale);
         __m512 sum = _mm512_setzero_ps();
         for (size_t j = 0; j < cols; j += 16) {
-            __mmask16 m = tail_mask(j, cols);
+            __mmask16 m = embed_tail_mask(j, cols);
             __m512 e = embed_exp16(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, row + j), vscale, top));
             e = _mm512_maskz_mov_ps(m, e);
             sum = _mm512_add_ps(sum, e);
@@ -593,7 +583,7 @@ AVX512 static void softmax_rows_avx512(float *s, size_t rows, size_t cols, size_
         }
         __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
         for (size_t j = 0; j < cols; j += 16) {
-            __mmask16 m = tail_mask(j, cols);
+            __mmask16 m = embed_tail_mask(j, cols);
             _mm512_mask_storeu_ps(row + j, m,
                                   _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + j), inv));
         }
@@ -704,7 +694,7 @@ attention_short(const int nv, const float *q, const float *k, const float *v, fl
     const size_t len16 = (size_t)nv * 16;
     float *kt = scratch + ATTN_TILE * len16, *p = scratch;
     transpose_k(k, len, d, ld, kt, len16);
-    const __mmask16 last = tail_mask((size_t)(nv - 1) * 16, len);
+    const __mmask16 last = embed_tail_mask((size_t)(nv - 1) * 16, len);
     const __m512 vscale = _mm512_set1_ps(scale);
     for (size_t i0 = 0; i0 < len; i0 += ATTN_TILE) {
         const float *qr[ATTN_TILE];
@@ -844,7 +834,7 @@ static void gelu(float *x, size_t n)
     }
 #endif
     for (size_t i = 0; i < n; i++)
-        x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+        x[i] = embed_gelu1(x[i]);
 }
 
 static void softmax_rows(float *s, size_t rows, size_t cols)

@@ -124,8 +124,7 @@ ftile(const int rows, const float *x, size_t ldx, const float *wp, size_t in,
         size_t o = o0 + (size_t)c * 16;
         if (o >= w->out)
             break;
-        __mmask16 m =
-            w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
+        __mmask16 m = embed_tail_mask(o, w->out);
         __m512 b = _mm512_maskz_loadu_ps(m, bias + o);
 #pragma GCC unroll 6
         for (int r = 0; r < FTILE_ROWS; r++) {

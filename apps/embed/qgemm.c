@@ -16,6 +16,7 @@
 #include "coring/embed/qgemm.h"
 
 #include "coring/embed/blas.h"
+#include "vmath.h"
 
 #include <errno.h>
 #include <math.h>
@@ -23,8 +24,6 @@
 #include <string.h>
 
 #if defined(__x86_64__)
-#include "vmath.h"
-
 #include <immintrin.h>
 #define HAVE_X86 1
 #else
@@ -134,12 +133,6 @@ void embed_quantize_rows_portable(const float *x, size_t n, size_t in, size_t ld
 #if HAVE_X86
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-/* Lanes [0, n - k) of the 16 from @k, as a mask. */
-static inline __mmask16 lanes(size_t k, size_t n)
-{
-    return n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
-}
-
 /* The row's range with four minimum and maximum chains (one would wait
  * on each instruction's latency: a 1,536-float row is 96 in a row), then
  * 64 floats a step to bytes: four vectors scaled, rounded and offset, then
@@ -165,7 +158,7 @@ VNNI static void quantize_rows_avx512(const float *x, size_t n, size_t in, size_
                 hi[i] = _mm512_max_ps(hi[i], v);
             }
         for (; k < in; k += 16) {
-            __mmask16 m = lanes(k, in);
+            __mmask16 m = embed_tail_mask(k, in);
             __m512 v = _mm512_maskz_loadu_ps(m, row + k);
             lo[0] = _mm512_mask_min_ps(lo[0], m, lo[0], v);
             hi[0] = _mm512_mask_max_ps(hi[0], m, hi[0], v);
@@ -187,7 +180,7 @@ VNNI static void quantize_rows_avx512(const float *x, size_t n, size_t in, size_
             _mm512_storeu_si512(dst + k, _mm512_permutexvar_epi32(order, b));
         }
         for (; k < in; k += 16) {
-            __mmask16 m = lanes(k, in);
+            __mmask16 m = embed_tail_mask(k, in);
             __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + k), inv));
             v = _mm512_max_epi32(_mm512_add_epi32(v, z), zero_i); /* cvtusepi32 clamps >255 */
             _mm_mask_storeu_epi8(dst + k, m, _mm512_cvtusepi32_epi8(v));
@@ -247,8 +240,7 @@ tile_vnni(const int rows, const uint8_t *qx, size_t ldq, const float *sx, const 
         size_t o = o0 + (size_t)c * 16;
         if (o >= w->out)
             break;
-        __mmask16 m =
-            w->out - o >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w->out - o)) - 1);
+        __mmask16 m = embed_tail_mask(o, w->out);
         __m512 sw = _mm512_loadu_ps(w->scale + o);
         __m512i colsum = _mm512_loadu_si512(w->colsum + o);
         __m512 b = _mm512_maskz_loadu_ps(m, bias + o);
@@ -374,7 +366,7 @@ void embed_qgemm_portable(const uint8_t *qx, size_t n, size_t ldq, const float *
                 if (epi == EMBED_EPI_BIAS_ADD)
                     v += y[r * ldy + o];
                 else if (epi == EMBED_EPI_BIAS_GELU)
-                    v = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+                    v = embed_gelu1(v);
                 y[r * ldy + o] = v;
             }
         }

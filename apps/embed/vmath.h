@@ -1,8 +1,9 @@
 /*
  * apps/embed/vmath.h - exp and GELU 16 floats at a time, inline, for the
- * encoder's AVX-512 kernels: the softmax of attention (bert.c), the int8
- * path's GELU (bert.c) and the packed float32 product's epilogue
- * (blas.c). Private to apps/embed. Inline, so that a kernel keeps its
+ * encoder's AVX-512 kernels: the softmax of attention (bert.c), the GELU
+ * of the OpenBLAS path (bert.c) and the packed float32 and int8 products'
+ * epilogues (blas.c, qgemm.c); the mask of a row's last vector; and the
+ * scalar GELU of the portable kernels. Private to apps/embed. Inline, so that a kernel keeps its
  * registers: a call to glibc's libmvec (_ZGVeN16v_expf, _erff) clobbers
  * every zmm register, and attention's score rows were spilled around it.
  *
@@ -28,8 +29,25 @@
 #ifndef CORING_EMBED_VMATH_H
 #define CORING_EMBED_VMATH_H
 
+#include <math.h>
+#include <stddef.h>
+
+/* embed_gelu1 - GELU(x) = x/2 (1 + erf(x / sqrt 2)) with the C library's
+ * erff: the portable kernels' GELU. Any CPU. */
+static inline float embed_gelu1(float x)
+{
+    return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+}
+
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+/* embed_tail_mask - lanes [0, n - i) of the 16 from @i (i < n), as a
+ * mask: all 16 but in a row's last vector. */
+static inline __mmask16 embed_tail_mask(size_t i, size_t n)
+{
+    return n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+}
 
 /* embed_exp16 - e^y of each of the 16 lanes of @y (above), for y in
  * [-87, 88] (a normal result); below, 0 or a subnormal, above, +inf. Needs
