@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include "coring/core/clock.h"
+#include "coring/core/random.h"
 #include "coring/http/rate_limit.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 /* One client: the hash of its address (0: empty) and its TAT, ns on
  * CLOCK_MONOTONIC. The two are moved apart; see claim() for the races. */
@@ -103,10 +103,8 @@ int http_rate_limit_create(unsigned rate, unsigned burst, const char *exempt,
     rl->interval_ns = CR_NS_PER_S / rate;
     rl->tolerance_ns = (uint64_t)(burst ? burst : rate) * rl->interval_ns;
     /* A seed the clients cannot guess, so that they cannot choose
-     * addresses that share a set; the clock when getrandom fails (it does
-     * not block for 8 bytes once the pool is up, at start-up long since). */
-    if (getrandom(&rl->seed, sizeof(rl->seed), GRND_NONBLOCK) != (ssize_t)sizeof(rl->seed))
-        rl->seed = cr_clock_now_ns() * 0x9e3779b97f4a7c15ull;
+     * addresses that share a set. */
+    cr_random_seed(&rl->seed, sizeof(rl->seed));
     snprintf(rl->policy, sizeof(rl->policy), "\"default\";q=%u;w=1", rate);
     *out = rl;
     return 0;

@@ -5,10 +5,10 @@
  */
 #include "coring/http/request_id.h"
 
+#include "coring/core/random.h"
+
 #include <stdint.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 bool http_request_id_valid(const char *id, size_t len)
 {
@@ -33,12 +33,8 @@ static const char hex[] = "0123456789abcdef";
 
 static void make_prefix(void)
 {
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        r = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&last_len;
-    }
+    uint64_t r;
+    cr_random_seed(&r, sizeof(r));
     for (int i = 15; i >= 0; i--, r >>= 4)
         last[i] = hex[r & 15];
     last[16] = '-';

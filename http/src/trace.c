@@ -7,12 +7,11 @@
 
 #include "internal.h"
 #include "coring/core/log.h"
+#include "coring/core/random.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -192,28 +191,10 @@ static uint64_t rotl(uint64_t x, int k)
     return (x << k) | (x >> (64 - k));
 }
 
-/* splitmix64: spreads a seed over the state (never all zero after it). */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
 /* Out of line: once per thread, so that draw() keeps no frame for it. */
 __attribute__((noinline, cold)) static void seed(void)
 {
-    uint64_t s[4];
-    if (getrandom(s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t x = ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec ^
-                     (uint64_t)(uintptr_t)&rng;
-        for (int i = 0; i < 4; i++)
-            s[i] = splitmix64(&x);
-    }
-    memcpy(rng, s, sizeof(rng));
+    cr_random_seed(rng, sizeof(rng));
     if (!(rng[0] | rng[1] | rng[2] | rng[3]))
         rng[0] = 1; /* the one state xoshiro never leaves */
 }
