@@ -6,16 +6,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-/* splitmix64's step: adds the golden-ratio increment to @x and returns the
- * mixed value (every 64-bit output once over 2^64 steps). */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
 void cr_random_seed_clock(void *out, size_t len)
 {
     struct timespec real, mono;
@@ -25,7 +15,7 @@ void cr_random_seed_clock(void *out, size_t len)
                  ((uint64_t)mono.tv_nsec << 20) ^ (uint64_t)mono.tv_sec ^ (uint64_t)(uintptr_t)out;
     unsigned char *p = out;
     while (len) {
-        uint64_t r = splitmix64(&x);
+        uint64_t r = cr_random_mix64(x += 0x9e3779b97f4a7c15ull);
         size_t n = len < sizeof(r) ? len : sizeof(r);
         memcpy(p, &r, n);
         p += n;

@@ -137,34 +137,23 @@ uint64_t http_rate_limit_retry_after_s(uint64_t wait_ns)
     return s ? s : 1;
 }
 
-/* A 64-bit multiply-xorshift mix (the finaliser of MurmurHash3's 64-bit
- * form, with the constants of splitmix64). */
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    return h ^ (h >> 31);
-}
-
 /* The key of the address @p (@n bytes) under @seed: 8 bytes at a time,
  * each mixed in, the length first so that "1" and "1\0" differ. An
  * address is at most 45 bytes: 6 rounds. */
 static uint64_t address_key(uint64_t seed, const char *p, size_t n)
 {
-    uint64_t h = mix(seed ^ n);
+    uint64_t h = cr_random_mix64(seed ^ n);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = mix(h ^ w);
+        h = cr_random_mix64(h ^ w);
         p += 8;
         n -= 8;
     }
     if (n) {
         uint64_t w = 0;
         memcpy(&w, p, n);
-        h = mix(h ^ w);
+        h = cr_random_mix64(h ^ w);
     }
     return h;
 }

@@ -1,7 +1,8 @@
 /*
  * Unit tests for cr_random_seed and its clock fallback
  * (coring/core/random.h): exactly @len bytes written at any length, and
- * two calls that do not repeat each other.
+ * two calls that do not repeat each other; the mix against splitmix64's
+ * published first output.
  */
 #include <criterion/criterion.h>
 
@@ -75,4 +76,12 @@ Test(random, clock_fallback_writes_exactly_len_bytes)
 Test(random, clock_fallback_does_not_repeat)
 {
     check_no_repeat(clock_fill);
+}
+
+/* splitmix64 from state 0 first outputs 0xe220a8397b1dcdaf (Vigna's
+ * reference splitmix64.c): the mix of the first golden-ratio step. */
+Test(random, mix_is_splitmix64s_output_function)
+{
+    cr_assert_eq(cr_random_mix64(0x9e3779b97f4a7c15ull), 0xe220a8397b1dcdafull);
+    cr_assert_eq(cr_random_mix64(0), 0); /* xorshifts and products keep 0 */
 }
